@@ -1,0 +1,89 @@
+/**
+ * The one configuration schema. Every setting is documented where it is defined, has a sandbox default
+ * (so `npm start` needs no configuration) and can be set by an environment variable named after its path:
+ * server.port -> QTSP_SERVER_PORT, trust.idpDirectoryUrl -> QTSP_TRUST_IDP_DIRECTORY_URL.
+ */
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+const url = z.url({ protocol: /^https?$/ });
+
+export const configSchema = z.strictObject({
+  /** Directory for CA material, the sandbox's files and the embedded store. */
+  dataDir: z.string().min(1).default('./data'),
+  /** Our id in the SP directory (spec 2.2, 2.13): sp:<stage.><platform_domain>:<uuid_v4>. */
+  qtspId: z
+    .string()
+    .regex(/^sp:[a-z0-9.-]+:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'must be sp:<stage.><platform_domain>:<uuid_v4>')
+    .default('sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31'),
+  server: z
+    .strictObject({
+      /** Address the signDoc HTTPS server listens on. */
+      host: z.string().min(1).default('127.0.0.1'),
+      /** Port of the signDoc HTTPS server; 0 picks a free one. */
+      port: port.default(8440),
+      /** Path of the signDoc endpoint (spec 4.5). */
+      signDocPath: z.string().regex(/^\/[A-Za-z0-9/_.-]*$/, 'must be an absolute URL path').default('/signDoc'),
+      /** PEM certificate chain of the HTTPS server; default: the one the sandbox issues in dataDir. */
+      tlsCertFile: z.string().optional(),
+      /** PEM private key of the HTTPS server. */
+      tlsKeyFile: z.string().optional(),
+      /** Largest accepted request body (bytes). */
+      maxBodyBytes: positiveInt.default(256 * 1024),
+      /** Most hashes accepted in one signDoc request. */
+      maxHashes: positiveInt.default(100),
+    })
+    .prefault({}),
+  client: z
+    .strictObject({
+      /** Our self-signed TLS client certificate towards the AS (spec 5.8); default from `qtsp pki init`. */
+      certFile: z.string().optional(),
+      keyFile: z.string().optional(),
+    })
+    .prefault({}),
+  trust: z
+    .strictObject({
+      /** PEM bundle of the CAs trusted for outgoing HTTPS (AS, directories); default: the sandbox TLS CA. */
+      caFile: z.string().optional(),
+      /** IDP directory (spec 4.6). */
+      idpDirectoryUrl: url.default('https://127.0.0.1:8442/idps/v1/'),
+      /** How long an IDP directory answer is reused (seconds). */
+      idpCacheTtlSeconds: positiveInt.default(300),
+      /** How long AS metadata is reused (seconds). */
+      metadataCacheTtlSeconds: positiveInt.default(3600),
+      /** Least time between two JWKS refetches caused by an unknown kid (seconds). */
+      jwksCooldownSeconds: z.coerce.number().min(0).default(30),
+      /** Tolerated clock difference for iat/exp checks (seconds). */
+      clockSkewSeconds: z.coerce.number().int().min(0).max(300).default(5),
+      /** Timeout of every outgoing HTTP call except introspection (ms). */
+      httpTimeoutMs: positiveInt.default(5000),
+    })
+    .prefault({}),
+  introspection: z
+    .strictObject({
+      /** Timeout of the introspection call (ms); on expiry signDoc answers 504. */
+      timeoutMs: positiveInt.default(10000),
+    })
+    .prefault({}),
+  signer: z
+    .strictObject({
+      /** Validity of each per-request signer certificate (seconds). */
+      validitySeconds: positiveInt.max(86400).default(3600),
+    })
+    .prefault({}),
+});
+
+export type ConfigInput = z.input<typeof configSchema>;
+type Parsed = z.output<typeof configSchema>;
+
+/** The configuration after defaults derived from dataDir are filled in. */
+export type Config = Readonly<
+  Omit<Parsed, 'server' | 'client' | 'trust'> & {
+    server: Readonly<Parsed['server'] & { tlsCertFile: string; tlsKeyFile: string }>;
+    client: Readonly<{ certFile: string; keyFile: string }>;
+    trust: Readonly<Parsed['trust'] & { caFile: string }>;
+    introspection: Readonly<Parsed['introspection']>;
+    signer: Readonly<Parsed['signer']>;
+  }
+>;
