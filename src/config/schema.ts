@@ -50,6 +50,8 @@ export const configSchema = z.strictObject({
       idpDirectoryUrl: url.default('https://127.0.0.1:8442/idps/v1/'),
       /** How long an IDP directory answer is reused (seconds). */
       idpCacheTtlSeconds: positiveInt.default(300),
+      /** When the directory is down, how long its last good answer keeps serving (seconds); then fail closed. */
+      idpMaxStaleSeconds: positiveInt.default(3600),
       /** How long AS metadata is reused (seconds). */
       metadataCacheTtlSeconds: positiveInt.default(3600),
       /** Least time between two JWKS refetches caused by an unknown kid (seconds). */

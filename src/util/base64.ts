@@ -19,10 +19,9 @@ export function decodeDigest(value: string, expectedLength: number): DigestDecod
   }
   const bytes = Buffer.from(value, 'base64');
   if (bytes.toString('base64') !== value) return { ok: false, reason: 'is not canonical Base64' };
+  // A real digest of 32+ bytes that happens to be all ASCII hex digits has probability below 1e-33.
+  if (HEX.test(bytes.toString('latin1'))) return { ok: false, reason: 'is Base64 of a hex string; send Base64 of the raw digest bytes' };
   if (bytes.length !== expectedLength) {
-    if (bytes.length === 2 * expectedLength && HEX.test(bytes.toString('latin1'))) {
-      return { ok: false, reason: 'is Base64 of a hex string; send Base64 of the raw digest bytes' };
-    }
     return { ok: false, reason: `decodes to ${bytes.length} bytes, the algorithm's digest has ${expectedLength}` };
   }
   return { ok: true, bytes };

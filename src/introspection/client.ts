@@ -1,0 +1,126 @@
+/**
+ * Token introspection at the SAD's AS (spec 2.11, 5.8, 5.9): POST client_id + token over mutual TLS with our
+ * own client certificate, Accept application/jwt; the answer is a signed JWT, which we verify (RS256, the
+ * AS's key by kid, iss, aud == our qtsp_id, active, iat, exp) and keep verbatim as evidence.
+ */
+import type { Agent } from 'node:https';
+import { compactVerify, decodeProtectedHeader } from 'jose';
+import { badGateway, gatewayTimeout, unauthorized } from '../errors.ts';
+import { TrustSourceError, type AuthorizationServers } from '../trust/authorization-servers.ts';
+import type { ValidatedSad } from '../trust/sad.ts';
+import { httpRequest, HttpTimeoutError } from '../util/http-client.ts';
+
+export interface IntrospectionContext {
+  readonly qtspId: string;
+  readonly servers: AuthorizationServers;
+  readonly agent: Agent;
+  readonly timeoutMs: number;
+  readonly clockSkewSeconds: number;
+  readonly now?: () => number;
+}
+
+/** The flat payload of spec 2.11 (claims we rely on; the AS may send more). */
+export interface IntrospectionPayload {
+  readonly active: true;
+  readonly iss: string;
+  readonly aud: string | string[];
+  readonly iat: number;
+  readonly exp: number;
+  readonly sub?: string;
+  readonly client_id: string;
+  readonly client_state?: string;
+  readonly cnf?: { 'x5t#S256'?: string };
+  readonly txn?: string;
+  readonly acr?: string;
+  readonly verified_claims?: { claims?: Record<string, unknown>; verification?: unknown };
+  readonly authorization_details?: unknown;
+  readonly [claim: string]: unknown;
+}
+
+export interface Introspection {
+  /** the signed response exactly as received (evidence, spec 5.13) */
+  readonly jwt: string;
+  readonly payload: IntrospectionPayload;
+}
+
+async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<string> {
+  let endpoint;
+  try {
+    endpoint = (await ctx.servers.getMetadata(sad.issuer)).introspection_endpoint;
+  } catch (err) {
+    if (err instanceof TrustSourceError) throw badGateway(`cannot reach the SAD issuer: ${err.message}`);
+    throw err;
+  }
+  const body = new URLSearchParams({ client_id: ctx.qtspId, token: sad.token }).toString();
+  let res;
+  try {
+    res = await httpRequest(endpoint, {
+      method: 'POST',
+      agent: ctx.agent,
+      timeoutMs: ctx.timeoutMs,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/jwt' },
+      body,
+      maxResponseBytes: 256 * 1024,
+    });
+  } catch (err) {
+    if (err instanceof HttpTimeoutError) throw gatewayTimeout(`token introspection at the AS did not answer within ${ctx.timeoutMs} ms`);
+    throw badGateway(`token introspection at the AS failed: ${(err as Error).message}`);
+  }
+  if (res.status === 401) throw badGateway('the AS refused our client authentication at token introspection');
+  if (res.status !== 200) throw badGateway(`token introspection at the AS answered HTTP ${res.status}`);
+  const type = String(res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/jwt' && type !== 'application/token-introspection+jwt') {
+    throw badGateway(`token introspection answered ${type || 'no content type'}, not a signed JWT`);
+  }
+  return res.body.toString('utf8').trim();
+}
+
+async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionContext): Promise<Record<string, unknown>> {
+  let header;
+  try {
+    header = decodeProtectedHeader(jwt);
+  } catch {
+    throw badGateway('token introspection answered something that is not a JWT');
+  }
+  if (header.alg !== 'RS256' || typeof header.kid !== 'string' || header.crit !== undefined) {
+    throw unauthorized('introspection response is not an RS256 JWT with a kid');
+  }
+  let key;
+  try {
+    key = await ctx.servers.getKey(issuer, header.kid);
+  } catch (err) {
+    if (err instanceof TrustSourceError) throw badGateway(`cannot obtain the keys of the AS: ${err.message}`);
+    throw err;
+  }
+  if (!key) throw unauthorized('introspection response is signed with a key the AS does not publish');
+  let payload: unknown;
+  try {
+    const { payload: bytes } = await compactVerify(jwt, key, { algorithms: ['RS256'] });
+    payload = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    throw unauthorized('introspection response signature does not verify');
+  }
+  if (!payload || typeof payload !== 'object' || Array.isArray(payload)) throw unauthorized('introspection response payload is not a JSON object');
+  return payload as Record<string, unknown>;
+}
+
+/** spec 5.9: iss and aud; active; iat not in the future; exp not in the past. */
+function checkClaims(p: Record<string, unknown>, issuer: string, ctx: IntrospectionContext): IntrospectionPayload {
+  if (p.active !== true) throw unauthorized('the AS reports the SAD as not active');
+  if (p.iss !== issuer) throw unauthorized('introspection response iss is not the SAD issuer');
+  const aud = p.aud;
+  if (!(aud === ctx.qtspId || (Array.isArray(aud) && aud.includes(ctx.qtspId)))) {
+    throw unauthorized('introspection response is not addressed to this QTSP (aud)');
+  }
+  const now = Math.floor((ctx.now ?? Date.now)() / 1000);
+  if (typeof p.iat !== 'number' || p.iat > now + ctx.clockSkewSeconds) throw unauthorized('introspection response iat is missing or in the future');
+  if (typeof p.exp !== 'number' || p.exp <= now - ctx.clockSkewSeconds) throw unauthorized('introspection response exp is missing or in the past');
+  if (typeof p.client_id !== 'string' || p.client_id === '') throw unauthorized('introspection response names no client_id');
+  return p as IntrospectionPayload;
+}
+
+export async function introspect(sad: ValidatedSad, ctx: IntrospectionContext): Promise<Introspection> {
+  const jwt = await call(sad, ctx);
+  const raw = await verifySignature(jwt, sad.issuer, ctx);
+  return { jwt, payload: checkClaims(raw, sad.issuer, ctx) };
+}

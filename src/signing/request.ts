@@ -1,0 +1,76 @@
+/**
+ * Step 1 of signDoc: the request body against the SignDocRequest schema of openapi.yaml (compiled once with
+ * ajv, so the published contract and the check are the same thing), then the rules JSON Schema cannot say:
+ * each hash is Base64 of a raw digest of the algorithm's length (spec 2.7, 2.12).
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
+import { parse as parseYaml } from 'yaml';
+import { hashByOid, type HashAlgorithm } from '../ades/algorithms.ts';
+import { badRequest } from '../errors.ts';
+import { decodeDigest } from '../util/base64.ts';
+
+export type SignatureFormat = 'C' | 'X' | 'P';
+export type ConformanceLevel = 'AdES-B-B' | 'AdES-B-T' | 'AdES-B-LT' | 'AdES-B-LTA';
+
+export interface SignDocRequest {
+  readonly SAD: string;
+  readonly credentialID: string;
+  readonly documentDigests: { readonly hashes: readonly string[]; readonly hashAlgorithmOID: string };
+  readonly profile: string;
+  readonly signature_format: SignatureFormat;
+  readonly conformance_level?: ConformanceLevel;
+  readonly signAlgo?: string;
+  readonly signAlgoParams?: string;
+}
+
+export interface ParsedSignDocRequest {
+  readonly body: SignDocRequest;
+  readonly hashAlgorithm: HashAlgorithm;
+  /** decoded digests, in request order */
+  readonly hashes: readonly Buffer[];
+  readonly format: SignatureFormat;
+  readonly level: ConformanceLevel;
+}
+
+const OPENAPI_FILE = fileURLToPath(new URL('../../openapi.yaml', import.meta.url));
+
+/** Loads a schema of openapi.yaml's components as a standalone JSON Schema 2020-12 document. */
+export function openApiSchema(name: string): Record<string, unknown> {
+  const doc = parseYaml(readFileSync(OPENAPI_FILE, 'utf8')) as { components: { schemas: Record<string, unknown> } };
+  const defs = JSON.parse(JSON.stringify(doc.components.schemas).replaceAll('#/components/schemas/', '#/$defs/'));
+  return { $schema: 'https://json-schema.org/draft/2020-12/schema', $defs: defs, $ref: `#/$defs/${name}` };
+}
+
+const validate = new Ajv2020({ allErrors: false, strict: true }).compile<SignDocRequest>(openApiSchema('SignDocRequest'));
+
+function describe(error: ErrorObject): string {
+  const where = error.instancePath ? `'${error.instancePath.slice(1).replaceAll('/', '.')}'` : 'the request';
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return `unknown parameter '${String(error.params.additionalProperty)}' in ${where}`;
+    case 'required':
+      return `missing required parameter '${String(error.params.missingProperty)}' in ${where}`;
+    case 'const':
+      return `${where} must be ${JSON.stringify(error.params.allowedValue)}`;
+    case 'enum':
+      return `${where} must be one of ${(error.params.allowedValues as unknown[]).join(', ')}`;
+    case 'pattern':
+      return `${where} is not well-formed (${error.instancePath.includes('hashes') ? 'standard Base64 of the raw digest expected' : 'see openapi.yaml'})`;
+    default:
+      return `${where} ${error.message ?? 'is invalid'}`;
+  }
+}
+
+export function parseSignDocRequest(body: unknown): ParsedSignDocRequest {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the request body must be a JSON object');
+  if (!validate(body)) throw badRequest(describe(validate.errors![0]!));
+  const hashAlgorithm = hashByOid(body.documentDigests.hashAlgorithmOID)!;
+  const hashes = body.documentDigests.hashes.map((h, i) => {
+    const decoded = decodeDigest(h, hashAlgorithm.length);
+    if (!decoded.ok) throw badRequest(`documentDigests.hashes[${i}] ${decoded.reason}`);
+    return decoded.bytes;
+  });
+  return { body, hashAlgorithm, hashes, format: body.signature_format, level: body.conformance_level ?? 'AdES-B-B' };
+}

@@ -1,0 +1,84 @@
+/**
+ * A small promise wrapper over node:https/http for calls that need a client certificate, a private CA and
+ * a hard timeout (global fetch cannot take TLS options without undici internals). Bodies are capped so a
+ * hostile peer cannot exhaust memory.
+ */
+import * as http from 'node:http';
+import * as https from 'node:https';
+
+export interface HttpResponse {
+  readonly status: number;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: Buffer;
+}
+
+export interface HttpRequestOptions {
+  readonly method?: string;
+  readonly headers?: Record<string, string>;
+  readonly body?: string | Buffer;
+  /** keep-alive agent carrying ca / cert / key */
+  readonly agent?: https.Agent | http.Agent;
+  readonly timeoutMs: number;
+  readonly maxResponseBytes?: number;
+}
+
+export class HttpTimeoutError extends Error {
+  override name = 'HttpTimeoutError';
+}
+
+export class HttpTransportError extends Error {
+  override name = 'HttpTransportError';
+}
+
+export function httpRequest(url: string | URL, options: HttpRequestOptions): Promise<HttpResponse> {
+  const target = typeof url === 'string' ? new URL(url) : url;
+  const lib = target.protocol === 'https:' ? https : http;
+  const limit = options.maxResponseBytes ?? 1024 * 1024;
+  return new Promise((resolve, reject) => {
+    const req = lib.request(
+      target,
+      {
+        method: options.method ?? 'GET',
+        headers: options.headers,
+        ...(options.agent ? { agent: options.agent } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > limit) {
+            req.destroy(new HttpTransportError(`response from ${target.origin} exceeds ${limit} bytes`));
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('end', () => {
+          clearTimeout(timer);
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+        });
+        res.on('error', (err) => {
+          clearTimeout(timer);
+          reject(new HttpTransportError(err.message));
+        });
+      },
+    );
+    const timer = setTimeout(() => {
+      req.destroy(new HttpTimeoutError(`no answer from ${target.origin} within ${options.timeoutMs} ms`));
+    }, options.timeoutMs);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err instanceof HttpTimeoutError || err instanceof HttpTransportError ? err : new HttpTransportError(`${target.origin}: ${err.message}`));
+    });
+    req.end(options.body);
+  });
+}
+
+/** Parses a JSON body, or returns undefined when it is not JSON. */
+export function jsonBody(res: HttpResponse): unknown {
+  try {
+    return JSON.parse(res.body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
