@@ -118,5 +118,5 @@ export function loadKeyed(certFile: string, keyFile: string): KeyedCertificate {
   const der = fromPem(readFileSync(certFile, 'utf8'))[0];
   if (!der) throw new Error(`no certificate in ${certFile}`);
   const privateKey = createPrivateKey(readFileSync(keyFile, 'utf8'));
-  return keyed(der, pkijs.Certificate.fromBER(der), privateKey);
+  return keyed(der, pkijs.Certificate.fromBER(new Uint8Array(der)), privateKey);
 }

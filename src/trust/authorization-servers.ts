@@ -4,9 +4,9 @@
  * flood of forged kids cannot turn us into a request amplifier. Only RSA keys usable for RS256 are taken;
  * `jku`, `x5u` and `jwk` headers are never followed.
  */
-import type { KeyObject } from 'node:crypto';
+import { createPublicKey, type KeyObject } from 'node:crypto';
 import type { Agent } from 'node:https';
-import { importJWK, type JWK } from 'jose';
+import type { JWK } from 'jose';
 import { httpRequest, jsonBody } from '../util/http-client.ts';
 
 export interface AsMetadata {
@@ -116,7 +116,8 @@ export class AuthorizationServers {
       if (jwk.alg !== undefined && jwk.alg !== 'RS256') continue;
       if (jwk.use !== undefined && jwk.use !== 'sig') continue;
       try {
-        keys.set(jwk.kid, (await importJWK({ kty: 'RSA', n: jwk.n, e: jwk.e }, 'RS256')) as KeyObject);
+        const key = createPublicKey({ key: { kty: 'RSA', n: jwk.n!, e: jwk.e! }, format: 'jwk' });
+        if ((key.asymmetricKeyDetails?.modulusLength ?? 0) >= 2048) keys.set(jwk.kid, key);
       } catch {
         // a malformed key in the set is skipped, never fatal for the others
       }

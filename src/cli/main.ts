@@ -1,0 +1,54 @@
+/**
+ * `qtsp` command line:
+ *   qtsp dev                      sandbox ecosystem + QTSP on loopback (what `npm start` runs)
+ *   qtsp serve                    the QTSP alone, configured by QTSP_* environment variables
+ *   qtsp pki init [--rsa] [--force]   create the CA material in the data directory
+ *   qtsp pki root                 print the root CA certificate (PEM)
+ *   qtsp sign FILE... [options]   act as a relying party: get each file signed through the whole flow
+ */
+import { ConfigError } from '../config/load.ts';
+import { runDev, runServe } from './serve.ts';
+import { runPki } from './pki.ts';
+import { runSign } from './sign.ts';
+
+const USAGE = `usage:
+  qtsp dev                         start the sandbox ecosystem and the QTSP (sandbox defaults)
+  qtsp serve                       start the QTSP alone (configuration: QTSP_* environment variables)
+  qtsp pki init [--rsa] [--force]  create root CA, issuing CA and our TLS client certificate
+  qtsp pki root                    print the root CA certificate (PEM)
+  qtsp sign FILE... [--hash-alg sha-256] [--format C] [--level AdES-B-B] [--data-dir DIR]
+                                   sign files as a relying party against the sandbox
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'dev':
+      return runDev(rest);
+    case 'serve':
+      return runServe(rest);
+    case 'pki':
+      return runPki(rest);
+    case 'sign':
+      return runSign(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+      process.stdout.write(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`unknown command: ${command}\n${USAGE}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code !== -1) process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof ConfigError) process.stderr.write(`configuration error:\n${err.message}\n`);
+    else process.stderr.write(`qtsp: ${(err as Error)?.message ?? String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,43 @@
+/** File layout of the sandbox under <dataDir>/sandbox/. */
+import { join } from 'node:path';
+
+export interface SandboxPaths {
+  readonly dir: string;
+  readonly tlsCaCert: string;
+  readonly tlsCaKey: string;
+  readonly asCert: string;
+  readonly asKey: string;
+  readonly platformCert: string;
+  readonly platformKey: string;
+  readonly qtspCert: string;
+  readonly qtspKey: string;
+  /** the AS's RS256 signing key (PKCS#8 PEM) */
+  readonly asSigningKey: string;
+  /** self-signed client certificates of RPs: <clientsDir>/<clientId>.pem / .key.pem */
+  readonly clientsDir: string;
+  readonly endpoints: string;
+}
+
+export function sandboxPaths(dataDir: string): SandboxPaths {
+  const dir = join(dataDir, 'sandbox');
+  return {
+    dir,
+    tlsCaCert: join(dir, 'tls-ca.pem'),
+    tlsCaKey: join(dir, 'tls-ca.key.pem'),
+    asCert: join(dir, 'as-server.pem'),
+    asKey: join(dir, 'as-server.key.pem'),
+    platformCert: join(dir, 'platform-server.pem'),
+    platformKey: join(dir, 'platform-server.key.pem'),
+    qtspCert: join(dir, 'qtsp-server.pem'),
+    qtspKey: join(dir, 'qtsp-server.key.pem'),
+    asSigningKey: join(dir, 'as-signing.key.pem'),
+    clientsDir: join(dir, 'clients'),
+    endpoints: join(dir, 'endpoints.json'),
+  };
+}
+
+/** A client id as a file name: anything outside [A-Za-z0-9._-] becomes '_'. */
+export function clientFileBase(clientsDir: string, clientId: string): { certFile: string; keyFile: string } {
+  const safe = clientId.replace(/[^A-Za-z0-9._-]/g, '_');
+  return { certFile: join(clientsDir, `${safe}.pem`), keyFile: join(clientsDir, `${safe}.key.pem`) };
+}

@@ -1,0 +1,149 @@
+/**
+ * TLS for the sandbox: its own TLS CA and the server certificates it issues (AS, platform, QTSP), HTTPS
+ * servers with TLS >= 1.2 (spec 1.7, 8), and client certificate fingerprints (x5t#S256, RFC 8705) compared
+ * in constant time. Servers that need client certificates request them but do not chain-check them: the
+ * ecosystem uses self-signed client certificates, matched by fingerprint against the registration (spec 5.1, 5.8).
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import * as https from 'node:https';
+import { isIP, type AddressInfo, type Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { RequestListener } from 'node:http';
+import { createRootCa, createTlsCertificate, loadKeyed, saveKeyed, type KeyedCertificate } from '../pki/authority.ts';
+import { OID } from '../pki/x509.ts';
+import { fromPem } from '../util/base64.ts';
+import type { SandboxPaths } from './paths.ts';
+
+export interface ServerIdentity {
+  readonly certFile: string;
+  readonly keyFile: string;
+}
+
+function loadOrCreateCa(paths: SandboxPaths): { ca: KeyedCertificate; created: boolean } {
+  if (existsSync(paths.tlsCaCert) && existsSync(paths.tlsCaKey)) {
+    return { ca: loadKeyed(paths.tlsCaCert, paths.tlsCaKey), created: false };
+  }
+  const ca = createRootCa(
+    [
+      { type: OID.countryName, value: 'DE' },
+      { type: OID.organizationName, value: 'qtsp sandbox ecosystem' },
+      { type: OID.commonName, value: 'Sandbox TLS CA' },
+    ],
+    'P-256',
+  );
+  saveKeyed(ca, paths.tlsCaCert, paths.tlsCaKey);
+  return { ca, created: true };
+}
+
+/** SAN of every sandbox server: localhost and 127.0.0.1, plus the configured host. */
+function subjectAltNames(host: string): { dnsNames: string[]; ips: string[] } {
+  const dnsNames = ['localhost'];
+  const ips = ['127.0.0.1'];
+  if (isIP(host) && !ips.includes(host)) ips.push(host);
+  if (!isIP(host) && !dnsNames.includes(host)) dnsNames.push(host);
+  return { dnsNames, ips };
+}
+
+function ensureServerCert(ca: KeyedCertificate, renew: boolean, certFile: string, keyFile: string, commonName: string, host: string): ServerIdentity {
+  if (renew || !existsSync(certFile) || !existsSync(keyFile)) {
+    const cert = createTlsCertificate(ca, { commonName, usage: 'server', ...subjectAltNames(host) });
+    saveKeyed(cert, certFile, keyFile);
+  }
+  return { certFile, keyFile };
+}
+
+export interface SandboxTls {
+  readonly as: ServerIdentity;
+  readonly platform: ServerIdentity;
+  readonly qtsp: ServerIdentity;
+}
+
+/** Creates what is missing: the TLS CA and the server certificates (all renewed when the CA is new). */
+export function ensureSandboxTls(paths: SandboxPaths, host: string): SandboxTls {
+  const { ca, created } = loadOrCreateCa(paths);
+  return {
+    as: ensureServerCert(ca, created, paths.asCert, paths.asKey, 'Sandbox Bank AS', host),
+    platform: ensureServerCert(ca, created, paths.platformCert, paths.platformKey, 'Sandbox Platform', host),
+    qtsp: ensureServerCert(ca, created, paths.qtspCert, paths.qtspKey, 'Sandbox QTSP', host),
+  };
+}
+
+/** x5t#S256: base64url of the SHA-256 of the certificate's DER (RFC 8705 section 3.1). */
+export function certFingerprint(der: Uint8Array): string {
+  return createHash('sha256').update(der).digest('base64url');
+}
+
+/** Fingerprint of the first certificate of a PEM file. */
+export function pemFingerprint(file: string): string {
+  const der = fromPem(readFileSync(file, 'utf8'))[0];
+  if (!der) throw new Error(`no certificate in ${file}`);
+  return certFingerprint(der);
+}
+
+/** Fingerprint of the client certificate presented on this TLS connection, if any. */
+export function peerFingerprint(socket: unknown): string | undefined {
+  const tls = socket as Partial<TLSSocket>;
+  if (typeof tls.getPeerCertificate !== 'function') return undefined;
+  const cert = tls.getPeerCertificate();
+  return cert?.raw ? certFingerprint(cert.raw) : undefined;
+}
+
+/** Constant-time comparison of two fingerprints. */
+export function fingerprintsEqual(presented: string | undefined, registered: string): boolean {
+  if (!presented) return false;
+  const a = Buffer.from(presented);
+  const b = Buffer.from(registered);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** An HTTPS server that remembers its sockets so close() ends even with stalled requests. */
+export class TlsServer {
+  private readonly sockets = new Set<Socket>();
+  readonly server: https.Server;
+
+  constructor(identity: ServerIdentity, app: RequestListener, clientCerts: boolean) {
+    this.server = https.createServer(
+      {
+        cert: readFileSync(identity.certFile),
+        key: readFileSync(identity.keyFile),
+        minVersion: 'TLSv1.2',
+        // self-signed client certificates are accepted here and checked by fingerprint in the routes
+        requestCert: clientCerts,
+        rejectUnauthorized: false,
+      },
+      app,
+    );
+    this.server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve((this.server.address() as AddressInfo).port);
+      });
+    });
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      if (!this.server.listening) {
+        resolve();
+        return;
+      }
+      this.server.close(() => resolve());
+      for (const socket of this.sockets) socket.destroy();
+      this.server.closeAllConnections();
+    });
+  }
+}
+
+/** URL host part: IPv6 addresses in brackets. */
+export function urlHost(host: string): string {
+  return isIP(host) === 6 ? `[${host}]` : host;
+}

@@ -1,0 +1,72 @@
+/**
+ * Composition root of the QTSP: builds the trust sources, the introspection client and the signDoc
+ * dependencies from the frozen configuration, and starts the HTTPS server.
+ */
+import { existsSync } from 'node:fs';
+import type { Config } from './config/schema.ts';
+import { ConfigError } from './config/load.ts';
+import { createApp, listen, type RunningServer } from './http/server.ts';
+import { loadCaMaterial, pkiExists } from './pki/init.ts';
+import type { SignDocDeps } from './signing/sign-doc.ts';
+import { createOutgoingAgents } from './trust/agents.ts';
+import { AuthorizationServers } from './trust/authorization-servers.ts';
+import { IdpDirectory } from './trust/idp-directory.ts';
+import { logger as defaultLogger, type Logger } from './util/logger.ts';
+
+export interface QtspService extends RunningServer {
+  readonly deps: SignDocDeps;
+}
+
+function requireFiles(config: Config): void {
+  const files: [string, string][] = [
+    ['server.tlsCertFile', config.server.tlsCertFile],
+    ['server.tlsKeyFile', config.server.tlsKeyFile],
+    ['client.certFile', config.client.certFile],
+    ['client.keyFile', config.client.keyFile],
+    ['trust.caFile', config.trust.caFile],
+  ];
+  for (const [setting, file] of files) {
+    if (!existsSync(file)) throw new ConfigError(`setting ${setting}: file ${file} does not exist`);
+  }
+  if (!pkiExists(config.dataDir)) throw new ConfigError(`setting dataDir: no CA material in ${config.dataDir}/pki; run \`qtsp pki init\` first`);
+}
+
+export async function startQtsp(config: Config, logger: Logger = defaultLogger): Promise<QtspService> {
+  requireFiles(config);
+  const agents = createOutgoingAgents(config);
+  const { issuing } = loadCaMaterial(config.dataDir);
+  const timeoutMs = config.trust.httpTimeoutMs;
+  const idps = new IdpDirectory({
+    url: config.trust.idpDirectoryUrl,
+    agent: agents.plain,
+    ttlMs: config.trust.idpCacheTtlSeconds * 1000,
+    maxStaleMs: config.trust.idpMaxStaleSeconds * 1000,
+    timeoutMs,
+  });
+  const servers = new AuthorizationServers({
+    agent: agents.plain,
+    metadataTtlMs: config.trust.metadataCacheTtlSeconds * 1000,
+    jwksCooldownMs: config.trust.jwksCooldownSeconds * 1000,
+    timeoutMs,
+  });
+  const clockSkewSeconds = config.trust.clockSkewSeconds;
+  const deps: SignDocDeps = {
+    qtspId: config.qtspId,
+    sad: { idps, servers, clockSkewSeconds },
+    introspection: { qtspId: config.qtspId, servers, agent: agents.mtls, timeoutMs: config.introspection.timeoutMs, clockSkewSeconds },
+    issuingCa: issuing,
+    signerValiditySeconds: config.signer.validitySeconds,
+    logger,
+  };
+  const app = createApp(config, deps, () => ({ ready: true, reasons: [] }));
+  const server = await listen(config, app);
+  logger.info({ event: 'qtsp.started', url: server.signDocUrl, qtsp_id: config.qtspId }, 'qtsp listening');
+  return {
+    ...server,
+    deps,
+    close: async () => {
+      await server.close();
+      agents.destroy();
+    },
+  };
+}
