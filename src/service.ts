@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
 import { createApp, listen, type RunningServer } from './http/server.ts';
+import { createMetrics } from './http/metrics.ts';
 import { loadCaMaterial, pkiExists } from './pki/init.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
 import { createOutgoingAgents } from './trust/agents.ts';
@@ -31,7 +32,8 @@ function requireFiles(config: Config): void {
   if (!pkiExists(config.dataDir)) throw new ConfigError(`setting dataDir: no CA material in ${config.dataDir}/pki; run \`qtsp pki init\` first`);
 }
 
-export async function startQtsp(config: Config, logger: Logger = defaultLogger): Promise<QtspService> {
+export async function startQtsp(config: Config, options: { logger?: Logger; defaultMetrics?: boolean } = {}): Promise<QtspService> {
+  const logger = options.logger ?? defaultLogger;
   requireFiles(config);
   const agents = createOutgoingAgents(config);
   const { issuing } = loadCaMaterial(config.dataDir);
@@ -57,6 +59,7 @@ export async function startQtsp(config: Config, logger: Logger = defaultLogger):
     issuingCa: issuing,
     signerValiditySeconds: config.signer.validitySeconds,
     logger,
+    metrics: createMetrics({ defaultMetrics: options.defaultMetrics ?? true }),
   };
   const app = createApp(config, deps, () => ({ ready: true, reasons: [] }));
   const server = await listen(config, app);

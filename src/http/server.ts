@@ -35,6 +35,15 @@ export interface ReadinessCheck {
 export function createApp(config: Config, deps: SignDocDeps, readiness: ReadinessCheck): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use(config.server.signDocPath, (_req, res, next) => {
+    const stop = deps.metrics.duration.startTimer();
+    res.on('finish', () => {
+      const status = String(res.statusCode);
+      stop({ status });
+      deps.metrics.requests.inc({ status });
+    });
+    next();
+  });
   app.set('etag', false);
   app.post(
     config.server.signDocPath,
@@ -47,6 +56,9 @@ export function createApp(config: Config, deps: SignDocDeps, readiness: Readines
       res.status(200).set({ 'cache-control': 'no-store', 'x-transaction-id': result.txn }).json({ SignatureObject: result.SignatureObject });
     },
   );
+  app.get('/metrics', async (_req, res) => {
+    res.set('content-type', deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+  });
   app.all(config.server.signDocPath, (_req, res) => {
     res.status(405).set('allow', 'POST').json(badRequest('signDoc accepts POST only').toBody());
   });

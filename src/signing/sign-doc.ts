@@ -13,6 +13,7 @@ import { mintSignerCertificate, type SignerCertificate } from '../pki/signer-cer
 import { x5tS256 } from '../trust/fingerprint.ts';
 import { validateSad, type SadContext } from '../trust/sad.ts';
 import type { Logger } from '../util/logger.ts';
+import type { Metrics } from '../http/metrics.ts';
 import { checkConsent, type Consent } from './consent.ts';
 import { parseSignDocRequest, type ParsedSignDocRequest } from './request.ts';
 
@@ -23,6 +24,7 @@ export interface SignDocDeps {
   readonly issuingCa: KeyedCertificate;
   readonly signerValiditySeconds: number;
   readonly logger: Logger;
+  readonly metrics: Metrics;
 }
 
 export interface SignDocResult {
@@ -51,6 +53,7 @@ interface EphemeralSigner {
 function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDocDeps): EphemeralSigner {
   const keys = generateKeyPair(choice.keyAlgorithm);
   const certificate = mintSignerCertificate({ claims: consent.claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: deps.signerValiditySeconds });
+  deps.metrics.certificates.inc();
   return { privateKey: keys.privateKey, certificate };
 }
 
@@ -58,9 +61,11 @@ function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDocDeps):
 function signHashes(request: ParsedSignDocRequest, signer: EphemeralSigner, deps: SignDocDeps): string[] {
   const privateKey = signer.privateKey!;
   const signingTime = new Date();
-  return request.hashes.map((hash) =>
+  const signatures = request.hashes.map((hash) =>
     buildCadesBaselineB({ hash, hashAlgorithm: request.hashAlgorithm, signerCertificate: signer.certificate, chain: [deps.issuingCa.der], privateKey, signingTime }).toString('base64'),
   );
+  deps.metrics.signatures.inc(signatures.length);
+  return signatures;
 }
 
 /** step 9: no reference to the private key survives the request (never logged, never stored) */

@@ -1,0 +1,67 @@
+/**
+ * The RPs the platform knows (spec 2.14): client id, redirect URIs, client state, allowed authorization
+ * data types, allowed_claims_qes, and the fingerprint of the self-signed TLS client certificate (spec 5.1).
+ */
+import { existsSync } from 'node:fs';
+import { createTlsCertificate, saveKeyed } from '../pki/authority.ts';
+import { DEFINED_CLAIMS } from './platform/constants.ts';
+import { clientFileBase } from './paths.ts';
+import { fingerprintsEqual, pemFingerprint } from './tls.ts';
+import type { ClientState, RpRegistration } from './types.ts';
+
+export const DEFAULT_RP_CLIENT_ID = 'sandbox-rp';
+
+export interface RegisteredClient {
+  readonly registration: RpRegistration;
+  /** x5t#S256 of the registered certificate */
+  readonly fingerprint: string;
+}
+
+export type ClientInput = Partial<RpRegistration> & { clientId: string; state: ClientState };
+
+function defaultRedirectUri(clientId: string): string {
+  return `https://rp.sandbox.localhost/${encodeURIComponent(clientId)}/callback`;
+}
+
+/** The client's certificate files: given ones, or a self-signed certificate created once. */
+function certificateFiles(clientsDir: string, input: ClientInput, previous?: RpRegistration): { certFile: string; keyFile: string } {
+  if (input.certFile && input.keyFile) return { certFile: input.certFile, keyFile: input.keyFile };
+  if (previous) return { certFile: previous.certFile, keyFile: previous.keyFile };
+  const files = clientFileBase(clientsDir, input.clientId);
+  if (!existsSync(files.certFile) || !existsSync(files.keyFile)) {
+    saveKeyed(createTlsCertificate(undefined, { usage: 'client', commonName: input.clientId }), files.certFile, files.keyFile);
+  }
+  return files;
+}
+
+export class ClientRegistry {
+  private readonly clients = new Map<string, RegisteredClient>();
+
+  constructor(private readonly clientsDir: string) {}
+
+  /** Adds or replaces a client; a replaced client keeps its certificate unless new files are given. */
+  register(input: ClientInput): RpRegistration {
+    const previous = this.clients.get(input.clientId)?.registration;
+    const files = certificateFiles(this.clientsDir, input, previous);
+    const registration: RpRegistration = {
+      clientId: input.clientId,
+      ...files,
+      redirectUri: input.redirectUri ?? previous?.redirectUri ?? defaultRedirectUri(input.clientId),
+      state: input.state,
+      allowedClaimsQes: [...(input.allowedClaimsQes ?? previous?.allowedClaimsQes ?? DEFINED_CLAIMS)],
+      allowedTypes: [...(input.allowedTypes ?? previous?.allowedTypes ?? ['sign'])],
+    };
+    this.clients.set(input.clientId, { registration, fingerprint: pemFingerprint(files.certFile) });
+    return { ...registration };
+  }
+
+  get(clientId: string): RegisteredClient | undefined {
+    return this.clients.get(clientId);
+  }
+
+  /** The client whose registered certificate was presented on the connection (spec 5.1), if both match. */
+  authenticate(clientId: string, presentedFingerprint: string | undefined): RegisteredClient | undefined {
+    const client = this.clients.get(clientId);
+    return client && fingerprintsEqual(presentedFingerprint, client.fingerprint) ? client : undefined;
+  }
+}
