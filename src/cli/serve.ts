@@ -4,10 +4,9 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
-import type { Config } from '../config/schema.ts';
-import { pkiInit, pkiPaths } from '../pki/init.ts';
-import { startSandbox } from '../sandbox/index.ts';
+import { pkiPaths } from '../pki/init.ts';
 import { startQtsp } from '../service.ts';
+import { startEcosystem } from './ecosystem.ts';
 
 function untilSignal(stop: () => Promise<void>): Promise<number> {
   return new Promise((resolve) => {
@@ -32,38 +31,18 @@ export async function runDev(args: string[]): Promise<number> {
     args,
     options: { 'as-port': { type: 'string', default: '8441' }, 'platform-port': { type: 'string', default: '8442' } },
   });
-  const base: Config = loadConfig();
-  if (pkiInit({ dataDir: base.dataDir, qtspId: base.qtspId })) process.stdout.write(`created CA material in ${pkiPaths(base.dataDir).dir}\n`);
-  const host = base.server.host;
-  const sandbox = await startSandbox({
-    dataDir: base.dataDir,
-    host,
-    asPort: Number(values['as-port']),
-    platformPort: Number(values['platform-port']),
-    qtsp: { id: base.qtspId, clientCertFile: base.client.certFile, signDocUrl: `https://${host}:${base.server.port}${base.server.signDocPath}` },
-  });
-  const config = loadConfig({ trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl } });
-  let qtsp;
-  try {
-    qtsp = await startQtsp(config);
-  } catch (err) {
-    await sandbox.close();
-    throw err;
-  }
+  const eco = await startEcosystem({ env: process.env, asPort: Number(values['as-port']), platformPort: Number(values['platform-port']) });
   process.stdout.write(
     [
       'qtsp sandbox is running',
-      `  signDoc              ${qtsp.signDocUrl}`,
-      `  bank AS (issuer)     ${sandbox.issuer}`,
-      `  IDP directory        ${sandbox.idpDirectoryUrl}`,
-      `  service config       ${sandbox.serviceConfigurationUrl}`,
-      `  root CA              ${pkiPaths(config.dataDir).rootCert}`,
+      `  signDoc              ${eco.qtsp.signDocUrl}`,
+      `  bank AS (issuer)     ${eco.sandbox.issuer}`,
+      `  IDP directory        ${eco.sandbox.idpDirectoryUrl}`,
+      `  service config       ${eco.sandbox.serviceConfigurationUrl}`,
+      `  root CA              ${pkiPaths(eco.config.dataDir).rootCert}`,
       'try, in another terminal:  npm run qtsp -- sign README.md',
       '',
     ].join('\n'),
   );
-  return untilSignal(async () => {
-    await qtsp.close();
-    await sandbox.close();
-  });
+  return untilSignal(() => eco.close());
 }

@@ -49,7 +49,7 @@ export const configSchema = z.strictObject({
       /** IDP directory (spec 4.6). */
       idpDirectoryUrl: url.default('https://127.0.0.1:8442/idps/v1/'),
       /** How long an IDP directory answer is reused (seconds). */
-      idpCacheTtlSeconds: positiveInt.default(300),
+      idpCacheTtlSeconds: z.coerce.number().int().min(0).default(300),
       /** When the directory is down, how long its last good answer keeps serving (seconds); then fail closed. */
       idpMaxStaleSeconds: positiveInt.default(3600),
       /** How long AS metadata is reused (seconds). */

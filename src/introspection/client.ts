@@ -119,8 +119,12 @@ function checkClaims(p: Record<string, unknown>, issuer: string, ctx: Introspect
   return p as IntrospectionPayload;
 }
 
+/** Verifies a signed introspection response of `issuer` (also used to re-check stored evidence). */
+export async function verifyIntrospectionResponse(jwt: string, issuer: string, ctx: IntrospectionContext): Promise<Introspection> {
+  const raw = await verifySignature(jwt, issuer, ctx);
+  return { jwt, payload: checkClaims(raw, issuer, ctx) };
+}
+
 export async function introspect(sad: ValidatedSad, ctx: IntrospectionContext): Promise<Introspection> {
-  const jwt = await call(sad, ctx);
-  const raw = await verifySignature(jwt, sad.issuer, ctx);
-  return { jwt, payload: checkClaims(raw, sad.issuer, ctx) };
+  return verifyIntrospectionResponse(await call(sad, ctx), sad.issuer, ctx);
 }

@@ -234,16 +234,17 @@ function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date): { exte
 
 /** QCStatements (RFC 3739 3.2.6, EN 319 412-5 4.2): EU qualified, key in a QSCD, type esign. */
 function qcStatementsExtension(): pkijs.Extension {
-  const statements = new pkijs.QCStatements({
-    values: [
-      new pkijs.QCStatement({ id: QC_OID.qcCompliance }),
-      new pkijs.QCStatement({ id: QC_OID.qcSSCD }),
-      new pkijs.QCStatement({
-        id: QC_OID.qcType,
-        type: new asn1js.Sequence({ value: [new asn1js.ObjectIdentifier({ value: QC_OID.qcTypeESign })] }),
-      }),
-    ],
-  });
+  // assigned, not passed: pkijs 4's typings declare the QCStatements constructor with QCStatement's parameters
+  const statements = new pkijs.QCStatements();
+  statements.values = [
+    new pkijs.QCStatement({ id: QC_OID.qcCompliance }),
+    new pkijs.QCStatement({ id: QC_OID.qcSSCD }),
+    // QcType ::= SEQUENCE OF OBJECT IDENTIFIER (EN 319 412-5 4.2.3)
+    new pkijs.QCStatement({
+      id: QC_OID.qcType,
+      type: new asn1js.Sequence({ value: [new asn1js.ObjectIdentifier({ value: QC_OID.qcTypeESign })] }),
+    }),
+  ];
   return rawExtension(OID.qcStatements, statements.toSchema());
 }
 

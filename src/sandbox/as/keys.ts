@@ -14,13 +14,15 @@ const generateKeyPair = promisify(generateKeyPairCb);
 export interface AsKey {
   readonly kid: string;
   readonly privateKey: KeyObject;
+  readonly publicKey: KeyObject;
   readonly publicJwk: JWK;
 }
 
 async function asKey(privateKey: KeyObject): Promise<AsKey> {
-  const jwk = await exportJWK(createPublicKey(privateKey));
+  const publicKey = createPublicKey(privateKey);
+  const jwk = await exportJWK(publicKey);
   const kid = await calculateJwkThumbprint(jwk, 'sha256');
-  return { kid, privateKey, publicJwk: { kty: jwk.kty, n: jwk.n, e: jwk.e, kid, use: 'sig', alg: 'RS256' } };
+  return { kid, privateKey, publicKey, publicJwk: { kty: jwk.kty, n: jwk.n, e: jwk.e, kid, use: 'sig', alg: 'RS256' } };
 }
 
 async function freshRsaKey(): Promise<KeyObject> {

@@ -1,0 +1,79 @@
+/**
+ * The sandbox ecosystem and the QTSP wired together on loopback: what `qtsp dev`, the integration tests and
+ * the benchmark run. The two halves still talk only over HTTPS; this module just starts both and tells each
+ * where the other is.
+ */
+import { createServer } from 'node:net';
+import { loadConfig } from '../config/load.ts';
+import type { Config, ConfigInput } from '../config/schema.ts';
+import { pkiInit } from '../pki/init.ts';
+import type { RpEndpoints } from '../rp/flow.ts';
+import { startSandbox, type Sandbox } from '../sandbox/index.ts';
+import { startQtsp, type QtspService } from '../service.ts';
+import type { Logger } from '../util/logger.ts';
+
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface EcosystemOptions {
+  /** configuration of the QTSP (dataDir, server.port, ...); environment variables apply when `env` is given */
+  readonly config?: ConfigInput;
+  readonly env?: NodeJS.ProcessEnv;
+  /** sandbox ports; 0 = free ports */
+  readonly asPort?: number;
+  readonly platformPort?: number;
+  readonly logger?: Logger;
+  readonly defaultMetrics?: boolean;
+}
+
+export interface Ecosystem {
+  readonly config: Config;
+  readonly sandbox: Sandbox;
+  readonly qtsp: QtspService;
+  /** what a relying party needs to run the flow */
+  readonly endpoints: RpEndpoints;
+  close(): Promise<void>;
+}
+
+export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ecosystem> {
+  const env = options.env ?? {};
+  const base = loadConfig(options.config ?? {}, env);
+  pkiInit({ dataDir: base.dataDir, qtspId: base.qtspId });
+  const port = base.server.port === 0 ? await freePort(base.server.host) : base.server.port;
+  const host = base.server.host.includes(':') ? `[${base.server.host}]` : base.server.host;
+  const sandbox = await startSandbox({
+    dataDir: base.dataDir,
+    host: base.server.host,
+    asPort: options.asPort ?? 0,
+    platformPort: options.platformPort ?? 0,
+    qtsp: { id: base.qtspId, clientCertFile: base.client.certFile, signDocUrl: `https://${host}:${port}${base.server.signDocPath}` },
+  });
+  let qtsp: QtspService;
+  let config: Config;
+  try {
+    const input = options.config ?? {};
+    config = loadConfig({ ...input, server: { ...input.server, port }, trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl, ...input.trust } }, env);
+    qtsp = await startQtsp(config, { ...(options.logger ? { logger: options.logger } : {}), defaultMetrics: options.defaultMetrics ?? true });
+  } catch (err) {
+    await sandbox.close();
+    throw err;
+  }
+  return {
+    config,
+    sandbox,
+    qtsp,
+    endpoints: { serviceConfigurationUrl: sandbox.serviceConfigurationUrl, issuer: sandbox.issuer, tlsCaFile: sandbox.tlsCaFile, rp: sandbox.rp },
+    async close() {
+      await qtsp.close();
+      await sandbox.close();
+    },
+  };
+}

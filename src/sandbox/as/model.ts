@@ -1,0 +1,49 @@
+/** What the AS remembers between its steps: pushed requests, authorization codes, transactions. */
+import type { ClaimRequest } from '../platform/sp-record.ts';
+
+/** One entry of identity_assurance_claims (spec 2.7). */
+export interface RequestedClaim {
+  readonly name: string;
+  readonly essential: boolean;
+}
+
+/** A validated sign request (spec 2.7). */
+export interface SignAuthorization {
+  /** every entry as sent: introspection returns "the entries from the PAR" (spec 2.11) */
+  readonly details: readonly Record<string, unknown>[];
+  readonly qtspId: string;
+  /** identity_assurance_claims as sent (QESID / QID), undefined for standard QES */
+  readonly requestedClaims?: Readonly<Record<string, ClaimRequest>>;
+  /** the claims left after the PAR-time checks of spec 7.4 (claims to omit are dropped) */
+  readonly identityClaims?: readonly RequestedClaim[];
+}
+
+/** Bindings shared by the pushed request and the code (spec 2.10, 3). */
+export interface RequestBindings {
+  readonly clientId: string;
+  readonly redirectUri: string;
+  readonly codeChallenge?: string;
+  readonly nonce?: string;
+  readonly sign: SignAuthorization;
+}
+
+export interface PushedRequest extends RequestBindings {
+  readonly state?: string;
+  readonly loginHint?: string;
+}
+
+export interface AuthorizationCode extends RequestBindings {
+  readonly sub: string;
+  /** claim names consented for delivery to the QTSP */
+  readonly claimNames: readonly string[];
+}
+
+/** An issued access token, found again by its jti at introspection (spec 2.10). */
+export interface Transaction {
+  readonly txn: string;
+  readonly clientId: string;
+  readonly sub: string;
+  readonly sign: SignAuthorization;
+  readonly claimNames: readonly string[];
+  readonly verifiedAt: number;
+}

@@ -1,0 +1,100 @@
+/**
+ * The sandbox ecosystem (DESIGN.md "Parties in the sandbox"): a bank AS (metadata, PAR, authorize, token,
+ * introspection, JWKS) and the platform (IDP directory, SP directory, service configuration), each its own
+ * HTTPS server on loopback. The QTSP reaches it only over HTTPS, as it would reach real banks.
+ *
+ * On start it creates what is missing under <dataDir>/sandbox/ (TLS CA, server certificates for AS,
+ * platform and QTSP, the AS signing key, the default RP's self-signed client certificate) and writes
+ * endpoints.json for the RP command line.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { asApp } from './as/app.ts';
+import type { AsContext } from './as/context.ts';
+import { signJwt } from './as/jwt.ts';
+import { AsKeyStore } from './as/keys.ts';
+import { createStore } from './as/store.ts';
+import { ClientRegistry, DEFAULT_RP_CLIENT_ID } from './clients.ts';
+import { createControls } from './controls.ts';
+import { platformApp } from './platform/app.ts';
+import { PlatformDirectory } from './platform/directory.ts';
+import { buildQtspRecord } from './platform/sp-record.ts';
+import { sandboxPaths, type SandboxPaths } from './paths.ts';
+import { ensureSandboxTls, TlsServer, urlHost } from './tls.ts';
+import type { RpRegistration, Sandbox, SandboxOptions } from './types.ts';
+
+export type { ClientState, IntrospectionMode, MintOptions, RpRegistration, Sandbox, SandboxControls, SandboxOptions } from './types.ts';
+export { sandboxPaths } from './paths.ts';
+export { PLATFORM_CLAIMS_BASE, ACR_ONLINE_BANKING_SCA, DOCUMENTS_CONSENTED_CLAIM } from './platform/constants.ts';
+export { DEFAULT_SIGNING_DOCUMENTS } from './platform/sp-record.ts';
+export { TEST_USERS, DEFAULT_USER_SUB } from './users.ts';
+
+const DEFAULT_AS_PORT = 8441;
+const DEFAULT_PLATFORM_PORT = 8442;
+
+/** The host that goes into URLs: a wildcard listen address is reached on loopback. */
+function publicHost(host: string): string {
+  return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : urlHost(host);
+}
+
+function writeEndpoints(paths: SandboxPaths, s: Pick<Sandbox, 'issuer' | 'serviceConfigurationUrl' | 'idpDirectoryUrl' | 'spDirectoryUrl' | 'tlsCaFile'>, rp: RpRegistration): void {
+  const endpoints = {
+    issuer: s.issuer,
+    serviceConfigurationUrl: s.serviceConfigurationUrl,
+    idpDirectoryUrl: s.idpDirectoryUrl,
+    spDirectoryUrl: s.spDirectoryUrl,
+    tlsCaFile: s.tlsCaFile,
+    rp: { clientId: rp.clientId, certFile: rp.certFile, keyFile: rp.keyFile, redirectUri: rp.redirectUri },
+  };
+  writeFileSync(paths.endpoints, JSON.stringify(endpoints, null, 2) + '\n');
+}
+
+async function listenBoth(host: string, as: TlsServer, asPort: number, platform: TlsServer, platformPort: number): Promise<[number, number]> {
+  try {
+    return [await as.listen(host, asPort), await platform.listen(host, platformPort)];
+  } catch (err) {
+    await Promise.all([as.close(), platform.close()]);
+    throw err;
+  }
+}
+
+export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
+  const host = o.host ?? '127.0.0.1';
+  const paths = sandboxPaths(resolve(o.dataDir));
+  mkdirSync(paths.dir, { recursive: true });
+  const tls = ensureSandboxTls(paths, host);
+  const keys = await AsKeyStore.open(paths.asSigningKey);
+  const urls = { issuer: '' };
+  const directory = new PlatformDirectory([buildQtspRecord(o.qtsp)], () => urls.issuer);
+  const clients = new ClientRegistry(paths.clientsDir);
+  const rp = clients.register({ clientId: DEFAULT_RP_CLIENT_ID, state: 'active' });
+  const controls = createControls(keys, directory);
+  const ctx: AsContext = { urls, clients, directory, keys, store: createStore(), controls, tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300 };
+
+  const asServer = new TlsServer(tls.as, asApp(ctx), true);
+  const platformServer = new TlsServer(tls.platform, platformApp(directory), false);
+  const [asPort, platformPort] = await listenBoth(host, asServer, o.asPort ?? DEFAULT_AS_PORT, platformServer, o.platformPort ?? DEFAULT_PLATFORM_PORT);
+  urls.issuer = `https://${publicHost(host)}:${asPort}`;
+  const platformUrl = `https://${publicHost(host)}:${platformPort}`;
+
+  const sandbox: Sandbox = {
+    issuer: urls.issuer,
+    asUrl: urls.issuer,
+    platformUrl,
+    idpDirectoryUrl: `${platformUrl}/idps/v1/`,
+    serviceConfigurationUrl: `${platformUrl}/service-configuration/v1/`,
+    spDirectoryUrl: `${platformUrl}/sps/v1/`,
+    tlsCaFile: paths.tlsCaCert,
+    qtspServerCertFile: tls.qtsp.certFile,
+    qtspServerKeyFile: tls.qtsp.keyFile,
+    rp,
+    registerClient: async (c) => clients.register(c),
+    controls,
+    mintAccessToken: (claims, opts) => signJwt(keys, claims, { ...opts, typ: 'JWT' }),
+    close: async () => {
+      await Promise.all([asServer.close(), platformServer.close()]);
+    },
+  };
+  writeEndpoints(paths, sandbox, rp);
+  return sandbox;
+}
