@@ -128,12 +128,12 @@ describe('signDoc signs', () => {
     const res = await post(body(auth.accessToken));
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const sig = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
-    const { mkdtempSync, writeFileSync, readFileSync: read } = await import('node:fs');
+    const { mkdtempSync, writeFileSync, readFileSync: read, rmSync } = await import('node:fs');
     const dir = mkdtempSync('/tmp/qtsp-qesid-');
     writeFileSync(`${dir}/s.p7s`, sig);
     const printed = await run('openssl', ['pkcs7', '-inform', 'DER', '-in', `${dir}/s.p7s`, '-print_certs', '-out', `${dir}/certs.pem`]);
     assert.ok(printed.ok, printed.output);
-    const leafPem = read(`${dir}/certs.pem`, 'utf8').split(/(?=-----BEGIN CERTIFICATE-----)/)[0]!;
+    const leafPem = read(`${dir}/certs.pem`, 'utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/)![0];
     writeFileSync(`${dir}/leaf.pem`, leafPem);
     const text = await run('openssl', ['x509', '-in', `${dir}/leaf.pem`, '-noout', '-text', '-nameopt', 'oneline,-esc_msb']);
     assert.ok(text.ok, text.output);
@@ -143,6 +143,7 @@ describe('signDoc signs', () => {
     assert.match(text.output, /postalCode = /);
     assert.match(text.output, /Non Repudiation/);
     assert.match(text.output, /X509v3 Subject Directory Attributes/);
+    rmSync(dir, { recursive: true, force: true });
   });
 });
 
