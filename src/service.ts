@@ -57,6 +57,7 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     sad: { idps, servers, clockSkewSeconds },
     introspection: { qtspId: config.qtspId, servers, agent: agents.mtls, timeoutMs: config.introspection.timeoutMs, clockSkewSeconds },
     issuingCa: issuing,
+    ades: {},
     signerValiditySeconds: config.signer.validitySeconds,
     logger,
     metrics: createMetrics({ defaultMetrics: options.defaultMetrics ?? true }),

@@ -6,13 +6,15 @@ import { badRequest } from '../errors.ts';
 import type { KeyAlgorithm } from '../pki/keys.ts';
 import type { HashAlgorithm } from './algorithms.ts';
 import { SIGNATURE_OIDS } from './algorithms.ts';
+import { BUILDERS } from './builders.ts';
 import type { ConformanceLevel, SignatureFormat } from '../signing/request.ts';
 
-export const OFFERED: Readonly<Record<SignatureFormat, readonly ConformanceLevel[]>> = {
-  C: ['AdES-B-B'],
-  P: [],
-  X: [],
-};
+const LEVELS: readonly ConformanceLevel[] = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'];
+
+/** format -> levels with a registered builder */
+export const OFFERED: Readonly<Record<SignatureFormat, readonly ConformanceLevel[]>> = Object.fromEntries(
+  (Object.keys(BUILDERS) as SignatureFormat[]).map((f) => [f, LEVELS.filter((l) => BUILDERS[f][l])]),
+) as Record<SignatureFormat, ConformanceLevel[]>;
 
 const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
 

@@ -53,7 +53,7 @@ export function createApp(config: Config, deps: SignDocDeps, readiness: Readines
       const socket = req.socket as TLSSocket;
       const peer = socket.getPeerCertificate?.(false);
       const result = await signDoc(req.body, peer?.raw, deps);
-      res.status(200).set({ 'cache-control': 'no-store', 'x-transaction-id': result.txn }).json({ SignatureObject: result.SignatureObject });
+      res.status(200).set({ 'cache-control': 'no-store', 'x-transaction-id': result.txn }).json({ SignatureObject: result.SignatureObject, ...(result.revocationInfo ? { revocationInfo: result.revocationInfo } : {}) });
     },
   );
   app.get('/metrics', async (_req, res) => {

@@ -3,7 +3,7 @@
  * Each step is one named function in its own module; this file only calls them in order.
  */
 import type { KeyObject } from 'node:crypto';
-import { buildCadesBaselineB } from '../ades/cades.ts';
+import { builderFor, type AdesServices, type RevocationInfo } from '../ades/builders.ts';
 import { chooseSigning, type SigningChoice } from '../ades/offer.ts';
 import { unauthorized } from '../errors.ts';
 import { introspect, type IntrospectionContext } from '../introspection/client.ts';
@@ -22,6 +22,8 @@ export interface SignDocDeps {
   readonly sad: SadContext;
   readonly introspection: IntrospectionContext;
   readonly issuingCa: KeyedCertificate;
+  /** TSA and revocation sources for B-T and above */
+  readonly ades: AdesServices;
   readonly signerValiditySeconds: number;
   readonly logger: Logger;
   readonly metrics: Metrics;
@@ -29,6 +31,7 @@ export interface SignDocDeps {
 
 export interface SignDocResult {
   readonly SignatureObject: string[];
+  readonly revocationInfo?: { ocsp: string[]; crl: string[] };
   readonly txn: string;
 }
 
@@ -57,15 +60,25 @@ function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDocDeps):
   return { privateKey: keys.privateKey, certificate };
 }
 
-/** step 8: one detached CAdES signature per hash, in request order */
-function signHashes(request: ParsedSignDocRequest, signer: EphemeralSigner, deps: SignDocDeps): string[] {
+/** step 8: one signature per hash, in request order, in the requested format and level */
+async function signHashes(request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<Omit<SignDocResult, 'txn'>> {
+  const build = builderFor(choice.format, choice.level)!; // chooseSigning admitted only offered combinations
   const privateKey = signer.privateKey!;
   const signingTime = new Date();
-  const signatures = request.hashes.map((hash) =>
-    buildCadesBaselineB({ hash, hashAlgorithm: request.hashAlgorithm, signerCertificate: signer.certificate, chain: [deps.issuingCa.der], privateKey, signingTime }).toString('base64'),
-  );
-  deps.metrics.signatures.inc(signatures.length);
-  return signatures;
+  const built = [];
+  for (const hash of request.hashes) {
+    built.push(await build({ hash, hashAlgorithm: request.hashAlgorithm, signerCertificate: signer.certificate, chain: [deps.issuingCa.der], privateKey, signingTime, services: deps.ades }));
+  }
+  deps.metrics.signatures.inc(built.length);
+  return { SignatureObject: built.map((b) => b.signature.toString('base64')), ...revocationInfo(built.map((b) => b.revocation)) };
+}
+
+/** the response's revocationInfo (spec 2.12): every distinct OCSP response and CRL used, Base64 DER */
+function revocationInfo(all: readonly (RevocationInfo | undefined)[]): Pick<SignDocResult, 'revocationInfo'> {
+  const present = all.filter((r): r is RevocationInfo => r !== undefined);
+  if (present.length === 0) return {};
+  const unique = (list: Buffer[]) => [...new Set(list.map((b) => b.toString('base64')))];
+  return { revocationInfo: { ocsp: unique(present.flatMap((r) => [...r.ocsp])), crl: unique(present.flatMap((r) => [...r.crl])) } };
 }
 
 /** step 9: no reference to the private key survives the request (never logged, never stored) */
@@ -84,7 +97,7 @@ export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, 
   recordEvidence(consent, request, deps.logger); // 6 evidence
   const signer = mintSigner(choice, consent, deps); // 7 mint
   try {
-    return { SignatureObject: signHashes(request, signer, deps), txn: consent.txn }; // 8 sign
+    return { ...(await signHashes(request, choice, signer, deps)), txn: consent.txn }; // 8 sign
   } finally {
     destroySigner(signer); // 9 destroy
   }
