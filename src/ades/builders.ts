@@ -7,6 +7,8 @@ import type { KeyObject } from 'node:crypto';
 import type { HashAlgorithm } from './algorithms.ts';
 import type { CmsCertificate } from './cades.ts';
 import { buildCadesBaselineB } from './cades.ts';
+import { buildPadesBaselineB } from './pades.ts';
+import { buildXadesBaselineB } from './xades.ts';
 import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
 import type { ConformanceLevel, SignatureFormat } from '../signing/request.ts';
 
@@ -45,8 +47,12 @@ export const BUILDERS: Readonly<Record<SignatureFormat, Partial<Record<Conforman
   C: {
     'AdES-B-B': async (i) => ({ signature: buildCadesBaselineB({ ...i }) }),
   },
-  P: {},
-  X: {},
+  P: {
+    'AdES-B-B': async (i) => buildPadesBaselineB(i),
+  },
+  X: {
+    'AdES-B-B': buildXadesBaselineB,
+  },
 };
 
 export function builderFor(format: SignatureFormat, level: ConformanceLevel): SignatureBuilder | undefined {

@@ -1,6 +1,7 @@
 /**
  * `qtsp sign FILE...`: the relying party's side of the flow (spec 1.2): hash the files, PAR, authorization,
- * token, signDoc; write FILE.p7s next to each file. Prints each step as it happens and one summary line.
+ * token, signDoc; write FILE.p7s next to each file. With --format P the files are PDFs: sign-pdf.ts writes
+ * FILE.signed.pdf (PAdES). Prints each step as it happens and one summary line.
  * Exit status 0 only when every file was signed.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { digest, hashByName } from '../ades/algorithms.ts';
 import { loadConfig } from '../config/load.ts';
 import { authorizeSigning, callSignDoc, type RpEndpoints } from '../rp/flow.ts';
+import { signPdfFiles } from './sign-pdf.ts';
 
 const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
 
@@ -37,6 +39,8 @@ export async function runSign(args: string[]): Promise<number> {
   const endpointsFile = values.endpoints ?? join(dataDir, 'sandbox', 'endpoints.json');
   const endpoints = JSON.parse(readFileSync(endpointsFile, 'utf8')) as RpEndpoints;
   const step = (msg: string) => process.stdout.write(`  ${msg}\n`);
+  const level = values.level.startsWith('AdES-') ? values.level : `AdES-${values.level}`; // B-LT as AdES-B-LT
+  if (values.format === 'P') return signPdfFiles(files, level, hash, endpoints, step);
 
   const hashes = files.map((f) => digest(hash, readFileSync(f)).toString('base64'));
   step(`hashed ${files.length} file(s) with ${hash.name}`);
@@ -51,7 +55,7 @@ export async function runSign(args: string[]): Promise<number> {
     documentDigests: { hashes, hashAlgorithmOID: hash.oid },
     profile: PROFILE,
     signature_format: values.format,
-    conformance_level: values.level,
+    conformance_level: level,
   });
   const body = res.body as { SignatureObject?: unknown; error?: string; error_description?: string };
   if (res.status !== 200 || !Array.isArray(body.SignatureObject) || body.SignatureObject.length !== files.length) {

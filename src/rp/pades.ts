@@ -1,0 +1,121 @@
+/**
+ * PAdES as a relying party does it (EN 319 142-1; spec 2.12): for each PDF a signature placeholder, the hash
+ * of the bytes its /ByteRange covers through the normal flow (PAR with that hash, authorization, token,
+ * signDoc with signature_format P), the returned CMS embedded; from B-LT on the certificates of the CMS and
+ * the response's revocationInfo into the PDF's DSS; at B-LTA a document time-stamp from the QTSP's TSA over
+ * all of that. Each step is an incremental update, so earlier signatures in the PDFs stay valid.
+ */
+import { digest, type HashAlgorithm } from '../ades/algorithms.ts';
+import { authorizeSigning, callSignDoc, type RpEndpoints } from './flow.ts';
+import { rpAgent, RpFlowError } from './http.ts';
+import { addDss, cmsCertificates, prepareDocumentTimestamp, prepareSignature, type SignatureOptions } from './pdf.ts';
+import { requestTimestamp } from './tsa-client.ts';
+
+const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
+export const PADES_LEVELS = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'] as const;
+export type PadesLevel = (typeof PADES_LEVELS)[number];
+
+export interface PadesRequest {
+  readonly pdfs: readonly Buffer[];
+  /** shown to the user in the bank's consent (spec 2.7 documentDigests label) */
+  readonly labels: readonly string[];
+  readonly level: PadesLevel;
+  readonly hashAlgorithm: HashAlgorithm;
+  readonly signature?: SignatureOptions;
+  /** the QTSP's RFC 3161 service for B-LTA; default: /tsa at the origin of its signDoc URL */
+  readonly tsaUrl?: string;
+  readonly onStep?: (msg: string) => void;
+}
+
+export interface RevocationInfoJson {
+  readonly ocsp: readonly string[];
+  readonly crl?: readonly string[];
+}
+
+export interface PadesResult {
+  /** the signed PDFs, in request order */
+  readonly pdfs: Buffer[];
+  /** the CMS signDoc returned for each, as embedded */
+  readonly signatures: Buffer[];
+  readonly revocationInfo?: RevocationInfoJson;
+  readonly txn: string;
+}
+
+const withDss = (level: PadesLevel) => level === 'AdES-B-LT' || level === 'AdES-B-LTA';
+
+/** Where the RP finds the QTSP's TSA: the QTSP publishes it beside signDoc (same origin, path /tsa). */
+export function tsaUrlFor(signDocUrl: string): string {
+  return new URL('/tsa', signDocUrl).toString();
+}
+
+interface SignDocAnswer {
+  readonly signatures: Buffer[];
+  readonly revocationInfo?: RevocationInfoJson;
+  readonly txn: string;
+}
+
+function parseSignDocAnswer(res: { status: number; body: unknown; headers: Record<string, unknown> }, count: number, level: PadesLevel): SignDocAnswer {
+  const body = res.body as { SignatureObject?: unknown; revocationInfo?: RevocationInfoJson; error?: string; error_description?: string };
+  if (res.status !== 200) {
+    throw new RpFlowError('signDoc', `HTTP ${res.status} ${body?.error ?? ''}${body?.error_description ? `: ${body.error_description}` : ''}`, res.status, body?.error, body?.error_description);
+  }
+  if (!Array.isArray(body.SignatureObject) || body.SignatureObject.length !== count) throw new RpFlowError('signDoc', `expected ${count} SignatureObject entries`);
+  // spec 2.12: revocationInfo is required for P at B-LT (and so at B-LTA, which extends it)
+  if (withDss(level) && !Array.isArray(body.revocationInfo?.ocsp)) throw new RpFlowError('signDoc', `no revocationInfo for PAdES at ${level}`);
+  return {
+    signatures: (body.SignatureObject as string[]).map((s) => Buffer.from(s, 'base64')),
+    ...(body.revocationInfo ? { revocationInfo: body.revocationInfo } : {}),
+    txn: String(res.headers['x-transaction-id'] ?? 'unknown'),
+  };
+}
+
+/** B-LTA: a document time-stamp (ETSI.RFC3161) over the whole file as it is now, DSS included. */
+async function addDocumentTimestamp(pdf: Buffer, request: PadesRequest, tsaUrl: string, endpoints: RpEndpoints): Promise<Buffer> {
+  const prepared = await prepareDocumentTimestamp(pdf);
+  const agent = rpAgent(endpoints);
+  try {
+    const token = await requestTimestamp({ url: tsaUrl, agent, hashAlgorithm: request.hashAlgorithm, imprint: digest(request.hashAlgorithm, prepared.covered) });
+    return await prepared.complete(token);
+  } finally {
+    agent.destroy();
+  }
+}
+
+export async function signPdfs(endpoints: RpEndpoints, request: PadesRequest): Promise<PadesResult> {
+  const step = request.onStep ?? (() => undefined);
+  const prepared = await Promise.all(request.pdfs.map((pdf) => prepareSignature(pdf, request.signature)));
+  const hashes = prepared.map((p) => digest(request.hashAlgorithm, p.covered).toString('base64'));
+  step(`prepared ${prepared.length} PDF signature field(s); hashed the byte ranges with ${request.hashAlgorithm.name}`);
+  const auth = await authorizeSigning(endpoints, {
+    documentDigests: hashes.map((hash, i) => ({ hash, label: request.labels[i] ?? `document ${i + 1}` })),
+    hashAlgorithmOID: request.hashAlgorithm.oid,
+    onStep: step,
+  });
+  const res = await callSignDoc(auth.qtsp.signDoc, endpoints, {
+    SAD: auth.accessToken,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes, hashAlgorithmOID: request.hashAlgorithm.oid },
+    profile: PROFILE,
+    signature_format: 'P',
+    conformance_level: request.level,
+  });
+  const answer = parseSignDocAnswer(res, prepared.length, request.level);
+  step(`signDoc: ${answer.signatures.length} PAdES signature(s) at ${request.level} received`);
+  const pdfs: Buffer[] = [];
+  for (const [i, p] of prepared.entries()) {
+    let pdf = await p.complete(answer.signatures[i]!);
+    if (withDss(request.level)) {
+      const info = answer.revocationInfo!;
+      pdf = await addDss(pdf, {
+        certificates: cmsCertificates(answer.signatures[i]!),
+        ocsps: info.ocsp.map((b) => Buffer.from(b, 'base64')),
+        crls: (info.crl ?? []).map((b) => Buffer.from(b, 'base64')),
+      });
+    }
+    if (request.level === 'AdES-B-LTA') pdf = await addDocumentTimestamp(pdf, request, request.tsaUrl ?? tsaUrlFor(auth.qtsp.signDoc), endpoints);
+    pdfs.push(pdf);
+  }
+  if (withDss(request.level)) step('DSS added (certificates, OCSP responses, CRLs)');
+  if (request.level === 'AdES-B-LTA') step('document time-stamp added');
+  return { pdfs, signatures: answer.signatures, ...(answer.revocationInfo ? { revocationInfo: answer.revocationInfo } : {}), txn: answer.txn };
+}
