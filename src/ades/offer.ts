@@ -7,6 +7,7 @@ import type { KeyAlgorithm } from '../pki/keys.ts';
 import type { HashAlgorithm } from './algorithms.ts';
 import { SIGNATURE_OIDS } from './algorithms.ts';
 import { BUILDERS } from './builders.ts';
+import { XADES_HASH_NAMES, xadesSupportsHash } from './xades.ts';
 import type { ConformanceLevel, SignatureFormat } from '../signing/request.ts';
 
 const LEVELS: readonly ConformanceLevel[] = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'];
@@ -34,6 +35,12 @@ function offeredText(): string {
 export function chooseSigning(format: SignatureFormat, level: ConformanceLevel, hash: HashAlgorithm, signAlgo?: string, signAlgoParams?: string): SigningChoice {
   if (!OFFERED[format].includes(level)) {
     throw badRequest(`signature_format ${format} at ${level} is not offered; this QTSP signs ${offeredText()}`);
+  }
+  if (format === 'X' && !xadesSupportsHash(hash)) {
+    throw badRequest(
+      `signature_format X is offered with ${XADES_HASH_NAMES.join(', ')} document hashes only, not ${hash.name}: ` +
+        'XML signature verifiers in common use (xmlsec1 1.2, WebCrypto) have no SHA-3; C and P are offered with all six hashes',
+    );
   }
   const ecdsaForHash = (SIGNATURE_OIDS.ecdsa as Record<string, string>)[hash.node];
   if (signAlgo !== undefined && signAlgo !== EC_PUBLIC_KEY && signAlgo !== ecdsaForHash) {

@@ -171,7 +171,7 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
     ['a hash that is not a string', () => body('x.y.z', [42 as unknown as string]), 'hashes'],
     ['signAlgo we do not offer', () => ({ ...good(), signAlgo: '1.2.840.113549.1.1.11' }), 'signAlgo 1.2.840.113549.1.1.11 is not offered'],
     ['PAdES, not built yet', () => ({ ...good(), signature_format: 'P' }), 'not offered'],
-    ['XAdES, not built yet', () => ({ ...good(), signature_format: 'X' }), 'not offered'],
+    ['XAdES at B-LTA, not built', () => ({ ...good(), signature_format: 'X', conformance_level: 'AdES-B-LTA' }), 'not offered'],
     ['AdES-B-T, not built yet', () => ({ ...good(), conformance_level: 'AdES-B-T' }), 'not offered'],
     ['a JSON array body', () => [good()], 'JSON object'],
   ];

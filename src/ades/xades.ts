@@ -1,0 +1,262 @@
+/**
+ * Detached XAdES baseline signatures (ETSI EN 319 132-1 V1.2.1, B-B 6.3 and B-T 6.3/5.3.1) over a document
+ * digest we were sent: we never see the document (spec 2.12), so the ds:Reference to it carries the given
+ * DigestMethod and DigestValue. A second ds:Reference covers xades:SignedProperties (Type
+ * http://uri.etsi.org/01903#SignedProperties, EN 319 132-1 4.3, exclusive C14N).
+ *
+ * Built with xadesjs: its SignedXml digests only the references whose DigestValue is still empty
+ * (xmldsigjs SignedXml.DigestReferences skips the others), so a Reference with the given digest is taken as
+ * is, and xadesjs adds the SignedProperties reference, canonicalises SignedInfo with its own C14N and signs
+ * through WebCrypto (node's), which for ECDSA yields the raw r||s that XML-DSig wants (RFC 4051 3.3), not
+ * DER.
+ *
+ * Hash algorithms: SHA-256/384/512 only. XML-DSig has URIs for SHA-3 (RFC 6931 2.1.5,
+ * http://www.w3.org/2007/05/xmldsig-more#sha3-256 ...), but neither xmlsec1 1.2 (Debian's, our oracle) nor
+ * WebCrypto (xadesjs' engine) knows them: a SHA-3 XAdES would be a signature nobody here can check.
+ */
+import { constants, sign as nodeSign, webcrypto, type KeyObject } from 'node:crypto';
+import * as asn1js from 'asn1js';
+import { DOMImplementation, DOMParser, XMLSerializer } from '@xmldom/xmldom';
+import * as XAdES from 'xadesjs';
+import * as XmlDSig from 'xmldsigjs';
+import xpath from 'xpath';
+import { digest, type HashAlgorithm } from './algorithms.ts';
+import type { BuiltSignature, SignatureInput } from './builders.ts';
+import { PreEncoded, type CmsCertificate } from './cades.ts';
+
+// xml-core (under xadesjs) has no DOM of its own in Node; WebCrypto is node's. Both are process-wide settings
+// of those libraries, which nothing else in this service uses.
+XAdES.setNodeDependencies({ DOMParser, XMLSerializer, DOMImplementation, xpath });
+XAdES.Application.setEngine('NodeJS', webcrypto as unknown as Crypto);
+
+/** XML digest method URIs (RFC 6931 2.1.3, XML Encryption 1.1 5.7.2 and 5.7.4), by node:crypto hash name */
+const DIGEST_URIS: Readonly<Record<string, string>> = {
+  sha256: 'http://www.w3.org/2001/04/xmlenc#sha256',
+  sha384: 'http://www.w3.org/2001/04/xmldsig-more#sha384',
+  sha512: 'http://www.w3.org/2001/04/xmlenc#sha512',
+};
+
+/** Exclusive C14N (W3C xml-exc-c14n): output independent of where the signature is later embedded. */
+const EXC_C14N = 'http://www.w3.org/2001/10/xml-exc-c14n#';
+/** EN 319 132-1 4.3: the Type of the reference to SignedProperties */
+const SIGNED_PROPERTIES_TYPE = 'http://uri.etsi.org/01903#SignedProperties';
+/** We do not know what the document is (spec 2.12 sends digests only): DataObjectFormat says just bytes. */
+const DOCUMENT_MIME_TYPE = 'application/octet-stream';
+
+/** The document hashes XAdES is offered with (see the module comment for why SHA-3 is not). */
+export function xadesSupportsHash(hashAlgorithm: HashAlgorithm): boolean {
+  return Object.hasOwn(DIGEST_URIS, hashAlgorithm.node);
+}
+
+/** Names of the hashes X is offered with, for the 400 that refuses the others. */
+export const XADES_HASH_NAMES: readonly string[] = ['SHA-256', 'SHA-384', 'SHA-512'];
+
+function digestUri(hashAlgorithm: HashAlgorithm): string {
+  const uri = DIGEST_URIS[hashAlgorithm.node];
+  if (!uri) throw new RangeError(`XAdES is not offered with ${hashAlgorithm.name}; offered: ${XADES_HASH_NAMES.join(', ')}`);
+  return uri;
+}
+
+/**
+ * The reference to the detached document. RFC 6920 `ni:` URI naming the object by the digest we were sent:
+ * signDoc never learns a file name, and the URI is signed, so it must not pretend to know one. A verifier
+ * maps it to the document (xmlsec1: --url-map), or, holding one detached document, uses that.
+ */
+export function documentUri(hash: Buffer, hashAlgorithm: HashAlgorithm): string {
+  return `ni:///${hashAlgorithm.name.toLowerCase()};${hash.toString('base64url')}`;
+}
+
+/** How a key signs SignedInfo: the SignatureMethod URI and the node:crypto options that match it. */
+export interface XmlSignatureMethod {
+  readonly uri: string;
+  readonly sign: (data: Uint8Array) => Buffer;
+}
+
+const SIGNATURE_METHOD_URIS = {
+  /** RFC 4051 / RFC 6931: ECDSA; the value is r||s, each as long as the curve order (RFC 4051 3.3) */
+  ec: { sha256: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256', sha384: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384', sha512: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha512' },
+  /** RFC 4051 / RFC 6931: RSASSA-PKCS1-v1_5 */
+  rsa: { sha256: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha256', sha384: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha384', sha512: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha512' },
+  /** RFC 6931 RSASSA-PSS without parameters: MGF1 with the same hash, salt as long as the hash, trailer 1 */
+  'rsa-pss': { sha256: 'http://www.w3.org/2007/05/xmldsig-more#sha256-rsa-MGF1', sha384: 'http://www.w3.org/2007/05/xmldsig-more#sha384-rsa-MGF1', sha512: 'http://www.w3.org/2007/05/xmldsig-more#sha512-rsa-MGF1' },
+} as const;
+
+type XmlHash = keyof (typeof SIGNATURE_METHOD_URIS)['ec'];
+
+/**
+ * The signature algorithm follows the key, the hash is the document's (as in CAdES): an EC key signs
+ * ecdsa-sha*, an RSA key rsa-sha*, an RSASSA-PSS key (id-RSASSA-PSS) sha*-rsa-MGF1. Signing is node:crypto,
+ * like every other signature we make (keys.ts): no copy of the private key is exported into WebCrypto, and the
+ * same code signs with a key object that only refers to an HSM key.
+ */
+export function xmlSignatureMethod(key: KeyObject, hashAlgorithm: HashAlgorithm): XmlSignatureMethod {
+  digestUri(hashAlgorithm);
+  const hash = hashAlgorithm.node as XmlHash;
+  switch (key.asymmetricKeyType) {
+    case 'ec':
+      return { uri: SIGNATURE_METHOD_URIS.ec[hash], sign: (data) => nodeSign(hash, data, { key, dsaEncoding: 'ieee-p1363' }) };
+    case 'rsa':
+      return { uri: SIGNATURE_METHOD_URIS.rsa[hash], sign: (data) => nodeSign(hash, data, { key, padding: constants.RSA_PKCS1_PADDING }) };
+    case 'rsa-pss':
+      return {
+        uri: SIGNATURE_METHOD_URIS['rsa-pss'][hash],
+        sign: (data) => nodeSign(hash, data, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: hashAlgorithm.length }),
+      };
+    default:
+      throw new TypeError(`unsupported key type ${key.asymmetricKeyType ?? '?'} for XAdES`);
+  }
+}
+
+/**
+ * IssuerSerialV2 (EN 319 132-1 5.2.2.2): Base64 of the DER IssuerSerial of RFC 5035,
+ *   IssuerSerial ::= SEQUENCE { issuer GeneralNames, serialNumber CertificateSerialNumber }
+ * with the issuer as one directoryName ([4] EXPLICIT Name), the same structure as the CAdES
+ * signing-certificate-v2. The issuer Name is written as the DER it was built or decoded from, so it matches
+ * the certificate byte for byte.
+ */
+function issuerSerialV2(signer: CmsCertificate): Uint8Array {
+  const issuer = signer.certificate.issuer;
+  const name = issuer.valueBeforeDecode.byteLength > 0 ? new PreEncoded(new Uint8Array(issuer.valueBeforeDecode)) : issuer.toSchema();
+  const directoryName = new asn1js.Constructed({ idBlock: { tagClass: 3, tagNumber: 4 }, value: [name] });
+  const sequence = new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [directoryName] }), signer.certificate.serialNumber] });
+  return new Uint8Array(sequence.toBER());
+}
+
+/**
+ * xadesjs' SignedXml, signed by node:crypto, with the SignedProperties reference canonicalised by exclusive
+ * C14N.
+ */
+class DetachedXadesSignature extends XAdES.SignedXml {
+  /**
+   * The steps of xmldsigjs' SignedXml.Sign, with the signature value made by node:crypto rather than a
+   * WebCrypto key: ApplySignOptions (xadesjs: SigningTime, the SignedProperties reference),
+   * DigestReferences (it digests only references without a DigestValue: the SignedProperties one; the
+   * document reference keeps the digest we were sent), SignatureMethod, SignedInfo through xmldsigjs' C14N.
+   */
+  async signWith(method: XmlSignatureMethod, hashAlgorithm: HashAlgorithm, signingTime: Date): Promise<void> {
+    // xadesjs takes the hash of the SignedProperties reference from `algorithm` merged with key.algorithm;
+    // xmldsigjs reads nothing else of the key unless asked to write a KeyValue. So no CryptoKey is needed.
+    const algorithm = { name: method.uri, hash: hashAlgorithm.name };
+    const options: XAdES.OptionsXAdES = { signingTime: { value: signingTime, format: 'isoUtcDateTime' } };
+    await this.ApplySignOptions(this.XmlSignature, algorithm, { algorithm } as unknown as CryptoKey, options);
+    await this.DigestReferences(new Uint8Array(0));
+    const signatureMethod = new XmlDSig.SignatureMethod();
+    signatureMethod.Algorithm = method.uri;
+    this.XmlSignature.SignedInfo.SignatureMethod = signatureMethod;
+    this.XmlSignature.SignatureValue = new Uint8Array(method.sign(Buffer.from(this.TransformSignedInfo(), 'utf8')));
+  }
+
+  protected override async ApplySignOptions(signature: XmlDSig.Signature, algorithm: Algorithm, key: CryptoKey, options: XAdES.OptionsXAdES): Promise<void> {
+    await super.ApplySignOptions(signature, algorithm, key, options);
+    // xadesjs adds the SignedProperties reference without transforms, which means inclusive C14N (XML-DSig
+    // 4.4.3.3): its digest would then depend on the namespaces of wherever the signature is embedded later.
+    const ref = signature.SignedInfo.References.Filter((r) => r.Type === SIGNED_PROPERTIES_TYPE).Item(0);
+    if (!ref) throw new Error('xadesjs added no SignedProperties reference');
+    ref.Transforms = new XmlDSig.Transforms();
+    ref.Transforms.Add(new XmlDSig.XmlDsigExcC14NTransform());
+  }
+}
+
+/**
+ * KeyInfo (EN 319 132-1 6.3 "shall contain the signing certificate"): one X509Data with the signer
+ * certificate and the CA certificates up to the root, which XML-DSig 4.5.4 reads as one chain; xadesjs'
+ * `x509` option would write one X509Data per certificate.
+ */
+function keyInfo(input: SignatureInput): XmlDSig.KeyInfo {
+  const data = new XmlDSig.KeyInfoX509Data();
+  for (const der of [input.signerCertificate.der, ...input.chain]) data.AddCertificate(new XmlDSig.X509Certificate(new Uint8Array(der)));
+  const info = new XmlDSig.KeyInfo();
+  info.Add(data);
+  return info;
+}
+
+/** SignedInfo's first reference: the detached document, with the digest we were sent. */
+function documentReference(input: SignatureInput, id: string): XmlDSig.Reference {
+  const reference = new XmlDSig.Reference(documentUri(input.hash, input.hashAlgorithm));
+  reference.Id = id;
+  reference.DigestMethod.Algorithm = digestUri(input.hashAlgorithm);
+  reference.DigestValue = new Uint8Array(input.hash);
+  return reference;
+}
+
+/**
+ * SignedProperties of B-B (EN 319 132-1 6.3): SigningTime, SigningCertificateV2 (digest of the signer
+ * certificate and IssuerSerialV2), DataObjectFormat for the document reference. SigningTime itself is set by
+ * xadesjs from the sign options.
+ */
+function addSignedProperties(signed: DetachedXadesSignature, input: SignatureInput, documentReferenceId: string): void {
+  const cert = new XAdES.xml.CertV2();
+  cert.CertDigest.DigestMethod.Algorithm = digestUri(input.hashAlgorithm);
+  cert.CertDigest.DigestValue = new Uint8Array(digest(input.hashAlgorithm, input.signerCertificate.der));
+  cert.IssuerSerial = issuerSerialV2(input.signerCertificate);
+  signed.SignedProperties.SignedSignatureProperties.SigningCertificateV2.Add(cert);
+
+  const format = new XAdES.xml.DataObjectFormat();
+  format.ObjectReference = `#${documentReferenceId}`;
+  format.MimeType = DOCUMENT_MIME_TYPE;
+  signed.SignedProperties.SignedDataObjectProperties.DataObjectFormats.Add(format);
+}
+
+function checkInput(input: SignatureInput): void {
+  digestUri(input.hashAlgorithm);
+  if (input.hash.length !== input.hashAlgorithm.length) {
+    throw new RangeError(`document hash has ${input.hash.length} bytes, ${input.hashAlgorithm.name} has ${input.hashAlgorithm.length}`);
+  }
+}
+
+/** The signature as xadesjs built it, before it is serialised (B-T adds to its unsigned properties). */
+async function signDetached(input: SignatureInput): Promise<DetachedXadesSignature> {
+  checkInput(input);
+  const signed = new DetachedXadesSignature();
+  const id = signed.XmlSignature.Id; // xadesjs: id-<random hex>
+  const referenceId = `${id}-ref-document`;
+  signed.XmlSignature.SignedInfo.CanonicalizationMethod.Algorithm = EXC_C14N;
+  signed.XmlSignature.SignedInfo.References.Add(documentReference(input, referenceId));
+  addSignedProperties(signed, input, referenceId);
+  signed.XmlSignature.KeyInfo = keyInfo(input);
+  await signed.signWith(xmlSignatureMethod(input.privateKey, input.hashAlgorithm), input.hashAlgorithm, input.signingTime);
+  return signed;
+}
+
+function serialise(signed: DetachedXadesSignature): Buffer {
+  return Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>\n${signed.toString()}`, 'utf8');
+}
+
+/**
+ * The bytes a B-T signature time-stamp covers (EN 319 132-1 5.3.1): the ds:SignatureValue element,
+ * canonicalised with the CanonicalizationMethod written into the SignatureTimeStamp (exclusive C14N).
+ */
+function canonicalSignatureValue(signed: DetachedXadesSignature): string {
+  const signature = signed.XmlSignature.GetXml();
+  const value = signature && XmlDSig.Select(signature, ".//*[local-name()='SignatureValue' and namespace-uri()='http://www.w3.org/2000/09/xmldsig#']")[0];
+  if (!value) throw new Error('signature has no ds:SignatureValue');
+  const c14n = new XmlDSig.XmlDsigExcC14NTransform();
+  c14n.LoadInnerXml(value as Node);
+  return c14n.GetOutput();
+}
+
+/** XAdES baseline B-B, detached, over the document hash we were sent: UTF-8 XML bytes. */
+export async function buildXadesBaselineB(input: SignatureInput): Promise<BuiltSignature> {
+  return { signature: serialise(await signDetached(input)) };
+}
+
+/**
+ * XAdES baseline B-T: B-B plus xades:SignatureTimeStamp in UnsignedSignatureProperties (EN 319 132-1 5.3.1),
+ * an RFC 3161 token over the canonicalised ds:SignatureValue, hashed with the document's hash algorithm.
+ */
+export async function buildXadesBaselineT(input: SignatureInput): Promise<BuiltSignature> {
+  const tsa = input.services.timestamps;
+  if (!tsa) throw new Error('XAdES-B-T needs a time-stamping authority, and none is configured (AdesServices.timestamps)');
+  const signed = await signDetached(input);
+  const imprint = digest(input.hashAlgorithm, Buffer.from(canonicalSignatureValue(signed), 'utf8'));
+  const token = await tsa.timestamp(imprint, input.hashAlgorithm);
+
+  const timeStamp = new XAdES.xml.SignatureTimeStamp();
+  timeStamp.Id = `${signed.XmlSignature.Id}-signature-time-stamp`;
+  timeStamp.CanonicalizationMethod.Algorithm = EXC_C14N;
+  const encapsulated = new XAdES.xml.EncapsulatedTimeStamp();
+  encapsulated.Value = new Uint8Array(token);
+  timeStamp.EncapsulatedTimeStamp.Add(encapsulated);
+  signed.UnsignedProperties.UnsignedSignatureProperties.Add(timeStamp);
+  return { signature: serialise(signed) };
+}

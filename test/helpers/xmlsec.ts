@@ -1,0 +1,46 @@
+/**
+ * The independent oracle for XAdES: xmlsec1 (Debian package xmlsec1, 1.2.x, OpenSSL backend) verifying a
+ * detached signature against the document it references:
+ *
+ *   xmlsec1 --verify --id-attr:Id http://uri.etsi.org/01903/v1.3.2#:SignedProperties \
+ *           --url-map:<document reference URI> doc.bin --trusted-pem root.pem [--untrusted-pem issuing.pem] sig.xml
+ *
+ * --id-attr:  without a schema xmlsec1 does not know that xades:SignedProperties/@Id is an ID, so the
+ *             reference "#xades-..." would not resolve.
+ * --url-map:  the document reference names the document by its digest (ni: URI, RFC 6920); the map hands
+ *             xmlsec1 the bytes for it, which it digests itself and compares with the signed DigestValue.
+ * --trusted-pem: the only trust anchor; the chain is built from KeyInfo (and --untrusted-pem) and checked at
+ *             the current time. xmlsec1 does not judge XAdES properties or timestamps: it checks XML-DSig core
+ *             validation (both references and SignatureValue) and the certificate chain.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run, type ToolResult } from './openssl.ts';
+
+export const XADES_SIGNED_PROPERTIES_ID = 'http://uri.etsi.org/01903/v1.3.2#:SignedProperties';
+
+/** The URIs of references that point outside the signature (the detached document). */
+export function externalReferenceUris(xml: string): string[] {
+  return [...xml.matchAll(/<ds:Reference\b[^>]*\bURI="([^"#][^"]*)"/g)].map((m) => m[1]!.replace(/&amp;/g, '&'));
+}
+
+export interface XmlsecOptions {
+  readonly trustedPem: string;
+  readonly untrustedPem?: string;
+}
+
+export async function xmlsecVerify(signatureXml: Uint8Array, document: Uint8Array, options: XmlsecOptions): Promise<ToolResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'qtsp-xmlsec-'));
+  try {
+    const sig = join(dir, 'sig.xml');
+    const doc = join(dir, 'doc.bin');
+    writeFileSync(sig, signatureXml);
+    writeFileSync(doc, document);
+    const maps = externalReferenceUris(Buffer.from(signatureXml).toString('utf8')).flatMap((uri) => [`--url-map:${uri}`, doc]);
+    const untrusted = options.untrustedPem ? ['--untrusted-pem', options.untrustedPem] : [];
+    return await run('xmlsec1', ['--verify', '--id-attr:Id', XADES_SIGNED_PROPERTIES_ID, ...maps, '--trusted-pem', options.trustedPem, ...untrusted, sig]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
