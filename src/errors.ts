@@ -8,6 +8,7 @@ export type SignDocErrorCode =
   | 'invalid_token' // 401: SAD or consent check failed (spec 5.7, 5.9)
   | 'bad_gateway' // 502: the AS or a trust source failed
   | 'gateway_timeout' // 504: the AS did not answer in time
+  | 'temporarily_unavailable' // 503: a part we depend on (the evidence store) failed; nothing was signed
   | 'server_error'; // 500: our fault; never carries details
 
 const STATUS: Record<SignDocErrorCode, number> = {
@@ -15,6 +16,7 @@ const STATUS: Record<SignDocErrorCode, number> = {
   invalid_token: 401,
   bad_gateway: 502,
   gateway_timeout: 504,
+  temporarily_unavailable: 503,
   server_error: 500,
 };
 
@@ -38,3 +40,4 @@ export const badRequest = (description: string) => new SignDocError('invalid_req
 export const unauthorized = (description: string) => new SignDocError('invalid_token', description);
 export const badGateway = (description: string) => new SignDocError('bad_gateway', description);
 export const gatewayTimeout = (description: string) => new SignDocError('gateway_timeout', description);
+export const temporarilyUnavailable = (description: string) => new SignDocError('temporarily_unavailable', description);

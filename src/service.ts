@@ -9,6 +9,7 @@ import { createApp, listen, type RunningServer } from './http/server.ts';
 import { createMetrics } from './http/metrics.ts';
 import { loadCaMaterial, pkiExists } from './pki/init.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
+import { openStore, watchStore } from './store/open.ts';
 import { createOutgoingAgents } from './trust/agents.ts';
 import { AuthorizationServers } from './trust/authorization-servers.ts';
 import { IdpDirectory } from './trust/idp-directory.ts';
@@ -52,6 +53,11 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     timeoutMs,
   });
   const clockSkewSeconds = config.trust.clockSkewSeconds;
+  const store = await openStore(config); // fails the start when the database is unreachable or its schema is newer
+  const storeHealth = watchStore(store, config.store.pingIntervalMs, (healthy, reason) => {
+    if (healthy) logger.info({ event: 'store.available', driver: store.driver }, 'evidence store answers again');
+    else logger.error({ event: 'store.unavailable', driver: store.driver, error: reason }, 'evidence store does not answer; not ready');
+  });
   const deps: SignDocDeps = {
     qtspId: config.qtspId,
     sad: { idps, servers, clockSkewSeconds },
@@ -59,17 +65,31 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     issuingCa: issuing,
     ades: {},
     signerValiditySeconds: config.signer.validitySeconds,
+    store,
     logger,
     metrics: createMetrics({ defaultMetrics: options.defaultMetrics ?? true }),
   };
-  const app = createApp(config, deps, () => ({ ready: true, reasons: [] }));
-  const server = await listen(config, app);
+  const readiness = () => {
+    const reasons = storeHealth.healthy ? [] : [`evidence store (${store.driver}) does not answer: ${storeHealth.reason}`];
+    return { ready: reasons.length === 0, reasons };
+  };
+  const app = createApp(config, deps, readiness);
+  let server: RunningServer;
+  try {
+    server = await listen(config, app);
+  } catch (err) {
+    storeHealth.stop();
+    await store.close();
+    throw err;
+  }
   logger.info({ event: 'qtsp.started', url: server.signDocUrl, qtsp_id: config.qtspId }, 'qtsp listening');
   return {
     ...server,
     deps,
     close: async () => {
       await server.close();
+      storeHealth.stop();
+      await store.close();
       agents.destroy();
     },
   };

@@ -5,8 +5,10 @@
  *   qtsp pki init [--rsa] [--force]   create the CA material in the data directory
  *   qtsp pki root                 print the root CA certificate (PEM)
  *   qtsp sign FILE... [options]   act as a relying party: get each file signed through the whole flow
+ *   qtsp evidence show TXN        what the evidence store holds for an AS transaction
  */
 import { ConfigError } from '../config/load.ts';
+import { runEvidence } from './evidence.ts';
 import { runDev, runServe } from './serve.ts';
 import { runPki } from './pki.ts';
 import { runSign } from './sign.ts';
@@ -18,6 +20,8 @@ const USAGE = `usage:
   qtsp pki root                    print the root CA certificate (PEM)
   qtsp sign FILE... [--hash-alg sha-256] [--format C] [--level AdES-B-B] [--data-dir DIR]
                                    sign files as a relying party against the sandbox
+  qtsp evidence show TXN [--data-dir DIR] [--json]
+                                   print the stored signing(s), certificate(s) and introspection JWT of a txn
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -31,6 +35,8 @@ async function main(argv: string[]): Promise<number> {
       return runPki(rest);
     case 'sign':
       return runSign(rest);
+    case 'evidence':
+      return runEvidence(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -74,6 +74,17 @@ export const configSchema = z.strictObject({
       validitySeconds: positiveInt.max(86400).default(3600),
     })
     .prefault({}),
+  store: z
+    .strictObject({
+      /** Evidence and certificate store: 'sqlite' (embedded, one file <dataDir>/qtsp.sqlite) or 'postgres' (several instances). */
+      driver: z.enum(['sqlite', 'postgres']).default('sqlite'),
+      /** PostgreSQL connection URL (postgres://user:password@host:port/database); required when driver is postgres. */
+      url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+      /** How often readiness re-checks that the store answers (ms). */
+      pingIntervalMs: positiveInt.default(5000),
+    })
+    .refine((s) => s.driver !== 'postgres' || s.url !== undefined, { message: 'required when store.driver is postgres', path: ['url'] })
+    .prefault({}),
 });
 
 export type ConfigInput = z.input<typeof configSchema>;

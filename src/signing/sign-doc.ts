@@ -5,11 +5,13 @@
 import type { KeyObject } from 'node:crypto';
 import { builderFor, type AdesServices, type RevocationInfo } from '../ades/builders.ts';
 import { chooseSigning, type SigningChoice } from '../ades/offer.ts';
-import { unauthorized } from '../errors.ts';
-import { introspect, type IntrospectionContext } from '../introspection/client.ts';
+import { temporarilyUnavailable, unauthorized } from '../errors.ts';
+import { introspect, type Introspection, type IntrospectionContext } from '../introspection/client.ts';
 import type { KeyedCertificate } from '../pki/authority.ts';
 import { generateKeyPair } from '../pki/keys.ts';
 import { mintSignerCertificate, type SignerCertificate } from '../pki/signer-certificate.ts';
+import { issuedCertificateRecord } from '../store/records.ts';
+import type { NewOutboxEntry, SigningTransaction, Store } from '../store/types.ts';
 import { x5tS256 } from '../trust/fingerprint.ts';
 import { validateSad, type SadContext } from '../trust/sad.ts';
 import type { Logger } from '../util/logger.ts';
@@ -25,6 +27,8 @@ export interface SignDocDeps {
   /** TSA and revocation sources for B-T and above */
   readonly ades: AdesServices;
   readonly signerValiditySeconds: number;
+  /** evidence and certificate store: written before any signature is built */
+  readonly store: Store;
   readonly logger: Logger;
   readonly metrics: Metrics;
 }
@@ -41,11 +45,6 @@ function clientFingerprint(clientCertDer: Buffer | undefined): string {
   return x5tS256(clientCertDer);
 }
 
-/** step 6: evidence of why we sign (the store replaces this audit line when it exists) */
-function recordEvidence(consent: Consent, request: ParsedSignDocRequest, logger: Logger): void {
-  logger.info({ event: 'sign.authorized', txn: consent.txn, iss: consent.issuer, client_id: consent.clientId, client_state: consent.clientState, hashes: request.hashes.length, hash_alg: request.hashAlgorithm.name }, 'signing authorized');
-}
-
 /** A signer that lives for one request: its private key is dropped by destroySigner (step 9). */
 interface EphemeralSigner {
   privateKey: KeyObject | undefined;
@@ -58,6 +57,44 @@ function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDocDeps):
   const certificate = mintSignerCertificate({ claims: consent.claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: deps.signerValiditySeconds });
   deps.metrics.certificates.inc();
   return { privateKey: keys.privateKey, certificate };
+}
+
+/** Records delivered after the signature (mediation 6.2, issue "mediation"): none yet; they are written with the evidence. */
+function outboxEntries(_consent: Consent, _request: ParsedSignDocRequest, _signer: EphemeralSigner): NewOutboxEntry[] {
+  return [];
+}
+
+/**
+ * step 6: evidence of why we sign: the introspection JWT as received, the transaction and the certificate just
+ * minted, in one database transaction (store.recordSigning), before any signature exists. After step 7
+ * because the certificate is part of the evidence, and because our OCSP responder must already answer "good"
+ * for it while B-LT signatures are built. No evidence, no signature: a store failure is a 503.
+ */
+async function recordEvidence(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<void> {
+  const now = new Date();
+  const certificate = issuedCertificateRecord({ certificate: signer.certificate.certificate, der: signer.certificate.der, issuerKeyId: deps.issuingCa.issuer.keyId, txn: consent.txn, issuedAt: now });
+  const transaction: SigningTransaction = {
+    txn: consent.txn,
+    iss: consent.issuer,
+    sub: consent.sub,
+    clientId: consent.clientId,
+    clientState: consent.clientState,
+    introspectionJwt: introspection.jwt,
+    hashAlgorithmOid: request.hashAlgorithm.oid,
+    hashes: request.hashes.map((h) => h.toString('base64')),
+    signatureFormat: choice.format,
+    conformanceLevel: choice.level,
+    certificateSerialHex: certificate.serialHex,
+    createdAt: now,
+  };
+  try {
+    await deps.store.recordSigning({ transaction, certificate, outbox: outboxEntries(consent, request, signer) });
+  } catch (err) {
+    // message and code only: a driver's error object may carry row values
+    deps.logger.error({ event: 'store.write_failed', driver: deps.store.driver, txn: consent.txn, error: (err as Error).message, code: (err as { code?: unknown }).code }, 'evidence store write failed; request refused');
+    throw temporarilyUnavailable('the evidence store is unavailable; nothing was signed');
+  }
+  deps.logger.info({ event: 'sign.authorized', txn: consent.txn, iss: consent.issuer, client_id: consent.clientId, client_state: consent.clientState, hashes: request.hashes.length, hash_alg: request.hashAlgorithm.name, serial: certificate.serialHex }, 'signing authorized, evidence recorded');
 }
 
 /** step 8: one signature per hash, in request order, in the requested format and level */
@@ -92,11 +129,11 @@ export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, 
   const choice = chooseSigning(request.format, request.level, request.hashAlgorithm, b.signAlgo, b.signAlgoParams);
   const fingerprint = clientFingerprint(clientCertDer); // 2 client
   const sad = await validateSad(b.SAD, fingerprint, deps.sad); // 3 sad
-  const { payload } = await introspect(sad, deps.introspection); // 4 introspect
-  const consent = checkConsent(payload, request, deps.qtspId, fingerprint); // 5 consent
-  recordEvidence(consent, request, deps.logger); // 6 evidence
+  const introspection = await introspect(sad, deps.introspection); // 4 introspect
+  const consent = checkConsent(introspection.payload, request, deps.qtspId, fingerprint); // 5 consent
   const signer = mintSigner(choice, consent, deps); // 7 mint
   try {
+    await recordEvidence(introspection, consent, request, choice, signer, deps); // 6 evidence (needs the certificate of 7)
     return { ...(await signHashes(request, choice, signer, deps)), txn: consent.txn }; // 8 sign
   } finally {
     destroySigner(signer); // 9 destroy

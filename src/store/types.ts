@@ -4,10 +4,14 @@
  * It never holds a private key or an access token.
  *
  * Writes that back a signature happen before the signature leaves (spec 5.13, issue "trust and evidence"):
- * recordSigning writes the transaction, the issued certificate and (issue "mediation") the outbox record in
+ * recordSigning writes the transaction, the issued certificate and (issue "mediation") the outbox records in
  * one database transaction; if it fails, signDoc fails cleanly and nothing is half-written.
+ *
+ * Every method rejects (never throws synchronously) when the database fails; callers map that to their own
+ * error (signDoc: 503 temporarily_unavailable).
  */
 
+/** RFC 5280 5.3.1 CRLReason names (value 7 is unused, removeFromCRL is not a state we keep) */
 export type RevocationReason =
   | 'unspecified'
   | 'keyCompromise'
@@ -18,17 +22,35 @@ export type RevocationReason =
   | 'certificateHold'
   | 'privilegeWithdrawn';
 
+export const REVOCATION_REASONS: readonly RevocationReason[] = [
+  'unspecified',
+  'keyCompromise',
+  'cACompromise',
+  'affiliationChanged',
+  'superseded',
+  'cessationOfOperation',
+  'certificateHold',
+  'privilegeWithdrawn',
+];
+
 export interface IssuedCertificate {
-  /** serial number: lowercase hex of the DER INTEGER content bytes */
+  /** serial number: lowercase hex of the DER INTEGER content bytes (= OCSP CertID serialNumber content) */
   readonly serialHex: string;
   /** the issuing CA's key identifier (SHA-1 of its subjectPublicKey, = OCSP CertID issuerKeyHash), lowercase hex */
   readonly issuerKeyId: string;
+  /** the subject DN, readable (RFC 4514-like, as OpenSSL prints it) */
   readonly subject: string;
   readonly notBefore: Date;
   readonly notAfter: Date;
   readonly issuedAt: Date;
+  /** the AS transaction the certificate was minted for; null for certificates outside signDoc (TSA, OCSP) */
   readonly txn: string | null;
   readonly der: Buffer;
+}
+
+/** what the store knows about one certificate, with its current status */
+export interface StoredCertificate extends IssuedCertificate {
+  readonly status: CertificateStatus;
 }
 
 export type CertificateStatus =
@@ -36,55 +58,93 @@ export type CertificateStatus =
   | { readonly status: 'revoked'; readonly revokedAt: Date; readonly reason: RevocationReason }
   | { readonly status: 'unknown' };
 
+export interface RevokedCertificate {
+  readonly serialHex: string;
+  readonly revokedAt: Date;
+  readonly reason: RevocationReason;
+}
+
+/** One signDoc call that was authorised (one row; an AS txn may back several calls). */
 export interface SigningTransaction {
   readonly txn: string;
   readonly iss: string;
   readonly sub: string;
   readonly clientId: string;
   readonly clientState: string;
-  /** the signed introspection response exactly as received (evidence) */
+  /** the signed introspection response exactly as received (evidence, spec 5.9, 5.13) */
   readonly introspectionJwt: string;
   readonly hashAlgorithmOid: string;
-  /** Base64 digests, request order */
+  /** Base64 digests, request order; their count is hashes.length */
   readonly hashes: readonly string[];
   readonly signatureFormat: string;
   readonly conformanceLevel: string;
+  /** the signer certificate minted for this call (its serial is the row's key) */
   readonly certificateSerialHex: string;
   readonly createdAt: Date;
 }
 
-/** A record waiting for delivery to some service (mediation records, notifications). */
+export type OutboxState = 'pending' | 'queued' | 'delivered' | 'failed';
+
+/**
+ * A record waiting for delivery to some service (mediation records, notifications). States: pending (to be
+ * handed over), queued (handed to the delivery queue), delivered, failed (given up). The store does not
+ * decide retries; the delivery worker does, with markOutbox.
+ */
 export interface OutboxEntry {
   readonly id: string;
   readonly topic: string;
   readonly payload: unknown;
   readonly createdAt: Date;
+  /** time of the last markOutbox (= createdAt before the first) */
+  readonly updatedAt: Date;
+  /** failed delivery attempts so far: markOutbox calls that carried an error */
   readonly attempts: number;
-  readonly state: 'pending' | 'queued' | 'delivered' | 'failed';
+  readonly state: OutboxState;
   readonly lastError: string | null;
 }
 
 export interface NewOutboxEntry {
   /** unique id, e.g. the mediation reference_id; adding an existing id is a no-op */
   readonly id: string;
+  /** non-empty */
   readonly topic: string;
+  /** anything JSON can carry; stored as JSON text */
   readonly payload: unknown;
 }
 
+export interface RecordSigningInput {
+  readonly transaction: SigningTransaction;
+  readonly certificate: IssuedCertificate;
+  /** records to deliver after the signature (mediation 6.2); written in the same database transaction */
+  readonly outbox?: readonly NewOutboxEntry[];
+}
+
 export interface Store {
-  /** everything that backs one signDoc answer, atomically */
-  recordSigning(input: { transaction: SigningTransaction; certificate: IssuedCertificate; outbox?: readonly NewOutboxEntry[] }): Promise<void>;
+  /** which implementation ('sqlite' or 'postgres'), for logs and readiness reasons */
+  readonly driver: 'sqlite' | 'postgres';
+  /** everything that backs one signDoc answer, atomically: all rows or none */
+  recordSigning(input: RecordSigningInput): Promise<void>;
+  /** every signing recorded for an AS txn, oldest first; [] when none */
   getTransaction(txn: string): Promise<SigningTransaction[]>;
+  /** a certificate issued outside signDoc (TSA, OCSP responder) that our OCSP/CRL must know; fails if the serial exists */
+  addCertificate(certificate: IssuedCertificate): Promise<void>;
+  /** OCSP (RFC 6960 2.2): good / revoked / unknown (never issued by that CA key) */
   certificateStatus(issuerKeyId: string, serialHex: string): Promise<CertificateStatus>;
-  getCertificate(serialHex: string): Promise<IssuedCertificate | undefined>;
+  getCertificate(serialHex: string): Promise<StoredCertificate | undefined>;
+  /** true when this call revoked it; false when unknown or already revoked (the first revocation stays) */
   revokeCertificate(serialHex: string, reason: RevocationReason, at: Date): Promise<boolean>;
-  revokedCertificates(issuerKeyId: string): Promise<{ serialHex: string; revokedAt: Date; reason: RevocationReason }[]>;
+  /** CRL entries of one CA key, by serial */
+  revokedCertificates(issuerKeyId: string): Promise<RevokedCertificate[]>;
   // outbox (mediation and notification delivery)
   addOutbox(entries: readonly NewOutboxEntry[]): Promise<void>;
+  /** pending entries of a topic, oldest first */
   outboxPending(topic: string, limit: number): Promise<OutboxEntry[]>;
-  markOutbox(id: string, state: OutboxEntry['state'], error?: string): Promise<void>;
-  outboxCounts(topic: string): Promise<Record<OutboxEntry['state'], number>>;
+  getOutbox(id: string): Promise<OutboxEntry | undefined>;
+  /** sets the state; an error counts one failed attempt and becomes lastError. false when the id is unknown */
+  markOutbox(id: string, state: OutboxState, error?: string): Promise<boolean>;
+  outboxCounts(topic: string): Promise<Record<OutboxState, number>>;
   /** readiness: the database answers */
   ping(): Promise<void>;
+  /** idempotent */
   close(): Promise<void>;
 }

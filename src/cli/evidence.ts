@@ -1,0 +1,109 @@
+/**
+ * `qtsp evidence show TXN`: what the store holds for one AS transaction (spec 5.13, 6.3.1): each signing with
+ * its hashes, the signer certificate with its status, and the introspection JWT exactly as received (the
+ * evidence; an access token is never stored, so none can be printed). The decoded JWT payload is shown for
+ * reading only; it is not verified here (that is `qtsp evidence verify`).
+ * Opens the store the QTSP uses (same configuration: QTSP_STORE_*, --data-dir), read-only in effect; SQLite's
+ * WAL lets this run beside a serving QTSP.
+ */
+import { existsSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
+import { hashByOid } from '../ades/algorithms.ts';
+import { loadConfig } from '../config/load.ts';
+import { openStore } from '../store/open.ts';
+import { sqlitePath } from '../store/sqlite.ts';
+import type { CertificateStatus, SigningTransaction, Store, StoredCertificate } from '../store/types.ts';
+import { toPem } from '../util/base64.ts';
+
+const USAGE = 'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n';
+
+function statusText(s: CertificateStatus): string {
+  return s.status === 'revoked' ? `revoked at ${s.revokedAt.toISOString()} (${s.reason})` : s.status;
+}
+
+function decodedPayload(jwt: string): string {
+  try {
+    return JSON.stringify({ header: decodeProtectedHeader(jwt), payload: decodeJwt(jwt) }, null, 2);
+  } catch {
+    return '(not a decodable JWT)';
+  }
+}
+
+const indent = (text: string, by = '    ') => text.replace(/^/gm, by);
+
+export function formatSigning(t: SigningTransaction, certificate: StoredCertificate | undefined, index: number, total: number): string {
+  const alg = hashByOid(t.hashAlgorithmOid);
+  const lines = [
+    `signing ${index + 1} of ${total} for txn ${t.txn}`,
+    `  time              ${t.createdAt.toISOString()}`,
+    `  issuer (iss)      ${t.iss}`,
+    `  user (sub)        ${t.sub}`,
+    `  relying party     ${t.clientId} (client_state ${t.clientState})`,
+    `  format, level     ${t.signatureFormat}, ${t.conformanceLevel}`,
+    `  hashes            ${t.hashes.length} x ${alg?.name ?? 'unknown algorithm'} (${t.hashAlgorithmOid})`,
+    ...t.hashes.map((h, i) => `    [${i}] ${h}`),
+    `  signer certificate serial ${t.certificateSerialHex}`,
+  ];
+  if (certificate) {
+    lines.push(
+      `    subject         ${certificate.subject}`,
+      `    issuer key id   ${certificate.issuerKeyId}`,
+      `    valid           ${certificate.notBefore.toISOString()} .. ${certificate.notAfter.toISOString()}`,
+      `    issued          ${certificate.issuedAt.toISOString()}`,
+      `    status          ${statusText(certificate.status)}`,
+      indent(toPem(certificate.der, 'CERTIFICATE').trimEnd()),
+    );
+  } else {
+    lines.push('    (certificate not found in the store)');
+  }
+  lines.push('  introspection response (signed JWT, as received):', indent(t.introspectionJwt), '  decoded (not verified here):', indent(decodedPayload(t.introspectionJwt)));
+  return lines.join('\n') + '\n';
+}
+
+async function show(store: Store, txn: string, json: boolean): Promise<number> {
+  const signings = await store.getTransaction(txn);
+  if (signings.length === 0) {
+    process.stderr.write(`no signing recorded for txn ${txn}\n`);
+    return 1;
+  }
+  const certificates = await Promise.all(signings.map((t) => store.getCertificate(t.certificateSerialHex)));
+  if (json) {
+    const out = signings.map((t, i) => ({ ...t, certificate: certificates[i] && { ...certificates[i], der: certificates[i]!.der.toString('base64') } }));
+    process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+  } else {
+    process.stdout.write(signings.map((t, i) => formatSigning(t, certificates[i], i, signings.length)).join('\n'));
+  }
+  return 0;
+}
+
+export async function runEvidence(args: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { 'data-dir': { type: 'string' }, json: { type: 'boolean', default: false } },
+  });
+  const [sub, txn] = positionals;
+  if (!txn || positionals.length !== 2) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
+  const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
+  // opening would create an empty database: a mistyped --data-dir should say so instead
+  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
+    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
+    return 1;
+  }
+  const store = await openStore(config);
+  try {
+    switch (sub) {
+      case 'show':
+        return await show(store, txn, values.json);
+      default:
+        process.stderr.write(USAGE);
+        return 2;
+    }
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * Choosing the store from the configuration (store.driver), and watching it for readiness.
+ */
+import type { Config } from '../config/schema.ts';
+import { openPostgresStore } from './postgres.ts';
+import { openSqliteStore, sqlitePath } from './sqlite.ts';
+import type { Store } from './types.ts';
+
+/** SQLite in `<dataDir>/qtsp.sqlite` (default) or PostgreSQL at store.url; the schema is created or migrated. */
+export async function openStore(config: Pick<Config, 'dataDir' | 'store'>): Promise<Store> {
+  switch (config.store.driver) {
+    case 'sqlite':
+      return openSqliteStore(sqlitePath(config.dataDir));
+    case 'postgres':
+      // the schema refuses a postgres driver without url; this guards callers that build a config by hand
+      if (!config.store.url) throw new Error('store.url is required when store.driver is postgres');
+      return openPostgresStore({ url: config.store.url });
+  }
+}
+
+export interface StoreHealth {
+  /** the result of the last ping */
+  readonly healthy: boolean;
+  /** why the last ping failed (the driver's message, no connection string) */
+  readonly reason: string | undefined;
+  /** pings now and updates the state */
+  check(): Promise<boolean>;
+  stop(): void;
+}
+
+/**
+ * Readiness must not wait for a database round trip (the HTTP layer's readiness check is synchronous, and a
+ * hung database must not hang the probe), so the store is pinged every `intervalMs` in the background and
+ * readiness reports the last answer. A ping that takes longer than the interval counts as a failure.
+ */
+export function watchStore(store: Store, intervalMs: number, onChange?: (healthy: boolean, reason: string | undefined) => void): StoreHealth {
+  let healthy = true;
+  let reason: string | undefined;
+  let running: Promise<boolean> | undefined;
+  const set = (ok: boolean, why: string | undefined) => {
+    const changed = ok !== healthy;
+    healthy = ok;
+    reason = why;
+    if (changed) onChange?.(ok, why);
+  };
+  const ping = async (): Promise<boolean> => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${intervalMs} ms`)), intervalMs);
+    });
+    try {
+      await Promise.race([store.ping(), timeout]);
+      set(true, undefined);
+    } catch (err) {
+      set(false, (err as Error).message);
+    } finally {
+      clearTimeout(timer);
+    }
+    return healthy;
+  };
+  const check = () => (running ??= ping().finally(() => (running = undefined)));
+  const interval = setInterval(() => void check(), intervalMs);
+  interval.unref();
+  return {
+    get healthy() {
+      return healthy;
+    },
+    get reason() {
+      return reason;
+    },
+    check,
+    stop: () => clearInterval(interval),
+  };
+}

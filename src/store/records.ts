@@ -1,0 +1,65 @@
+/**
+ * Building store records from what the pipeline holds, and the checks both implementations run before they
+ * write. Kept apart from the drivers so SQLite and PostgreSQL accept and refuse exactly the same input.
+ */
+import { X509Certificate } from 'node:crypto';
+import type * as pkijs from 'pkijs';
+import type { IssuedCertificate, NewOutboxEntry, RecordSigningInput, RevocationReason } from './types.ts';
+import { REVOCATION_REASONS } from './types.ts';
+
+const HEX = /^[0-9a-f]+$/;
+
+/** lowercase hex of the DER INTEGER content bytes, as an OCSP CertID carries it */
+export function serialHexOf(certificate: pkijs.Certificate): string {
+  return Buffer.from(certificate.serialNumber.valueBlock.valueHexView).toString('hex');
+}
+
+/**
+ * The store's record of a certificate we issued. The subject is formatted by OpenSSL (node:crypto
+ * X509Certificate) rather than by hand: escaping of DN values is its business, and the text matches what
+ * `openssl x509 -subject` shows an auditor.
+ */
+export function issuedCertificateRecord(input: { certificate: pkijs.Certificate; der: Buffer; issuerKeyId: Buffer; txn: string | null; issuedAt: Date }): IssuedCertificate {
+  const subject = new X509Certificate(input.der).subject.split('\n').join(', ');
+  return {
+    serialHex: serialHexOf(input.certificate),
+    issuerKeyId: input.issuerKeyId.toString('hex'),
+    subject,
+    notBefore: input.certificate.notBefore.value,
+    notAfter: input.certificate.notAfter.value,
+    issuedAt: input.issuedAt,
+    txn: input.txn,
+    der: input.der,
+  };
+}
+
+export class StoreInputError extends TypeError {
+  override name = 'StoreInputError';
+}
+
+function check(ok: boolean, what: string): void {
+  if (!ok) throw new StoreInputError(`store: ${what}`);
+}
+
+export function checkCertificate(c: IssuedCertificate): void {
+  check(HEX.test(c.serialHex), 'certificate serialHex must be lowercase hex');
+  check(HEX.test(c.issuerKeyId), 'certificate issuerKeyId must be lowercase hex');
+  check(c.der.length > 0, 'certificate der is empty');
+}
+
+export function checkRecordSigning(input: RecordSigningInput): void {
+  checkCertificate(input.certificate);
+  const t = input.transaction;
+  check(t.certificateSerialHex === input.certificate.serialHex, 'transaction.certificateSerialHex differs from certificate.serialHex');
+  check(input.certificate.txn === t.txn, 'certificate.txn differs from transaction.txn');
+  check(t.txn !== '' && t.introspectionJwt !== '', 'transaction needs a txn and the introspection JWT');
+}
+
+export function checkRevocationReason(reason: RevocationReason): void {
+  check(REVOCATION_REASONS.includes(reason), `unknown revocation reason ${String(reason)}`);
+}
+
+/** JSON text of an outbox payload (undefined becomes null: the column is NOT NULL) */
+export function outboxPayloadJson(entry: NewOutboxEntry): string {
+  return JSON.stringify(entry.payload ?? null);
+}
