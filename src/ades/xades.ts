@@ -1,18 +1,19 @@
 /**
- * Detached XAdES baseline signatures (ETSI EN 319 132-1 V1.2.1, B-B 6.3 and B-T 6.3/5.3.1) over a document
- * digest we were sent: we never see the document (spec 2.12), so the ds:Reference to it carries the given
- * DigestMethod and DigestValue. A second ds:Reference covers xades:SignedProperties (Type
- * http://uri.etsi.org/01903#SignedProperties, EN 319 132-1 4.3, exclusive C14N).
+ * Detached XAdES baseline signatures, B-B and B-T (ETSI EN 319 132-1: clause 6 baseline, 5.2 signed and 5.3
+ * unsigned properties), over a document digest we were sent: we never see the document (spec 2.12), so the
+ * ds:Reference to it carries the given DigestMethod and DigestValue. A second ds:Reference covers
+ * xades:SignedProperties (Type http://uri.etsi.org/01903#SignedProperties, exclusive C14N).
  *
- * Built with xadesjs: its SignedXml digests only the references whose DigestValue is still empty
- * (xmldsigjs SignedXml.DigestReferences skips the others), so a Reference with the given digest is taken as
- * is, and xadesjs adds the SignedProperties reference, canonicalises SignedInfo with its own C14N and signs
- * through WebCrypto (node's), which for ECDSA yields the raw r||s that XML-DSig wants (RFC 4051 3.3), not
- * DER.
+ * Built with xadesjs/xmldsigjs types: their SignedXml digests only references whose DigestValue is still
+ * empty (xmldsigjs SignedXml.DigestReferences skips the others), so a Reference with the given digest is
+ * taken as is, while xadesjs adds the SignedProperties reference and xmldsigjs digests it and canonicalises
+ * SignedInfo. Only the last step of SignedXml.Sign is ours: it signs with a WebCrypto CryptoKey, and we sign
+ * with node:crypto like every other signature of this service (see DetachedXadesSignature.signWith).
+ * ECDSA values are r||s (XML Signature 1.1 6.4.3), not DER.
  *
  * Hash algorithms: SHA-256/384/512 only. XML-DSig has URIs for SHA-3 (RFC 6931 2.1.5,
  * http://www.w3.org/2007/05/xmldsig-more#sha3-256 ...), but neither xmlsec1 1.2 (Debian's, our oracle) nor
- * WebCrypto (xadesjs' engine) knows them: a SHA-3 XAdES would be a signature nobody here can check.
+ * WebCrypto (xmldsigjs' digest engine) knows them: a SHA-3 XAdES would be a signature nobody here can check.
  */
 import { constants, sign as nodeSign, webcrypto, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
@@ -23,13 +24,17 @@ import xpath from 'xpath';
 import { digest, type HashAlgorithm } from './algorithms.ts';
 import type { BuiltSignature, SignatureInput } from './builders.ts';
 import { PreEncoded, type CmsCertificate } from './cades.ts';
+import { SignDocError } from '../errors.ts';
 
-// xml-core (under xadesjs) has no DOM of its own in Node; WebCrypto is node's. Both are process-wide settings
-// of those libraries, which nothing else in this service uses.
+// xml-core (under xadesjs) has no DOM of its own in Node; xmldsigjs digests through WebCrypto (node's). Both
+// are process-wide settings of those libraries, which nothing else in this service uses.
 XAdES.setNodeDependencies({ DOMParser, XMLSerializer, DOMImplementation, xpath });
 XAdES.Application.setEngine('NodeJS', webcrypto as unknown as Crypto);
 
-/** XML digest method URIs (RFC 6931 2.1.3, XML Encryption 1.1 5.7.2 and 5.7.4), by node:crypto hash name */
+/**
+ * XML digest method URIs by node:crypto hash name: SHA-256 and SHA-512 from XML Encryption (xmlenc#), SHA-384
+ * from RFC 6931 2.1.3 (xmldsig-more#), the one xmlsec1 and EU DSS use.
+ */
 const DIGEST_URIS: Readonly<Record<string, string>> = {
   sha256: 'http://www.w3.org/2001/04/xmlenc#sha256',
   sha384: 'http://www.w3.org/2001/04/xmldsig-more#sha384',
@@ -38,7 +43,7 @@ const DIGEST_URIS: Readonly<Record<string, string>> = {
 
 /** Exclusive C14N (W3C xml-exc-c14n): output independent of where the signature is later embedded. */
 const EXC_C14N = 'http://www.w3.org/2001/10/xml-exc-c14n#';
-/** EN 319 132-1 4.3: the Type of the reference to SignedProperties */
+/** EN 319 132-1: the Type of the reference to SignedProperties */
 const SIGNED_PROPERTIES_TYPE = 'http://uri.etsi.org/01903#SignedProperties';
 /** We do not know what the document is (spec 2.12 sends digests only): DataObjectFormat says just bytes. */
 const DOCUMENT_MIME_TYPE = 'application/octet-stream';
@@ -73,9 +78,9 @@ export interface XmlSignatureMethod {
 }
 
 const SIGNATURE_METHOD_URIS = {
-  /** RFC 4051 / RFC 6931: ECDSA; the value is r||s, each as long as the curve order (RFC 4051 3.3) */
+  /** RFC 6931 (RFC 4051): ECDSA; the value is r||s, each as long as the curve order (XML Signature 1.1 6.4.3) */
   ec: { sha256: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256', sha384: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384', sha512: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha512' },
-  /** RFC 4051 / RFC 6931: RSASSA-PKCS1-v1_5 */
+  /** RFC 6931 (RFC 4051): RSASSA-PKCS1-v1_5 */
   rsa: { sha256: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha256', sha384: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha384', sha512: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha512' },
   /** RFC 6931 RSASSA-PSS without parameters: MGF1 with the same hash, salt as long as the hash, trailer 1 */
   'rsa-pss': { sha256: 'http://www.w3.org/2007/05/xmldsig-more#sha256-rsa-MGF1', sha384: 'http://www.w3.org/2007/05/xmldsig-more#sha384-rsa-MGF1', sha512: 'http://www.w3.org/2007/05/xmldsig-more#sha512-rsa-MGF1' },
@@ -108,7 +113,7 @@ export function xmlSignatureMethod(key: KeyObject, hashAlgorithm: HashAlgorithm)
 }
 
 /**
- * IssuerSerialV2 (EN 319 132-1 5.2.2.2): Base64 of the DER IssuerSerial of RFC 5035,
+ * xades:IssuerSerialV2 of SigningCertificateV2 (EN 319 132-1 5.2.2): Base64 of the DER IssuerSerial of RFC 5035,
  *   IssuerSerial ::= SEQUENCE { issuer GeneralNames, serialNumber CertificateSerialNumber }
  * with the issuer as one directoryName ([4] EXPLICIT Name), the same structure as the CAdES
  * signing-certificate-v2. The issuer Name is written as the DER it was built or decoded from, so it matches
@@ -223,7 +228,7 @@ function serialise(signed: DetachedXadesSignature): Buffer {
 }
 
 /**
- * The bytes a B-T signature time-stamp covers (EN 319 132-1 5.3.1): the ds:SignatureValue element,
+ * The bytes a B-T signature time-stamp covers (EN 319 132-1 5.3, SignatureTimeStamp): the ds:SignatureValue element,
  * canonicalised with the CanonicalizationMethod written into the SignatureTimeStamp (exclusive C14N).
  */
 function canonicalSignatureValue(signed: DetachedXadesSignature): string {
@@ -241,12 +246,12 @@ export async function buildXadesBaselineB(input: SignatureInput): Promise<BuiltS
 }
 
 /**
- * XAdES baseline B-T: B-B plus xades:SignatureTimeStamp in UnsignedSignatureProperties (EN 319 132-1 5.3.1),
+ * XAdES baseline B-T: B-B plus xades:SignatureTimeStamp in UnsignedSignatureProperties (EN 319 132-1 5.3),
  * an RFC 3161 token over the canonicalised ds:SignatureValue, hashed with the document's hash algorithm.
  */
 export async function buildXadesBaselineT(input: SignatureInput): Promise<BuiltSignature> {
   const tsa = input.services.timestamps;
-  if (!tsa) throw new Error('XAdES-B-T needs a time-stamping authority, and none is configured (AdesServices.timestamps)');
+  if (!tsa) throw new SignDocError('server_error', 'XAdES-B-T needs a time-stamping authority, and none is configured');
   const signed = await signDetached(input);
   const imprint = digest(input.hashAlgorithm, Buffer.from(canonicalSignatureValue(signed), 'utf8'));
   const token = await tsa.timestamp(imprint, input.hashAlgorithm);
