@@ -13,10 +13,13 @@ import { openStore, watchStore } from './store/open.ts';
 import { createOutgoingAgents } from './trust/agents.ts';
 import { AuthorizationServers } from './trust/authorization-servers.ts';
 import { IdpDirectory } from './trust/idp-directory.ts';
+import { startKeyArchive, type KeyArchive } from './trust/key-archive.ts';
 import { logger as defaultLogger, type Logger } from './util/logger.ts';
 
 export interface QtspService extends RunningServer {
   readonly deps: SignDocDeps;
+  /** the trust sources (tests pull the archive or the IDP list on demand) */
+  readonly trust: { readonly idps: IdpDirectory; readonly servers: AuthorizationServers; readonly keyArchive: KeyArchive };
 }
 
 function requireFiles(config: Config): void {
@@ -26,6 +29,7 @@ function requireFiles(config: Config): void {
     ['client.certFile', config.client.certFile],
     ['client.keyFile', config.client.keyFile],
     ['trust.caFile', config.trust.caFile],
+    ['trust.keyArchiveSignerKeyFile', config.trust.keyArchiveSignerKeyFile],
   ];
   for (const [setting, file] of files) {
     if (!existsSync(file)) throw new ConfigError(`setting ${setting}: file ${file} does not exist`);
@@ -44,13 +48,19 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     agent: agents.plain,
     ttlMs: config.trust.idpCacheTtlSeconds * 1000,
     maxStaleMs: config.trust.idpMaxStaleSeconds * 1000,
+    listIntervalMs: config.trust.idpListPullSeconds * 1000,
     timeoutMs,
+    logger,
   });
+  await idps.start(); // first list pull; a failing directory is logged and reported in readiness
+  const keyArchive = await startKeyArchive(config, agents.plain, logger); // clone or pull at start (spec 4.7)
   const servers = new AuthorizationServers({
     agent: agents.plain,
     metadataTtlMs: config.trust.metadataCacheTtlSeconds * 1000,
     jwksCooldownMs: config.trust.jwksCooldownSeconds * 1000,
     timeoutMs,
+    archive: keyArchive,
+    logger,
   });
   const clockSkewSeconds = config.trust.clockSkewSeconds;
   const store = await openStore(config); // fails the start when the database is unreachable or its schema is newer
@@ -70,14 +80,18 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     metrics: createMetrics({ defaultMetrics: options.defaultMetrics ?? true }),
   };
   const readiness = () => {
+    const trust = [keyArchive.readiness(), idps.readiness()];
     const reasons = storeHealth.healthy ? [] : [`evidence store (${store.driver}) does not answer: ${storeHealth.reason}`];
-    return { ready: reasons.length === 0, reasons };
+    reasons.push(...trust.flatMap((r) => r.reasons));
+    return { ready: storeHealth.healthy && trust.every((r) => r.ready), reasons };
   };
   const app = createApp(config, deps, readiness);
   let server: RunningServer;
   try {
     server = await listen(config, app);
   } catch (err) {
+    idps.stop();
+    await keyArchive.stop();
     storeHealth.stop();
     await store.close();
     throw err;
@@ -86,8 +100,11 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
   return {
     ...server,
     deps,
+    trust: { idps, servers, keyArchive },
     close: async () => {
       await server.close();
+      idps.stop();
+      await keyArchive.stop();
       storeHealth.stop();
       await store.close();
       agents.destroy();

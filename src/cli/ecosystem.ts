@@ -60,7 +60,7 @@ export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ec
   let config: Config;
   try {
     const input = options.config ?? {};
-    config = loadConfig({ ...input, server: { ...input.server, port }, trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl, ...input.trust } }, env);
+    config = loadConfig({ ...input, server: { ...input.server, port }, trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl, keyArchiveUrl: sandbox.keyArchiveUrl, keyArchiveSignerKeyFile: sandbox.keyArchiveSignerKeyFile, ...input.trust } }, env);
     qtsp = await startQtsp(config, { ...(options.logger ? { logger: options.logger } : {}), defaultMetrics: options.defaultMetrics ?? true });
   } catch (err) {
     await sandbox.close();

@@ -15,8 +15,9 @@ import { openStore } from '../store/open.ts';
 import { sqlitePath } from '../store/sqlite.ts';
 import type { CertificateStatus, SigningTransaction, Store, StoredCertificate } from '../store/types.ts';
 import { toPem } from '../util/base64.ts';
+import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 
-const USAGE = 'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n';
+const USAGE = 'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n       qtsp evidence verify TXN [--data-dir DIR]\n';
 
 function statusText(s: CertificateStatus): string {
   return s.status === 'revoked' ? `revoked at ${s.revokedAt.toISOString()} (${s.reason})` : s.status;
@@ -99,6 +100,15 @@ export async function runEvidence(args: string[]): Promise<number> {
     switch (sub) {
       case 'show':
         return await show(store, txn, values.json);
+      case 'verify': {
+        // re-checks the stored introspection JWT against the key the archive held at its iat (src/trust/evidence-verify.ts)
+        const signings = await store.getTransaction(txn);
+        if (signings.length === 0) {
+          process.stderr.write(`no signing recorded for txn ${txn}\n`);
+          return 1;
+        }
+        return await verifyStoredSignings(signings, config, { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t) });
+      }
       default:
         process.stderr.write(USAGE);
         return 2;

@@ -6,6 +6,7 @@
  *   qtsp pki root                 print the root CA certificate (PEM)
  *   qtsp sign FILE... [options]   act as a relying party: get each file signed through the whole flow
  *   qtsp evidence show TXN        what the evidence store holds for an AS transaction
+ *   qtsp evidence verify TXN      re-check that evidence against the key archive's history
  */
 import { ConfigError } from '../config/load.ts';
 import { runEvidence } from './evidence.ts';
@@ -22,6 +23,8 @@ const USAGE = `usage:
                                    sign files as a relying party against the sandbox
   qtsp evidence show TXN [--data-dir DIR] [--json]
                                    print the stored signing(s), certificate(s) and introspection JWT of a txn
+  qtsp evidence verify TXN [--data-dir DIR]
+                                   re-check the stored introspection JWT with the key the archive held at its iat
 `;
 
 async function main(argv: string[]): Promise<number> {

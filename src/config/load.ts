@@ -88,7 +88,11 @@ export function loadConfig(overrides: ConfigInput = {}, env: NodeJS.ProcessEnv =
       certFile: c.client.certFile ?? join(dataDir, 'pki', 'qtsp-client.pem'),
       keyFile: c.client.keyFile ?? join(dataDir, 'pki', 'qtsp-client.key.pem'),
     },
-    trust: { ...c.trust, caFile: c.trust.caFile ?? join(dataDir, 'sandbox', 'tls-ca.pem') },
+    trust: {
+      ...c.trust,
+      caFile: c.trust.caFile ?? join(dataDir, 'sandbox', 'tls-ca.pem'),
+      keyArchiveSignerKeyFile: c.trust.keyArchiveSignerKeyFile ?? join(dataDir, 'sandbox', 'key-archive-signer.pub.asc'),
+    },
   };
   return deepFreeze(config);
 }

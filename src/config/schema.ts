@@ -52,6 +52,20 @@ export const configSchema = z.strictObject({
       idpCacheTtlSeconds: z.coerce.number().int().min(0).default(300),
       /** When the directory is down, how long its last good answer keeps serving (seconds); then fail closed. */
       idpMaxStaleSeconds: positiveInt.default(3600),
+      /** Interval of the periodic pull of the whole IDP list (seconds); 0 = single lookups only. */
+      idpListPullSeconds: z.coerce.number().int().min(0).default(300),
+      /**
+       * Long-term public key archive (spec 4.7): git repository over smart HTTP, cloned at start into
+       * <dataDir>/key-archive; HEAD holds the JWK Set of each active IDP. Consulted before jwks_uri.
+       */
+      keyArchiveUrl: url.default('https://127.0.0.1:8442/key-archive/keys.git'),
+      /** Interval of the periodic pull of the key archive (seconds). */
+      keyArchivePullSeconds: positiveInt.default(300),
+      /**
+       * The operating party's OpenPGP public key(s), armored: every archive commit must carry a valid signature
+       * by one of them. Default: the sandbox's, <dataDir>/sandbox/key-archive-signer.pub.asc.
+       */
+      keyArchiveSignerKeyFile: z.string().optional(),
       /** How long AS metadata is reused (seconds). */
       metadataCacheTtlSeconds: positiveInt.default(3600),
       /** Least time between two JWKS refetches caused by an unknown kid (seconds). */
@@ -95,7 +109,7 @@ export type Config = Readonly<
   Omit<Parsed, 'server' | 'client' | 'trust'> & {
     server: Readonly<Parsed['server'] & { tlsCertFile: string; tlsKeyFile: string }>;
     client: Readonly<{ certFile: string; keyFile: string }>;
-    trust: Readonly<Parsed['trust'] & { caFile: string }>;
+    trust: Readonly<Parsed['trust'] & { caFile: string; keyArchiveSignerKeyFile: string }>;
     introspection: Readonly<Parsed['introspection']>;
     signer: Readonly<Parsed['signer']>;
   }

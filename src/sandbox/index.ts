@@ -4,8 +4,8 @@
  * HTTPS server on loopback. The QTSP reaches it only over HTTPS, as it would reach real banks.
  *
  * On start it creates what is missing under <dataDir>/sandbox/ (TLS CA, server certificates for AS,
- * platform and QTSP, the AS signing key, the default RP's self-signed client certificate) and writes
- * endpoints.json for the RP command line.
+ * platform and QTSP, the AS signing key, the default RP's self-signed client certificate, the key archive
+ * with its operating party's OpenPGP key) and writes endpoints.json for the RP command line.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -16,6 +16,7 @@ import { AsKeyStore } from './as/keys.ts';
 import { createStore } from './as/store.ts';
 import { ClientRegistry, DEFAULT_RP_CLIENT_ID } from './clients.ts';
 import { createControls } from './controls.ts';
+import { keyArchivePaths, SandboxKeyArchive } from './key-archive/repository.ts';
 import { platformApp } from './platform/app.ts';
 import { PlatformDirectory } from './platform/directory.ts';
 import { buildQtspRecord } from './platform/sp-record.ts';
@@ -68,14 +69,23 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
   const directory = new PlatformDirectory([buildQtspRecord(o.qtsp)], () => urls.issuer);
   const clients = new ClientRegistry(paths.clientsDir);
   const rp = clients.register({ clientId: DEFAULT_RP_CLIENT_ID, state: 'active' });
-  const controls = createControls(keys, directory);
+  let keyArchive: SandboxKeyArchive | undefined;
+  const controls = createControls(keys, directory, () => keyArchive);
+  const archivePaths = keyArchivePaths(paths.dir);
   const ctx: AsContext = { urls, clients, directory, keys, store: createStore(), controls, tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300 };
 
   const asServer = new TlsServer(tls.as, asApp(ctx), true);
-  const platformServer = new TlsServer(tls.platform, platformApp(directory), false);
+  const platformServer = new TlsServer(tls.platform, platformApp(directory, { controls, keyArchiveRoot: archivePaths.root }), false);
   const [asPort, platformPort] = await listenBoth(host, asServer, o.asPort ?? DEFAULT_AS_PORT, platformServer, o.platformPort ?? DEFAULT_PLATFORM_PORT);
   urls.issuer = `https://${publicHost(host)}:${asPort}`;
   const platformUrl = `https://${publicHost(host)}:${platformPort}`;
+  try {
+    // the collection service of spec 4.7: HEAD holds the JWK Set of each active IDP, every commit signed
+    keyArchive = await SandboxKeyArchive.open(paths.dir, () => new Map(directory.idpStatus === 'active' ? [[urls.issuer, keys.jwks()]] : []));
+  } catch (err) {
+    await Promise.all([asServer.close(), platformServer.close()]);
+    throw err;
+  }
 
   const sandbox: Sandbox = {
     issuer: urls.issuer,
@@ -84,6 +94,8 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
     idpDirectoryUrl: `${platformUrl}/idps/v1/`,
     serviceConfigurationUrl: `${platformUrl}/service-configuration/v1/`,
     spDirectoryUrl: `${platformUrl}/sps/v1/`,
+    keyArchiveUrl: `${platformUrl}/key-archive/${archivePaths.repoName}`,
+    keyArchiveSignerKeyFile: archivePaths.signerPublicKey,
     tlsCaFile: paths.tlsCaCert,
     qtspServerCertFile: tls.qtsp.certFile,
     qtspServerKeyFile: tls.qtsp.keyFile,
@@ -92,6 +104,7 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
     controls,
     mintAccessToken: (claims, opts) => signJwt(keys, claims, { ...opts, typ: 'JWT' }),
     close: async () => {
+      await keyArchive?.close();
       await Promise.all([asServer.close(), platformServer.close()]);
     },
   };

@@ -34,6 +34,20 @@ export interface RpRegistration {
 
 export type IntrospectionMode = 'normal' | 'http500' | 'stall' | 'garbage' | 'unsigned';
 
+/** IDP directory route of the platform: normal; http500: 500 JSON; reset: the connection is cut, no answer */
+export type IdpDirectoryMode = 'normal' | 'http500' | 'reset';
+
+/** The long-term public key archive (spec 4.7) as tests push to it. */
+export interface KeyArchiveControls {
+  /**
+   * Commits the current key sets (plus the AS's foreign key when addForeignKey: an attacker slipping in their
+   * own key), signed by the operating party, by a foreign OpenPGP key, or not at all.
+   */
+  commit(options: { signedBy: 'operator' | 'foreign' | 'none'; addForeignKey?: boolean }): Promise<{ commit: string; foreignKid?: string }>;
+  /** the archive's current head commit */
+  head(): Promise<string | undefined>;
+}
+
 /** Switches that tests flip to drive the QTSP's failure paths for real. A plain mutable object. */
 export interface SandboxControls {
   introspection: {
@@ -45,12 +59,20 @@ export interface SandboxControls {
     mutate?: (payload: Record<string, unknown>) => Record<string, unknown>;
   };
   jwks: { mode: 'normal' | 'http500' };
-  /** A fresh AS signing key becomes current; the old one stays in the JWKS unless keepOld is false. */
+  idpDirectory: { mode: IdpDirectoryMode };
+  /**
+   * A fresh AS signing key becomes current; the old one stays in the JWKS unless keepOld is false. The key
+   * archive gets a signed commit with the new JWK Set before this resolves.
+   */
   rotateAsKey(options?: { keepOld?: boolean }): Promise<string>;
-  /** Status of the sandbox bank in the IDP directory (and thus the service configuration). */
+  /** Status of the sandbox bank in the IDP directory (and thus the service configuration and the key archive). */
   setIdpStatus(status: 'active' | 'inactive'): void;
-  /** Everything back to normal: modes, IDP status, the persisted AS key as the only signing key. */
-  reset(): void;
+  keyArchive: KeyArchiveControls;
+  /**
+   * Everything back to normal: modes, IDP status, the persisted AS key as the only signing key, and the key
+   * archive back on its last operator-signed commit with the current keys (resolves when that is committed).
+   */
+  reset(): Promise<void>;
 }
 
 export interface MintOptions {
@@ -71,6 +93,10 @@ export interface Sandbox {
   idpDirectoryUrl: string;
   /** `${platformUrl}/service-configuration/v1/` */
   serviceConfigurationUrl: string;
+  /** smart-HTTP URL of the long-term public key archive (spec 4.7), `${platformUrl}/key-archive/keys.git` */
+  keyArchiveUrl: string;
+  /** the operating party's OpenPGP public key that signs every archive commit (armored) */
+  keyArchiveSignerKeyFile: string;
   /** `${platformUrl}/sps/v1/` */
   spDirectoryUrl: string;
   /** the sandbox TLS CA that issued every sandbox server certificate */

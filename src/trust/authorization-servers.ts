@@ -1,13 +1,20 @@
 /**
- * AS metadata (RFC 8414, spec 2.3) and signing keys (jwks_uri) of the IDPs we trust. Metadata is cached for a
- * TTL; JWKS are cached and refetched at most once per cool-down when a token names an unknown kid, so a
- * flood of forged kids cannot turn us into a request amplifier. Only RSA keys usable for RS256 are taken;
- * `jku`, `x5u` and `jwk` headers are never followed.
+ * AS metadata (RFC 8414, spec 2.3) and the signing keys of the IDPs we trust (spec 4.7, 5.7 step 4, 5.8).
+ *
+ * A key is resolved by kid from two sources, in this order:
+ *   1. the long-term public key archive at our verified HEAD (key-archive.ts: signed git history);
+ *   2. the AS's jwks_uri, cached; an unknown kid causes at most one refetch per cool-down, so a flood of
+ *      forged kids cannot turn us into a request amplifier.
+ * The source that vouched is returned, logged and remembered per (issuer, kid) for the evidence record.
+ * When the archive changes an issuer's key set, that issuer's cached JWKS is dropped, so a key removed from
+ * both sources stops being accepted at the next pull instead of lingering for the metadata TTL.
+ * Only RSA keys usable for RS256 are taken; `jku`, `x5u` and `jwk` headers are never followed.
  */
-import { createPublicKey, type KeyObject } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
 import type { Agent } from 'node:https';
-import type { JWK } from 'jose';
 import { httpRequest, jsonBody } from '../util/http-client.ts';
+import type { Logger } from '../util/logger.ts';
+import { rs256Keys, type ArchiveKey } from './key-archive.ts';
 
 export interface AsMetadata {
   readonly issuer: string;
@@ -25,11 +32,29 @@ interface KeySet {
   readonly fetchedAt: number;
 }
 
+/** What the key archive offers key resolution (KeyArchive implements it). */
+export interface ArchiveKeySource {
+  key(issuer: string, kid: string): ArchiveKey | undefined;
+  onChange(listener: (issuers: readonly string[]) => void): void;
+}
+
+export type KeySource = 'archive' | 'jwks_uri';
+
+export interface ResolvedKey {
+  readonly key: KeyObject;
+  readonly source: KeySource;
+  /** the verified archive commit that holds the key (source archive) */
+  readonly commit?: string;
+}
+
 export interface AuthorizationServersOptions {
   readonly agent: Agent;
   readonly metadataTtlMs: number;
   readonly jwksCooldownMs: number;
   readonly timeoutMs: number;
+  /** the long-term public key archive, consulted first */
+  readonly archive?: ArchiveKeySource;
+  readonly logger?: Logger;
   readonly now?: () => number;
 }
 
@@ -44,10 +69,14 @@ export class AuthorizationServers {
   private readonly metadata = new Map<string, { value: AsMetadata; fetchedAt: number }>();
   private readonly keySets = new Map<string, KeySet>();
   private readonly pending = new Map<string, Promise<unknown>>();
+  private readonly vouched = new Map<string, Omit<ResolvedKey, 'key'>>();
   private readonly now: () => number;
 
   constructor(private readonly options: AuthorizationServersOptions) {
     this.now = options.now ?? Date.now;
+    options.archive?.onChange((issuers) => {
+      for (const issuer of issuers) this.keySets.delete(issuer);
+    });
   }
 
   async getMetadata(issuer: string): Promise<AsMetadata> {
@@ -58,8 +87,40 @@ export class AuthorizationServers {
     return value;
   }
 
-  /** The RS256 key with this kid, or undefined when the AS does not publish it (after one refetch). */
+  /** The RS256 key with this kid, or undefined when neither the archive nor the AS has it. */
   async getKey(issuer: string, kid: string): Promise<KeyObject | undefined> {
+    return (await this.resolveKey(issuer, kid))?.key;
+  }
+
+  /** As getKey, with the source that vouched for the key (archive first, then jwks_uri). */
+  async resolveKey(issuer: string, kid: string): Promise<ResolvedKey | undefined> {
+    const archived = this.options.archive?.key(issuer, kid);
+    const resolved: ResolvedKey | undefined = archived
+      ? { key: archived.key, source: 'archive', commit: archived.commit }
+      : await this.jwksKey(issuer, kid).then((key) => (key ? { key, source: 'jwks_uri' as const } : undefined));
+    if (resolved) this.remember(issuer, kid, resolved);
+    return resolved;
+  }
+
+  /** Which source last vouched for this key (for the evidence record); undefined if never resolved. */
+  keySource(issuer: string, kid: string): Omit<ResolvedKey, 'key'> | undefined {
+    return this.vouched.get(`${issuer} ${kid}`);
+  }
+
+  private remember(issuer: string, kid: string, resolved: ResolvedKey): void {
+    const id = `${issuer} ${kid}`;
+    const previous = this.vouched.get(id);
+    const { source, commit } = resolved;
+    const entry = { source, ...(commit ? { commit } : {}) };
+    const changed = previous?.source !== source || previous?.commit !== commit;
+    if (changed) this.vouched.set(id, entry);
+    const fields = { event: 'trust.key_resolved', iss: issuer, kid, source, ...(commit ? { archive_commit: commit } : {}) };
+    if (changed) this.options.logger?.info(fields, `signing key vouched for by ${source === 'archive' ? 'the key archive' : 'the AS jwks_uri'}`);
+    else this.options.logger?.debug(fields, 'signing key resolved');
+  }
+
+  /** The jwks_uri path: cached, refetched once per unknown kid after the cool-down. */
+  private async jwksKey(issuer: string, kid: string): Promise<KeyObject | undefined> {
     const set = this.keySets.get(issuer);
     const known = set?.keys.get(kid);
     const age = set ? this.now() - set.fetchedAt : Infinity;
@@ -110,18 +171,6 @@ export class AuthorizationServers {
     const md = await this.getMetadata(issuer);
     const jwks = (await this.getJson(md.jwks_uri, 'AS JWKS')) as { keys?: unknown };
     if (!Array.isArray(jwks.keys)) throw new TrustSourceError('AS JWKS has no keys array');
-    const keys = new Map<string, KeyObject>();
-    for (const jwk of jwks.keys as JWK[]) {
-      if (jwk.kty !== 'RSA' || typeof jwk.kid !== 'string') continue;
-      if (jwk.alg !== undefined && jwk.alg !== 'RS256') continue;
-      if (jwk.use !== undefined && jwk.use !== 'sig') continue;
-      try {
-        const key = createPublicKey({ key: { kty: 'RSA', n: jwk.n!, e: jwk.e! }, format: 'jwk' });
-        if ((key.asymmetricKeyDetails?.modulusLength ?? 0) >= 2048) keys.set(jwk.kid, key);
-      } catch {
-        // a malformed key in the set is skipped, never fatal for the others
-      }
-    }
-    return { keys, fetchedAt: this.now() };
+    return { keys: rs256Keys(jwks), fetchedAt: this.now() };
   }
 }

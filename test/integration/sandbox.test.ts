@@ -462,7 +462,10 @@ describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
     sandbox.controls.setIdpStatus('inactive');
     assert.equal(json(await get(idpUrl(sandbox.issuer)))['status'], 'inactive');
     assertError(await get(idpUrl('https://unknown-bank.localhost')), 404, 'not_found');
-    assertError(await get(sandbox.idpDirectoryUrl), 400, 'invalid_request');
+    assertError(await get(`${sandbox.idpDirectoryUrl}?iss=`), 400, 'invalid_request');
+    // without iss: the whole list (what the QTSP pulls periodically)
+    const list = jsonBody(await get(sandbox.idpDirectoryUrl)) as Record<string, unknown>[];
+    assert.deepEqual(list.map((r) => [r['iss'], r['status']]), [[sandbox.issuer, 'inactive']]);
   });
 
   it('service configuration: 200, 400, 404, 423', async () => {

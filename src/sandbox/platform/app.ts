@@ -1,12 +1,23 @@
 /**
  * The platform's HTTPS routes (no client certificate needed):
  *   GET /idps/v1/?iss=                  IDP record (spec 4.6)
+ *   GET /idps/v1/                       every IDP record (the list the QTSP pulls periodically)
  *   GET /sps/v1/                        SP directory (spec 2.13)
  *   GET /service-configuration/v1/?iss= service configuration (spec 4.2, 2.2): 400 / 404 / 423
+ *   GET|POST /key-archive/keys.git/...  the long-term public key archive over smart HTTP (spec 4.7), read-only
+ * The IDP directory routes obey controls.idpDirectory.mode, so tests can make the directory fail for real.
  */
-import express, { type Request, type Response } from 'express';
+import express, { type NextFunction, type Request, type Response } from 'express';
 import { errorHandler, invalidRequest, notFound, notFoundHandler, OAuthError } from '../errors.ts';
+import { gitHttpBackend } from '../key-archive/http-backend.ts';
+import type { SandboxControls } from '../types.ts';
 import type { IdpRecord, PlatformDirectory } from './directory.ts';
+
+export interface PlatformAppOptions {
+  readonly controls: SandboxControls;
+  /** GIT_PROJECT_ROOT of the key archive, served under /key-archive/ */
+  readonly keyArchiveRoot: string;
+}
 
 /** The iss query parameter: present once and a valid https URL (spec 3: "issuer not a valid URI" -> 400). */
 function issParam(req: Request): string {
@@ -28,14 +39,28 @@ function knownIdp(directory: PlatformDirectory, iss: string): IdpRecord {
   return idp;
 }
 
-export function platformApp(directory: PlatformDirectory): express.Express {
+/** controls.idpDirectory.mode: answer 500, or cut the connection without an answer */
+function directoryFailure(controls: SandboxControls) {
+  return (req: Request, _res: Response, next: NextFunction): void => {
+    const mode = controls.idpDirectory.mode;
+    if (mode === 'reset') req.socket.destroy();
+    else if (mode === 'http500') next(new OAuthError(500, 'server_error', 'IDP directory unavailable (sandbox switch http500)'));
+    else next();
+  };
+}
+
+export function platformApp(directory: PlatformDirectory, options: PlatformAppOptions): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
 
-  app.get('/idps/v1/', (req: Request, res: Response) => {
-    res.set('Cache-Control', 'no-cache').json(knownIdp(directory, issParam(req)));
+  app.get('/idps/v1/', directoryFailure(options.controls), (req: Request, res: Response) => {
+    // no iss parameter at all: the whole list; an empty or repeated iss is still a bad request
+    if (!('iss' in req.query)) res.set('Cache-Control', 'no-cache').json(directory.idps());
+    else res.set('Cache-Control', 'no-cache').json(knownIdp(directory, issParam(req)));
   });
+
+  app.use('/key-archive', gitHttpBackend(options.keyArchiveRoot));
 
   app.get('/sps/v1/', (_req: Request, res: Response) => {
     res.set('Cache-Control', 'no-cache').json(directory.spRecords());

@@ -50,9 +50,13 @@ export class PlatformDirectory {
   }
 
   idp(iss: string): IdpRecord | undefined {
+    return this.idps().find((r) => sameIssuer(iss, r.iss));
+  }
+
+  /** Every IDP the directory knows, active or not (the sandbox has one bank). */
+  idps(): IdpRecord[] {
     const issuer = this.bankIssuer();
-    if (!sameIssuer(iss, issuer)) return undefined;
-    return { iss: issuer, status: this.idpStatus, name: BANK_NAME, notification_email: BANK_NOTIFICATION_EMAIL, jwks_uri: `${issuer}/jwks` };
+    return [{ iss: issuer, status: this.idpStatus, name: BANK_NAME, notification_email: BANK_NOTIFICATION_EMAIL, jwks_uri: `${issuer}/jwks` }];
   }
 
   serviceConfiguration(idp: IdpRecord): ServiceConfiguration {
