@@ -8,6 +8,7 @@ import { ConfigError } from './config/load.ts';
 import { createApp, listen, type RunningServer } from './http/server.ts';
 import { createMetrics } from './http/metrics.ts';
 import { loadCaMaterial, pkiExists } from './pki/init.ts';
+import { createSignerKeys } from './pki/key-pool.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
 import { openStore, watchStore } from './store/open.ts';
 import { createOutgoingAgents } from './trust/agents.ts';
@@ -68,6 +69,7 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     if (healthy) logger.info({ event: 'store.available', driver: store.driver }, 'evidence store answers again');
     else logger.error({ event: 'store.unavailable', driver: store.driver, error: reason }, 'evidence store does not answer; not ready');
   });
+  const keys = createSignerKeys({ rsaPoolSize: config.signer.rsaPoolSize, logger }); // starts filling the RSA key pool
   const deps: SignDocDeps = {
     qtspId: config.qtspId,
     sad: { idps, servers, clockSkewSeconds },
@@ -75,6 +77,8 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     issuingCa: issuing,
     ades: {},
     signerValiditySeconds: config.signer.validitySeconds,
+    keys,
+    defaultAlgorithm: config.signer.defaultAlgorithm,
     store,
     logger,
     metrics: createMetrics({ defaultMetrics: options.defaultMetrics ?? true }),
@@ -94,6 +98,7 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     await keyArchive.stop();
     storeHealth.stop();
     await store.close();
+    await keys.close();
     throw err;
   }
   logger.info({ event: 'qtsp.started', url: server.signDocUrl, qtsp_id: config.qtspId }, 'qtsp listening');
@@ -103,6 +108,7 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     trust: { idps, servers, keyArchive },
     close: async () => {
       await server.close();
+      await keys.close(); // stops the key generation workers; keys nobody took are dropped
       idps.stop();
       await keyArchive.stop();
       storeHealth.stop();

@@ -11,8 +11,7 @@
 import { createHash, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import { signatureAlgorithm, signWith, type SignHash } from '../pki/keys.ts';
-import { toAlgorithmIdentifier } from '../pki/x509.ts';
+import { algorithmIdentifier, signatureAlgorithm, signWith, type SignHash } from '../pki/keys.ts';
 import { SIGNATURE_OIDS, type HashAlgorithm } from './algorithms.ts';
 
 export const CMS_OID = {
@@ -200,7 +199,8 @@ export interface SignerInfoInput {
 /**
  * A version 1 SignerInfo (sid issuerAndSerialNumber, RFC 5652 5.3), signed over the DER-sorted signed
  * attributes with the document's hash: ECDSA with SHA-2/SHA-3 (RFC 5758, NIST CSOR; no parameters) or
- * sha*WithRSAEncryption (RFC 4055, NULL parameters), as signatureAlgorithm() of keys.ts picks.
+ * sha*WithRSAEncryption (RFC 4055, NULL parameters) or id-RSASSA-PSS with its RSASSA-PSS-params (RFC 4056 2.1,
+ * 'rsa-pss' keys), as signatureAlgorithm() of keys.ts picks from the key.
  */
 export function signSignerInfo(input: SignerInfoInput): pkijs.SignerInfo {
   const hash = signHashOf(input.hashAlgorithm);
@@ -212,7 +212,7 @@ export function signSignerInfo(input: SignerInfoInput): pkijs.SignerInfo {
     sid: issuerAndSerialNumber(input.signerCertificate.certificate),
     digestAlgorithm: digestAlgorithmOf(input.hashAlgorithm),
     signedAttrs: new SignedAttributes(signed),
-    signatureAlgorithm: toAlgorithmIdentifier(alg.oid, alg.nullParams),
+    signatureAlgorithm: algorithmIdentifier(alg),
     signature: new asn1js.OctetString({ valueHex: signature }),
   });
 }

@@ -86,6 +86,13 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** Validity of each per-request signer certificate (seconds). */
       validitySeconds: positiveInt.max(86400).default(3600),
+      /**
+       * Signer algorithm when a signDoc request has no signAlgo (spec 2.12): ECDSA-P256, ECDSA-P384, RSA-3072
+       * (PKCS#1 v1.5) or RSA-PSS-3072; src/ades/offer.ts has the signAlgo rules.
+       */
+      defaultAlgorithm: z.enum(['ECDSA-P256', 'ECDSA-P384', 'RSA-3072', 'RSA-PSS-3072']).default('ECDSA-P256'),
+      /** Fresh RSA-3072 keys kept ready (generated in worker threads); 0: each RSA request generates its own. */
+      rsaPoolSize: z.coerce.number().int().min(0).max(64).default(4),
     })
     .prefault({}),
   store: z

@@ -8,7 +8,8 @@ import { chooseSigning, type SigningChoice } from '../ades/offer.ts';
 import { temporarilyUnavailable, unauthorized } from '../errors.ts';
 import { introspect, type Introspection, type IntrospectionContext } from '../introspection/client.ts';
 import type { KeyedCertificate } from '../pki/authority.ts';
-import { generateKeyPair } from '../pki/keys.ts';
+import type { SignerKeySource } from '../pki/key-pool.ts';
+import { signingKeyFor, type SignerAlgorithm } from '../pki/keys.ts';
 import { mintSignerCertificate, type SignerCertificate } from '../pki/signer-certificate.ts';
 import { issuedCertificateRecord } from '../store/records.ts';
 import type { NewOutboxEntry, SigningTransaction, Store } from '../store/types.ts';
@@ -27,6 +28,10 @@ export interface SignDocDeps {
   /** TSA and revocation sources for B-T and above */
   readonly ades: AdesServices;
   readonly signerValiditySeconds: number;
+  /** per-request key pairs (step 7): EC generated inline, RSA from a pool of fresh keys (pki/key-pool.ts) */
+  readonly keys: SignerKeySource;
+  /** signer algorithm for requests without signAlgo (configuration signer.defaultAlgorithm) */
+  readonly defaultAlgorithm: SignerAlgorithm;
   /** evidence and certificate store: written before any signature is built */
   readonly store: Store;
   readonly logger: Logger;
@@ -52,11 +57,11 @@ interface EphemeralSigner {
 }
 
 /** step 7: fresh key pair and a certificate carrying the identity the bank vouched for (spec 2.16) */
-function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDocDeps): EphemeralSigner {
-  const keys = generateKeyPair(choice.keyAlgorithm);
+async function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDocDeps): Promise<EphemeralSigner> {
+  const keys = await deps.keys.take(choice.keyAlgorithm); // handed out once, never again
   const certificate = mintSignerCertificate({ claims: consent.claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: deps.signerValiditySeconds });
   deps.metrics.certificates.inc();
-  return { privateKey: keys.privateKey, certificate };
+  return { privateKey: signingKeyFor(keys.privateKey, choice.scheme), certificate }; // the certificate keeps the key's own SPKI
 }
 
 /** Records delivered after the signature (mediation 6.2, issue "mediation"): none yet; they are written with the evidence. */
@@ -126,12 +131,12 @@ function destroySigner(signer: EphemeralSigner): void {
 export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, deps: SignDocDeps): Promise<SignDocResult> {
   const request = parseSignDocRequest(body); // 1 parse
   const b = request.body;
-  const choice = chooseSigning(request.format, request.level, request.hashAlgorithm, b.signAlgo, b.signAlgoParams);
+  const choice = chooseSigning(request.format, request.level, request.hashAlgorithm, b.signAlgo, b.signAlgoParams, deps.defaultAlgorithm);
   const fingerprint = clientFingerprint(clientCertDer); // 2 client
   const sad = await validateSad(b.SAD, fingerprint, deps.sad); // 3 sad
   const introspection = await introspect(sad, deps.introspection); // 4 introspect
   const consent = checkConsent(introspection.payload, request, deps.qtspId, fingerprint); // 5 consent
-  const signer = mintSigner(choice, consent, deps); // 7 mint
+  const signer = await mintSigner(choice, consent, deps); // 7 mint
   try {
     await recordEvidence(introspection, consent, request, choice, signer, deps); // 6 evidence (needs the certificate of 7)
     return { ...(await signHashes(request, choice, signer, deps)), txn: consent.txn }; // 8 sign
