@@ -7,6 +7,7 @@ import type { KeyObject } from 'node:crypto';
 import type { HashAlgorithm } from './algorithms.ts';
 import type { CmsCertificate } from './cades.ts';
 import { buildCadesBaselineB } from './cades.ts';
+import { buildCadesLevel } from './cades-levels.ts';
 import { buildPadesBaselineB } from './pades.ts';
 import { buildXadesBaselineB } from './xades.ts';
 import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
@@ -46,6 +47,9 @@ export type SignatureBuilder = (input: SignatureInput) => Promise<BuiltSignature
 export const BUILDERS: Readonly<Record<SignatureFormat, Partial<Record<ConformanceLevel, SignatureBuilder>>>> = {
   C: {
     'AdES-B-B': async (i) => ({ signature: buildCadesBaselineB({ ...i }) }),
+    'AdES-B-T': (i) => buildCadesLevel('T', i),
+    'AdES-B-LT': (i) => buildCadesLevel('LT', i),
+    'AdES-B-LTA': (i) => buildCadesLevel('LTA', i),
   },
   P: {
     'AdES-B-B': async (i) => buildPadesBaselineB(i),
