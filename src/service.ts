@@ -6,8 +6,10 @@ import { existsSync } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
 import { createApp, listen, type RunningServer } from './http/server.ts';
+import { pkiRouter } from './http/pki-routes.ts';
 import { createMetrics } from './http/metrics.ts';
-import { loadCaMaterial, pkiExists } from './pki/init.ts';
+import { pkiExists, trustServicesExist } from './pki/init.ts';
+import { createTrustServices, registerServiceCertificates, type TrustServices } from './pki/trust-services.ts';
 import { createSignerKeys } from './pki/key-pool.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
 import { openStore, watchStore } from './store/open.ts';
@@ -36,13 +38,33 @@ function requireFiles(config: Config): void {
     if (!existsSync(file)) throw new ConfigError(`setting ${setting}: file ${file} does not exist`);
   }
   if (!pkiExists(config.dataDir)) throw new ConfigError(`setting dataDir: no CA material in ${config.dataDir}/pki; run \`qtsp pki init\` first`);
+  if (!trustServicesExist(config.dataDir)) throw new ConfigError(`setting dataDir: no TSA or OCSP responder certificate in ${config.dataDir}/pki; run \`qtsp pki init\` to add them`);
+}
+
+/** TSA, OCSP responder, CRLs: the issuing CA, TSA and responder certificates are registered in the store */
+async function startTrustServices(config: Config, store: Parameters<typeof registerServiceCertificates>[0], agent: import('node:https').Agent): Promise<TrustServices> {
+  const pki = createTrustServices({ config, store, agent });
+  await registerServiceCertificates(store, pki);
+  return pki;
+}
+
+function pkiRoutes(config: Config, pki: TrustServices, logger: Logger) {
+  return pkiRouter({
+    tsa: pki.tsa,
+    ocsp: pki.ocsp,
+    crls: pki.crls,
+    rootDer: pki.root.der,
+    issuingDer: pki.issuing.der,
+    ocspMaxAgeSeconds: Math.min(config.revocation.ocspValiditySeconds, 300),
+    crlMaxAgeSeconds: config.revocation.crlRefreshSeconds,
+    logger,
+  });
 }
 
 export async function startQtsp(config: Config, options: { logger?: Logger; defaultMetrics?: boolean } = {}): Promise<QtspService> {
   const logger = options.logger ?? defaultLogger;
   requireFiles(config);
   const agents = createOutgoingAgents(config);
-  const { issuing } = loadCaMaterial(config.dataDir);
   const timeoutMs = config.trust.httpTimeoutMs;
   const idps = new IdpDirectory({
     url: config.trust.idpDirectoryUrl,
@@ -70,12 +92,13 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     else logger.error({ event: 'store.unavailable', driver: store.driver, error: reason }, 'evidence store does not answer; not ready');
   });
   const keys = createSignerKeys({ rsaPoolSize: config.signer.rsaPoolSize, logger }); // starts filling the RSA key pool
+  const pki = await startTrustServices(config, store, agents.plain);
   const deps: SignDocDeps = {
     qtspId: config.qtspId,
     sad: { idps, servers, clockSkewSeconds },
     introspection: { qtspId: config.qtspId, servers, agent: agents.mtls, timeoutMs: config.introspection.timeoutMs, clockSkewSeconds },
-    issuingCa: issuing,
-    ades: {},
+    issuingCa: pki.issuing, // with the AIA and CRL DP extensions of signer certificates
+    ades: { timestamps: pki.timestamps, revocation: pki.revocation },
     signerValiditySeconds: config.signer.validitySeconds,
     keys,
     defaultAlgorithm: config.signer.defaultAlgorithm,
@@ -89,7 +112,7 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     reasons.push(...trust.flatMap((r) => r.reasons));
     return { ready: storeHealth.healthy && trust.every((r) => r.ready), reasons };
   };
-  const app = createApp(config, deps, readiness);
+  const app = createApp(config, deps, readiness, [pkiRoutes(config, pki, logger)]);
   let server: RunningServer;
   try {
     server = await listen(config, app);

@@ -1,28 +1,72 @@
-/** `qtsp pki init` and `qtsp pki root`. */
+/** `qtsp pki init`, `qtsp pki root` and `qtsp pki revoke SERIAL --reason R`. */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import { pkiInit, pkiPaths } from '../pki/init.ts';
+import { publicBaseUrl } from '../pki/publication.ts';
+import { openStore } from '../store/open.ts';
+import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
+import type { Config } from '../config/schema.ts';
+
+const USAGE = 'usage: qtsp pki init [--rsa] [--force] | qtsp pki root | qtsp pki revoke SERIAL [--reason REASON]\n';
+
+/** A serial as `openssl x509 -serial` prints it (hex, any case, optional colons or 0x): the store's lowercase hex. */
+function normaliseSerial(text: string | undefined): string | undefined {
+  const hex = text?.trim().replace(/^0x/i, '').replace(/:/g, '').toLowerCase();
+  if (!hex || !/^[0-9a-f]+$/.test(hex)) return undefined;
+  return hex.length % 2 ? `0${hex}` : hex;
+}
+
+/**
+ * Marks a certificate revoked in the store: our OCSP responder answers "revoked" at once, the CRL of its CA
+ * lists it from its next issue (server.crlRefreshSeconds at the latest).
+ */
+async function revoke(config: Config, serialText: string | undefined, reasonText: string): Promise<number> {
+  const serialHex = normaliseSerial(serialText);
+  if (!serialHex) {
+    process.stderr.write(`qtsp pki revoke: SERIAL must be the certificate's serial number in hex\n${USAGE}`);
+    return 2;
+  }
+  if (!REVOCATION_REASONS.includes(reasonText as RevocationReason)) {
+    process.stderr.write(`qtsp pki revoke: --reason must be one of ${REVOCATION_REASONS.join(', ')}\n`);
+    return 2;
+  }
+  const store = await openStore(config);
+  try {
+    const revoked = await store.revokeCertificate(serialHex, reasonText as RevocationReason, new Date());
+    if (revoked) {
+      process.stdout.write(`revoked certificate ${serialHex} (${reasonText})\n`);
+      return 0;
+    }
+    const known = await store.getCertificate(serialHex);
+    process.stderr.write(known ? `certificate ${serialHex} was already revoked\n` : `no certificate with serial ${serialHex} in the store\n`);
+    return 1;
+  } finally {
+    await store.close();
+  }
+}
 
 export async function runPki(args: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args,
     allowPositionals: true,
-    options: { rsa: { type: 'boolean', default: false }, force: { type: 'boolean', default: false }, 'data-dir': { type: 'string' } },
+    options: { rsa: { type: 'boolean', default: false }, force: { type: 'boolean', default: false }, 'data-dir': { type: 'string' }, reason: { type: 'string', default: 'unspecified' } },
   });
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
   const paths = pkiPaths(config.dataDir);
   switch (positionals[0]) {
     case 'init': {
-      const created = pkiInit({ dataDir: config.dataDir, qtspId: config.qtspId, algorithm: values.rsa ? 'RSA-3072' : 'P-256', force: values.force });
+      const created = pkiInit({ dataDir: config.dataDir, qtspId: config.qtspId, algorithm: values.rsa ? 'RSA-3072' : 'P-256', force: values.force, publicBaseUrl: publicBaseUrl(config) });
       process.stdout.write(created ? `created CA material in ${paths.dir}\n` : `CA material exists in ${paths.dir} (use --force to replace it)\n`);
       return 0;
     }
     case 'root':
       process.stdout.write(readFileSync(paths.rootCert, 'utf8'));
       return 0;
+    case 'revoke':
+      return revoke(config, positionals[1], values.reason);
     default:
-      process.stderr.write('usage: qtsp pki init [--rsa] [--force] | qtsp pki root\n');
+      process.stderr.write(USAGE);
       return 2;
   }
 }

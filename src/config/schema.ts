@@ -33,6 +33,11 @@ export const configSchema = z.strictObject({
       maxBodyBytes: positiveInt.default(256 * 1024),
       /** Most hashes accepted in one signDoc request. */
       maxHashes: positiveInt.default(100),
+      /**
+       * Base URL at which relying parties reach /ocsp, /tsa, /crl/... and /ca/... of this server; written into
+       * the AIA and CRL distribution point extensions of every certificate we issue. Default: https://host:port.
+       */
+      publicBaseUrl: url.optional(),
     })
     .prefault({}),
   client: z
@@ -93,6 +98,38 @@ export const configSchema = z.strictObject({
       defaultAlgorithm: z.enum(['ECDSA-P256', 'ECDSA-P384', 'RSA-3072', 'RSA-PSS-3072']).default('ECDSA-P256'),
       /** Fresh RSA-3072 keys kept ready (generated in worker threads); 0: each RSA request generates its own. */
       rsaPoolSize: z.coerce.number().int().min(0).max(64).default(4),
+    })
+    .prefault({}),
+  tsa: z
+    .strictObject({
+      /**
+       * An external RFC 3161 time-stamping authority for B-T and above (POST application/timestamp-query).
+       * Unset: our own TSA signs in-process (it is also served at POST /tsa either way).
+       */
+      url: url.optional(),
+      /** Timeout of one call to the external TSA (ms); after the last retry signDoc answers 504. */
+      timeoutMs: positiveInt.default(5000),
+      /** Further attempts after a failed or timed-out call to the external TSA. */
+      retries: z.coerce.number().int().min(0).max(5).default(1),
+      /** PEM certificates of the external TSA, its certificate first: added to B-LT and B-LTA signatures. */
+      chainFile: z.string().optional(),
+      /**
+       * TSA policy of our own tokens (RFC 3161 2.4.2 policy). The default lies under 1.3.6.1.4.1.32473, the
+       * private enterprise number IANA reserves for documentation (RFC 5612): a real TSA sets its own.
+       */
+      policyOid: z.string().regex(/^[0-2](\.(0|[1-9][0-9]*))+$/, 'must be a dotted OID').default('1.3.6.1.4.1.32473.3161.1'),
+      /** Accuracy our tokens claim (RFC 3161 Accuracy.seconds); genTime is given in whole seconds. */
+      accuracySeconds: positiveInt.max(60).default(1),
+    })
+    .prefault({}),
+  revocation: z
+    .strictObject({
+      /** Validity of our OCSP responses: nextUpdate - thisUpdate (seconds). */
+      ocspValiditySeconds: positiveInt.default(3600),
+      /** Validity of our CRLs: nextUpdate - thisUpdate (seconds). */
+      crlValiditySeconds: positiveInt.default(86400),
+      /** How long a CRL is served before it is issued anew (seconds); a revocation through this process refreshes it at once. */
+      crlRefreshSeconds: positiveInt.default(300),
     })
     .prefault({}),
   store: z

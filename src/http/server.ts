@@ -32,7 +32,8 @@ export interface ReadinessCheck {
   (): { ready: boolean; reasons: string[] };
 }
 
-export function createApp(config: Config, deps: SignDocDeps, readiness: ReadinessCheck): express.Express {
+/** `routers`: further public endpoints mounted before the 404 handler (pki-routes.ts: /tsa, /ocsp, /crl, /ca) */
+export function createApp(config: Config, deps: SignDocDeps, readiness: ReadinessCheck, routers: readonly express.Router[] = []): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(config.server.signDocPath, (_req, res, next) => {
@@ -69,6 +70,7 @@ export function createApp(config: Config, deps: SignDocDeps, readiness: Readines
     const r = readiness();
     res.status(r.ready ? 200 : 503).json({ status: r.ready ? 'ready' : 'not_ready', reasons: r.reasons });
   });
+  for (const router of routers) app.use(router);
   app.use((_req, res) => {
     res.status(404).json({ error: 'not_found', error_description: 'no such endpoint' });
   });

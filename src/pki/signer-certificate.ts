@@ -45,10 +45,16 @@ export interface SignerCertificate {
   readonly providedClaims: ClaimName[];
 }
 
+/**
+ * The issuing CA as signer certificates see it: its key, and optionally the AIA (OCSP, caIssuers) and CRL
+ * distribution point extensions every certificate it issues carries (publication.ts issuingCaPointers).
+ */
+export type IssuingCa = KeyedCertificate & { readonly signerPointers?: readonly pkijs.Extension[] };
+
 export interface MintSignerCertificateInput {
   readonly claims: IdentityClaims;
   readonly publicKey: KeyObject;
-  readonly issuingCa: KeyedCertificate;
+  readonly issuingCa: IssuingCa;
   readonly validitySeconds: number;
   readonly now?: Date;
 }
@@ -271,7 +277,8 @@ export function mintSignerCertificate(input: MintSignerCertificateInput): Signer
   const claims: IdentityClaims = isObject(input.claims) ? input.claims : {};
   const subject = subjectOf(claims);
   const sda = subjectDirectoryAttributesOf(claims, now);
-  const extensions = sda.extension ? [...CONSTANT_EXTENSIONS, sda.extension] : CONSTANT_EXTENSIONS;
+  const pointers = input.issuingCa.signerPointers ?? [];
+  const extensions = [...CONSTANT_EXTENSIONS, ...pointers, ...(sda.extension ? [sda.extension] : [])];
   const { der, certificate } = issueCertificate({
     subject: buildName(subject.attributes),
     publicKey: spkiOf(input.publicKey),

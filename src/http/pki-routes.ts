@@ -1,0 +1,120 @@
+/**
+ * The public endpoints of our trust services, on the same server as signDoc but without any client
+ * certificate (relying parties and validators call them):
+ *   POST /tsa                  RFC 3161 3.4: application/timestamp-query -> application/timestamp-reply
+ *   POST /ocsp, GET /ocsp/{b64} RFC 6960 A.1: application/ocsp-request -> application/ocsp-response
+ *   GET  /crl/root.crl, /crl/issuing.crl   RFC 5280 5 (application/pkix-crl, DER)
+ *   GET  /ca/root.crt, /ca/issuing.crt     AIA caIssuers targets (RFC 5280 4.2.2.1: application/pkix-cert, DER)
+ * A bad request is answered in the protocol's own terms (a TimeStampResp with status rejection, an
+ * OCSPResponse malformedRequest), with HTTP 400, never a 500 or a stack trace.
+ */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { CrlIssuer } from '../pki/crl.ts';
+import { PKIX_CRL } from '../pki/crl.ts';
+import { errorResponse, OCSP_REQUEST, OCSP_RESPONSE, type OcspResponder } from '../pki/ocsp.ts';
+import { PKI_PATHS } from '../pki/publication.ts';
+import { rejectionResp, TIMESTAMP_QUERY, TIMESTAMP_REPLY, TsaRejection, type LocalTsa } from '../pki/tsa.ts';
+import type { Logger } from '../util/logger.ts';
+
+export interface PkiHttpServices {
+  readonly tsa: LocalTsa;
+  readonly ocsp: OcspResponder;
+  readonly crls: { readonly root: CrlIssuer; readonly issuing: CrlIssuer };
+  readonly rootDer: Buffer;
+  readonly issuingDer: Buffer;
+  /** how long GET answers may be cached (seconds) */
+  readonly ocspMaxAgeSeconds: number;
+  readonly crlMaxAgeSeconds: number;
+  readonly logger: Logger;
+}
+
+/** requests of these protocols are a few hundred bytes; a CertID list of 20 stays far below */
+const MAX_BODY = '16kb';
+
+const tsaReply = (res: Response, status: number, body: Buffer) => res.status(status).set({ 'content-type': TIMESTAMP_REPLY, 'cache-control': 'no-store' }).send(body);
+const ocspReply = (res: Response, status: number, body: Buffer, cache = 'no-store') => res.status(status).set({ 'content-type': OCSP_RESPONSE, 'cache-control': cache }).send(body);
+
+function tsaRejected(res: Response, message: string, status = 400): void {
+  tsaReply(res, status, rejectionResp(new TsaRejection('badRequest', message)));
+}
+
+function tsaRoutes(router: express.Router, s: PkiHttpServices): void {
+  router.post(
+    PKI_PATHS.tsa,
+    (req, res, next) => (req.is(TIMESTAMP_QUERY) ? next() : tsaRejected(res, `Content-Type must be ${TIMESTAMP_QUERY}`)),
+    express.raw({ type: TIMESTAMP_QUERY, limit: MAX_BODY }),
+    (req, res) => {
+      const answer = s.tsa.respond(req.body as Buffer);
+      tsaReply(res, answer.granted ? 200 : 400, answer.body);
+    },
+  );
+  router.all(PKI_PATHS.tsa, (_req, res) => {
+    res.set('allow', 'POST');
+    tsaRejected(res, `the TSA accepts POST ${TIMESTAMP_QUERY} only`, 405);
+  });
+}
+
+async function answerOcsp(res: Response, s: PkiHttpServices, der: Uint8Array, cacheable: boolean): Promise<void> {
+  const answer = await s.ocsp.respond(der);
+  // a GET answer without nonce may be cached by intermediaries (RFC 5019 6.2); never a POST one
+  ocspReply(res, answer.httpStatus, answer.body, cacheable && answer.httpStatus === 200 ? `public, max-age=${s.ocspMaxAgeSeconds}, no-transform` : 'no-store');
+}
+
+function ocspRoutes(router: express.Router, s: PkiHttpServices): void {
+  router.post(
+    PKI_PATHS.ocsp,
+    (req, res, next) => (req.is(OCSP_REQUEST) ? next() : ocspReply(res, 400, errorResponse('malformedRequest'))),
+    express.raw({ type: OCSP_REQUEST, limit: MAX_BODY }),
+    async (req, res) => answerOcsp(res, s, req.body as Buffer, false),
+  );
+  // RFC 6960 A.1: GET {url}/{url-encoding of base-64 encoding of the DER OCSPRequest}; '/' of Base64 may
+  // arrive raw or as %2F, '+' raw or as %2B, so the rest of the raw path is decoded as a whole
+  router.get(`${PKI_PATHS.ocsp}/*request`, async (req, res) => {
+    let der: Buffer;
+    try {
+      der = Buffer.from(decodeURIComponent(req.path.slice(PKI_PATHS.ocsp.length + 1)), 'base64');
+    } catch {
+      ocspReply(res, 400, errorResponse('malformedRequest'));
+      return;
+    }
+    await answerOcsp(res, s, der, true);
+  });
+}
+
+function publicationRoutes(router: express.Router, s: PkiHttpServices): void {
+  const crl = (issuer: CrlIssuer) => async (_req: Request, res: Response) => {
+    let der: Buffer;
+    try {
+      der = await issuer.current();
+    } catch (err) {
+      s.logger.error({ event: 'crl.unavailable', error: (err as Error).message }, 'CRL could not be issued');
+      res.status(503).set('retry-after', '30').json({ error: 'temporarily_unavailable', error_description: 'the CRL cannot be issued now' });
+      return;
+    }
+    res.set({ 'content-type': PKIX_CRL, 'cache-control': `public, max-age=${s.crlMaxAgeSeconds}` }).send(der);
+  };
+  router.get(PKI_PATHS.rootCrl, crl(s.crls.root));
+  router.get(PKI_PATHS.issuingCrl, crl(s.crls.issuing));
+  const cert = (der: Buffer) => (_req: Request, res: Response) => {
+    res.set({ 'content-type': 'application/pkix-cert', 'cache-control': 'public, max-age=86400' }).send(der);
+  };
+  router.get(PKI_PATHS.rootCert, cert(s.rootDer));
+  router.get(PKI_PATHS.issuingCert, cert(s.issuingDer));
+}
+
+/** Body-parser failures (too large, bad encoding) on /tsa and /ocsp: the protocol's own error, HTTP 400. */
+function protocolErrors(err: unknown, req: Request, res: Response, next: NextFunction): void {
+  if (res.headersSent) return next(err);
+  if (req.path === PKI_PATHS.tsa) return tsaRejected(res, 'the request body cannot be read (too large or malformed)');
+  if (req.path.startsWith(PKI_PATHS.ocsp)) return void ocspReply(res, 400, errorResponse('malformedRequest'));
+  next(err);
+}
+
+export function pkiRouter(s: PkiHttpServices): express.Router {
+  const router = express.Router();
+  tsaRoutes(router, s);
+  ocspRoutes(router, s);
+  publicationRoutes(router, s);
+  router.use(protocolErrors);
+  return router;
+}

@@ -1,0 +1,143 @@
+/**
+ * Our trust services assembled from the configuration and the material in <dataDir>/pki: the TSA (in-process,
+ * or an external one when tsa.url is set), the OCSP responder of the issuing CA, the CRLs of both CAs, and the
+ * RevocationProvider the B-LT builders use. The HTTP side of the same objects is http/pki-routes.ts.
+ */
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Agent } from 'node:https';
+import type * as pkijs from 'pkijs';
+import type { Config } from '../config/schema.ts';
+import { partsOf } from '../ades/der.ts';
+import { badGateway } from '../errors.ts';
+import type { IssuedCertificate, Store } from '../store/types.ts';
+import { fromPem } from '../util/base64.ts';
+import type { KeyedCertificate } from './authority.ts';
+import { CrlIssuer } from './crl.ts';
+import { loadCaMaterial, loadTrustServiceMaterial } from './init.ts';
+import { OcspResponder } from './ocsp.ts';
+import { issuingCaPointers, pkiUrls, publicBaseUrl, type PkiUrls } from './publication.ts';
+import type { RevocationProvider, TimestampProvider } from './services.ts';
+import { LocalTsa, RemoteTsa } from './tsa.ts';
+
+export type TrustStore = Pick<Store, 'certificateStatus' | 'revokedCertificates' | 'getCertificate' | 'addCertificate'>;
+
+export interface TrustServices {
+  readonly urls: PkiUrls;
+  readonly root: KeyedCertificate;
+  /** the issuing CA with the AIA / CRL DP extensions its signer certificates carry (signer-certificate.ts) */
+  readonly issuing: KeyedCertificate & { readonly signerPointers: readonly pkijs.Extension[] };
+  /** our own TSA (served at /tsa) */
+  readonly tsa: LocalTsa;
+  /** what B-T..B-LTA signatures use: our TSA, or the external one of tsa.url */
+  readonly timestamps: TimestampProvider;
+  readonly ocsp: OcspResponder;
+  /** the delegated OCSP responder's certificate */
+  readonly ocspResponderDer: Buffer;
+  readonly crls: { readonly root: CrlIssuer; readonly issuing: CrlIssuer };
+  readonly revocation: RevocationProvider;
+}
+
+/**
+ * RevocationProvider from our own sources: OCSP responses of our responder for certificates of the issuing CA,
+ * CRLs of the CA otherwise (the root has no responder: the issuing CA and the TSA certificate get its CRL).
+ */
+export class LocalRevocation implements RevocationProvider {
+  readonly #ocsp: OcspResponder;
+  readonly #issuingDer: Buffer;
+  readonly #status: Pick<Store, 'certificateStatus'>;
+  readonly #crls: readonly CrlIssuer[];
+
+  constructor(ocsp: OcspResponder, issuingDer: Buffer, status: Pick<Store, 'certificateStatus'>, crls: readonly CrlIssuer[]) {
+    this.#ocsp = ocsp;
+    this.#issuingDer = issuingDer;
+    this.#status = status;
+    this.#crls = crls;
+  }
+
+  async ocspResponse(certificateDer: Buffer, issuerDer: Buffer): Promise<Buffer | undefined> {
+    if (!issuerDer.equals(this.#issuingDer)) return undefined;
+    const parts = partsOf(certificateDer);
+    let status;
+    try {
+      status = await this.#status.certificateStatus(this.#ocsp.caKeyId, parts.serialHex);
+    } catch {
+      throw badGateway('the certificate status is unavailable (certificate store)');
+    }
+    return this.#ocsp.sign([{ certId: this.#ocsp.certIdFor(parts), status }]);
+  }
+
+  async crl(issuerDer: Buffer): Promise<Buffer | undefined> {
+    const issuer = this.#crls.find((c) => c.caDer.equals(issuerDer));
+    if (!issuer) return undefined;
+    try {
+      return await issuer.current();
+    } catch {
+      throw badGateway('the CRL is unavailable (certificate store)');
+    }
+  }
+}
+
+function issuedRecord(der: Buffer, issuerKeyId: string): IssuedCertificate {
+  const x = new X509Certificate(der);
+  return {
+    serialHex: partsOf(der).serialHex,
+    issuerKeyId,
+    subject: x.subject.split('\n').join(', '),
+    notBefore: new Date(x.validFrom),
+    notAfter: new Date(x.validTo),
+    issuedAt: new Date(),
+    txn: null,
+    der,
+  };
+}
+
+/**
+ * The certificates our CAs issued outside signDoc (issuing CA, TSA, OCSP responder) go into the store, so
+ * that `qtsp pki revoke` can revoke them and the CRLs and OCSP know them. Idempotent across restarts.
+ */
+export async function registerServiceCertificates(store: TrustStore, services: TrustServices): Promise<void> {
+  const records = [
+    issuedRecord(services.issuing.der, services.crls.root.keyId.toString('hex')),
+    issuedRecord(services.tsa.chain[0]!, services.crls.root.keyId.toString('hex')),
+    issuedRecord(services.ocspResponderDer, services.crls.issuing.keyId.toString('hex')),
+  ];
+  for (const record of records) {
+    if (await store.getCertificate(record.serialHex)) continue;
+    try {
+      await store.addCertificate(record);
+    } catch (err) {
+      // another instance registered it in between
+      if (!(await store.getCertificate(record.serialHex))) throw err;
+    }
+  }
+}
+
+export interface TrustServicesOptions {
+  readonly config: Config;
+  readonly store: TrustStore;
+  /** agent for an external TSA over HTTPS (trusting trust.caFile) */
+  readonly agent?: Agent;
+}
+
+export function createTrustServices(options: TrustServicesOptions): TrustServices {
+  const { config, store } = options;
+  const urls = pkiUrls(publicBaseUrl(config));
+  const { root, issuing } = loadCaMaterial(config.dataDir);
+  const material = loadTrustServiceMaterial(config.dataDir);
+  const tsa = new LocalTsa(material.tsa, root.der, { policyOid: config.tsa.policyOid, accuracySeconds: config.tsa.accuracySeconds });
+  const timestamps = config.tsa.url
+    ? new RemoteTsa({
+        url: config.tsa.url,
+        timeoutMs: config.tsa.timeoutMs,
+        retries: config.tsa.retries,
+        chain: config.tsa.chainFile ? fromPem(readFileSync(config.tsa.chainFile, 'utf8')) : [],
+        ...(options.agent && config.tsa.url.startsWith('https:') ? { agent: options.agent } : {}),
+      })
+    : tsa;
+  const ocsp = new OcspResponder({ responder: material.ocspResponder, ca: issuing, status: store, validitySeconds: config.revocation.ocspValiditySeconds });
+  const crlOptions = { revoked: store, validitySeconds: config.revocation.crlValiditySeconds, refreshSeconds: config.revocation.crlRefreshSeconds };
+  const crls = { root: new CrlIssuer({ ca: root, ...crlOptions }), issuing: new CrlIssuer({ ca: issuing, ...crlOptions }) };
+  const revocation = new LocalRevocation(ocsp, issuing.der, store, [crls.root, crls.issuing]);
+  return { urls, root, issuing: { ...issuing, signerPointers: issuingCaPointers(urls) }, tsa, timestamps, ocsp, ocspResponderDer: material.ocspResponder.der, crls, revocation };
+}

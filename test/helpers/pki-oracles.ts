@@ -1,0 +1,181 @@
+/**
+ * Independent oracles for B-T..B-LTA signatures and our trust services: OpenSSL parses the structures
+ * (`openssl asn1parse` locates every part by offset; nothing here reuses src/ades/der.ts) and OpenSSL
+ * verifies them (`openssl cms -verify -cades`, `openssl ts -verify`, `openssl ocsp -respin`, `openssl crl`).
+ */
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { run, type ToolResult } from './openssl.ts';
+
+/** A scratch directory for one test's files; remove() at the end. */
+export function scratch(): { dir: string; file(name: string, data?: Uint8Array | string): string; remove(): void } {
+  const dir = mkdtempSync(join(tmpdir(), 'qtsp-oracle-'));
+  return {
+    dir,
+    file(name, data) {
+      const path = join(dir, name);
+      if (data !== undefined) writeFileSync(path, data);
+      return path;
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+export interface Asn1Node {
+  readonly offset: number;
+  readonly depth: number;
+  readonly headerLength: number;
+  readonly length: number;
+  readonly constructed: boolean;
+  /** what OpenSSL prints after cons:/prim:, e.g. "SEQUENCE", "OBJECT            :pkcs7-data", "cont [ 1 ]" */
+  readonly text: string;
+}
+
+const LINE = /^\s*(\d+):d=\s*(\d+)\s+hl=\s*(\d+)\s+l=\s*(\d+)\s+(prim|cons):\s*(.*)$/;
+
+/** The nodes of a DER structure as `openssl asn1parse -i` sees them, in order. */
+export async function asn1parse(der: Uint8Array): Promise<Asn1Node[]> {
+  const s = scratch();
+  try {
+    const res = await run('openssl', ['asn1parse', '-inform', 'DER', '-i', '-in', s.file('x.der', der)]);
+    if (!res.ok) throw new Error(`asn1parse: ${res.output}`);
+    return res.output
+      .split('\n')
+      .map((l) => LINE.exec(l))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => ({ offset: +m[1]!, depth: +m[2]!, headerLength: +m[3]!, length: +m[4]!, constructed: m[5] === 'cons', text: m[6]!.trim() }));
+  } finally {
+    s.remove();
+  }
+}
+
+export const bytesOf = (der: Uint8Array, n: Asn1Node) => Buffer.from(der.subarray(n.offset, n.offset + n.headerLength + n.length));
+const end = (n: Asn1Node) => n.offset + n.headerLength + n.length;
+
+/** The direct children of `parent` among `nodes`. */
+export function childrenOf(nodes: readonly Asn1Node[], parent: Asn1Node): Asn1Node[] {
+  return nodes.filter((n) => n.depth === parent.depth + 1 && n.offset > parent.offset && n.offset < end(parent));
+}
+
+/**
+ * The parts of a detached CMS SignedData with one signer, located by OpenSSL's parse:
+ * ContentInfo(d0) > [0](d1) > SignedData(d2) > version, digestAlgorithms, encapContentInfo, certificates [0],
+ * crls [1], signerInfos (d3) > SignerInfo (d4) > fields (d5).
+ */
+export interface CmsParts {
+  readonly nodes: Asn1Node[];
+  readonly version: number;
+  readonly eContentType: Buffer;
+  readonly certificates: Buffer[];
+  /** RevocationInfoChoice TLVs */
+  readonly crls: Buffer[];
+  /** SignerInfo version .. signature TLVs */
+  readonly signerInfoFields: Buffer[];
+  readonly signatureValue: Buffer;
+  /** unsigned attributes: OID TLV and value TLVs */
+  readonly unsigned: { oid: Buffer; name: string; values: Buffer[] }[];
+}
+
+export async function cmsParts(der: Buffer): Promise<CmsParts> {
+  const nodes = await asn1parse(der);
+  const signedData = nodes.find((n) => n.depth === 2)!;
+  const top = childrenOf(nodes, signedData);
+  const versionNode = top[0]!;
+  const version = Number.parseInt(/INTEGER\s*:([0-9A-F]+)/.exec(versionNode.text)![1]!, 16);
+  const encap = top[2]!;
+  const certsNode = top.find((n) => n.text === 'cont [ 0 ]');
+  const crlsNode = top.find((n) => n.text === 'cont [ 1 ]');
+  const signerInfo = childrenOf(nodes, top[top.length - 1]!)[0]!;
+  const fields = childrenOf(nodes, signerInfo);
+  const unsignedNode = fields.find((f) => f.text === 'cont [ 1 ]');
+  const signed = fields.filter((f) => f !== unsignedNode);
+  const signatureNode = signed[signed.length - 1]!;
+  const unsigned = unsignedNode
+    ? childrenOf(nodes, unsignedNode).map((attr) => {
+        const [oidNode, setNode] = childrenOf(nodes, attr);
+        return { oid: bytesOf(der, oidNode!), name: oidNode!.text.replace(/^OBJECT\s*:/, ''), values: childrenOf(nodes, setNode!).map((v) => bytesOf(der, v)) };
+      })
+    : [];
+  return {
+    nodes,
+    version,
+    eContentType: bytesOf(der, childrenOf(nodes, encap)[0]!),
+    certificates: certsNode ? childrenOf(nodes, certsNode).map((c) => bytesOf(der, c)) : [],
+    crls: crlsNode ? childrenOf(nodes, crlsNode).map((c) => bytesOf(der, c)) : [],
+    signerInfoFields: signed.map((f) => bytesOf(der, f)),
+    signatureValue: Buffer.from(der.subarray(signatureNode.offset + signatureNode.headerLength, end(signatureNode))),
+    unsigned,
+  };
+}
+
+/** OpenSSL's names for the unsigned attributes (it does not know the ETSI ones and prints the OID) */
+export const ATTR = {
+  signatureTimeStamp: 'id-smime-aa-timeStampToken',
+  archiveTimeStampV3: '0.4.0.1733.2.4',
+  atsHashIndexV3: '0.4.0.19122.1.5',
+} as const;
+
+/** The OCSPResponse inside a RevocationInfoChoice other [1] { id-ri-ocsp-response, OCSPResponse } */
+export async function ocspOfRevocationChoice(choice: Buffer): Promise<Buffer | undefined> {
+  if (choice[0] !== 0xa1) return undefined;
+  const nodes = await asn1parse(choice);
+  const [oidNode, value] = childrenOf(nodes, nodes[0]!);
+  if (!oidNode?.text.includes('1.3.6.1.5.5.7.16.2')) throw new Error(`unexpected other revocation format ${oidNode?.text}`);
+  return bytesOf(choice, value!);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// OpenSSL verification
+
+export async function verifyCms(signature: Buffer, content: Buffer, caFile: string, signerOut?: string): Promise<ToolResult> {
+  const s = scratch();
+  try {
+    return await run('openssl', ['cms', '-verify', '-cades', '-binary', '-inform', 'DER', '-in', s.file('sig.p7s', signature), '-content', s.file('doc', content), '-CAfile', caFile, '-out', '/dev/null', ...(signerOut ? ['-signer', signerOut] : [])]);
+  } finally {
+    s.remove();
+  }
+}
+
+/** openssl ts -verify of a TimeStampToken over `data` (or over a precomputed digest, hex). */
+export async function verifyToken(token: Buffer, over: { data: Buffer } | { digestHex: string }, caFile: string, untrusted?: string): Promise<ToolResult> {
+  const s = scratch();
+  try {
+    const subject = 'data' in over ? ['-data', s.file('data', over.data)] : ['-digest', over.digestHex];
+    return await run('openssl', ['ts', '-verify', '-token_in', '-in', s.file('token.der', token), ...subject, '-CAfile', caFile, ...(untrusted ? ['-untrusted', untrusted] : [])]);
+  } finally {
+    s.remove();
+  }
+}
+
+/** openssl ocsp -respin: signature, responder chain and the status of `certFile` (CertID with SHA-256). */
+export async function verifyOcsp(response: Buffer, files: { root: string; issuing: string; cert: string }): Promise<ToolResult> {
+  const s = scratch();
+  try {
+    return await run('openssl', ['ocsp', '-respin', s.file('resp.der', response), '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, '-sha256', '-cert', files.cert, '-no_nonce']);
+  } finally {
+    s.remove();
+  }
+}
+
+/** openssl crl -CAfile: the CRL's signature against the CAs in caFile */
+export async function verifyCrl(crl: Buffer, caFile: string): Promise<ToolResult> {
+  const s = scratch();
+  try {
+    return await run('openssl', ['crl', '-inform', 'DER', '-in', s.file('crl.der', crl), '-CAfile', caFile, '-noout', '-text']);
+  } finally {
+    s.remove();
+  }
+}
+
+/** a copy with one byte flipped at `at` (negative: from the end) */
+export function tamper(der: Buffer, at: number): Buffer {
+  const copy = Buffer.from(der);
+  const i = at < 0 ? copy.length + at : at;
+  copy[i] = copy[i]! ^ 0x01;
+  return copy;
+}
+
+export const sha = (alg: string, data: Uint8Array) => createHash(alg).update(data).digest();
+export const readPem = (file: string) => readFileSync(file, 'utf8');

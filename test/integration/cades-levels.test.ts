@@ -1,0 +1,299 @@
+/**
+ * CAdES B-T, B-LT and B-LTA through the real signDoc flow (sandbox bank, mTLS, our TSA and OCSP responder),
+ * over all six hash algorithms, each result checked by OpenSSL: `openssl cms -verify -cades`; every
+ * time-stamp with `openssl ts -verify` (the signature-time-stamp over the signature value, the
+ * archive-time-stamp-v3 over an imprint this test recomputes from OpenSSL's parse per EN 319 122-1 5.5.3);
+ * every OCSP response in the CMS and in revocationInfo with `openssl ocsp`; every CRL with `openssl crl`.
+ * Each tool is also shown to reject a tampered input. CMS sizes per level are reported as diagnostics.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { HASH_ALGORITHMS, type HashAlgorithm } from '../../src/ades/algorithms.ts';
+import { pkiPaths } from '../../src/pki/init.ts';
+import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { fromPem } from '../../src/util/base64.ts';
+import { startEnvironment, PROFILE, type TestEnvironment } from '../helpers/environment.ts';
+import { run } from '../helpers/openssl.ts';
+import {
+  asn1parse,
+  ATTR,
+  bytesOf,
+  childrenOf,
+  cmsParts,
+  ocspOfRevocationChoice,
+  scratch,
+  sha,
+  tamper,
+  verifyCms,
+  verifyCrl,
+  verifyOcsp,
+  verifyToken,
+  type CmsParts,
+} from '../helpers/pki-oracles.ts';
+
+const LEVELS = ['AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'] as const;
+type Level = (typeof LEVELS)[number];
+const DOCS = [Buffer.from('contract of sale\n'), Buffer.from('annex: terms and conditions, ünïcödé\n')];
+
+let env: TestEnvironment;
+let files: { root: string; issuing: string; tsa: string; rootAndIssuing: string };
+let work: ReturnType<typeof scratch>;
+
+before(async () => {
+  env = await startEnvironment({ trust: { idpCacheTtlSeconds: 0 } });
+  const p = pkiPaths(env.dataDir);
+  work = scratch();
+  files = {
+    root: p.rootCert,
+    issuing: p.issuingCert,
+    tsa: p.tsaCert,
+    rootAndIssuing: work.file('root-and-issuing.pem', readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8')),
+  };
+});
+after(async () => {
+  await env.close();
+  work.remove();
+});
+
+interface Signed {
+  readonly signatures: Buffer[];
+  readonly revocationInfo?: { ocsp: string[]; crl: string[] };
+}
+
+async function sign(level: Level, alg: HashAlgorithm, docs: readonly Buffer[] = DOCS): Promise<Signed> {
+  const hashes = docs.map((d) => sha(alg.node, d).toString('base64'));
+  const auth = await authorizeSigning(env.endpoints, { documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })), hashAlgorithmOID: alg.oid });
+  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
+    SAD: auth.accessToken,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes, hashAlgorithmOID: alg.oid },
+    profile: PROFILE,
+    signature_format: 'C',
+    conformance_level: level,
+  });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const body = res.body as { SignatureObject: string[]; revocationInfo?: { ocsp: string[]; crl: string[] } };
+  return { signatures: body.SignatureObject.map((s) => Buffer.from(s, 'base64')), ...(body.revocationInfo ? { revocationInfo: body.revocationInfo } : {}) };
+}
+
+function unsignedValues(parts: CmsParts, name: string): Buffer[] {
+  return parts.unsigned.filter((a) => a.name === name).flatMap((a) => a.values);
+}
+
+/** OCSP responses and CRLs in SignedData.crls */
+async function revocationInCms(parts: CmsParts): Promise<{ ocsp: Buffer[]; crl: Buffer[] }> {
+  const ocsp: Buffer[] = [];
+  const crl: Buffer[] = [];
+  for (const choice of parts.crls) {
+    const response = await ocspOfRevocationChoice(choice);
+    if (response) ocsp.push(response);
+    else crl.push(choice);
+  }
+  return { ocsp, crl };
+}
+
+/**
+ * The archive-time-stamp-v3 imprint input (EN 319 122-1 5.5.3), recomputed from OpenSSL's parse: eContentType,
+ * the document hash, the SignerInfo fields before unsignedAttrs, and the ATSHashIndexV3, whose three lists are
+ * first checked against the hashes of what the SignedData holds (5.5.2).
+ */
+async function archiveImprint(parts: CmsParts, atsToken: Buffer, docHash: Buffer, alg: HashAlgorithm): Promise<Buffer> {
+  const tokenNodes = await asn1parse(atsToken);
+  const attrOid = tokenNodes.find((n) => n.text.endsWith(ATTR.atsHashIndexV3));
+  assert.ok(attrOid, 'the archive time-stamp token carries no ats-hash-index-v3');
+  const attrSeq = tokenNodes.filter((n) => n.depth === attrOid.depth - 1 && n.offset < attrOid.offset).pop()!;
+  const valueSet = childrenOf(tokenNodes, attrSeq)[1]!;
+  const indexNode = childrenOf(tokenNodes, valueSet)[0]!;
+  const hashIndex = bytesOf(atsToken, indexNode);
+  const [algNode, certsNode, crlsNode, attrsNode] = childrenOf(tokenNodes, indexNode);
+  const algText = childrenOf(tokenNodes, algNode!)[0]!.text;
+  assert.ok(algText.endsWith(`:${alg.node}`) || algText.endsWith(alg.oid), `hashIndAlgorithm ${algText}, expected ${alg.name}`);
+  const listed = (n: typeof certsNode) => childrenOf(tokenNodes, n!).map((o) => bytesOf(atsToken, o).subarray(2).toString('hex'));
+  const hex = (b: Buffer) => sha(alg.node, b).toString('hex');
+  assert.deepEqual(listed(certsNode), parts.certificates.map(hex), 'certificatesHashIndex');
+  assert.deepEqual(listed(crlsNode), parts.crls.map(hex), 'crlsHashIndex');
+  const sigTs = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!;
+  assert.deepEqual(listed(attrsNode), sigTs.values.map((v) => hex(Buffer.concat([sigTs.oid, v]))), 'unsignedAttrValuesHashIndex');
+  return Buffer.concat([parts.eContentType, docHash, ...parts.signerInfoFields, hashIndex]);
+}
+
+async function checkSignature(level: Level, alg: HashAlgorithm, signature: Buffer, doc: Buffer): Promise<CmsParts> {
+  const s = scratch();
+  try {
+    const signer = s.file('signer.pem');
+    const cms = await verifyCms(signature, doc, files.root, signer);
+    assert.ok(cms.ok, `cms ${level} ${alg.name}: ${cms.output}`);
+    const parts = await cmsParts(signature);
+    const [sigTs] = unsignedValues(parts, ATTR.signatureTimeStamp);
+    assert.ok(sigTs, 'no signature-time-stamp');
+    const ts = await verifyToken(sigTs, { data: parts.signatureValue }, files.root, files.tsa);
+    assert.ok(ts.ok, `signature-time-stamp ${alg.name}: ${ts.output}`);
+    if (level === 'AdES-B-T') {
+      assert.equal(parts.crls.length, 0);
+      return parts;
+    }
+    assert.equal(parts.version, 5, 'SignedData with id-ri-ocsp-response must be version 5 (RFC 5652 5.1)');
+    const tsaDer = fromPem(readFileSync(files.tsa, 'utf8'))[0]!;
+    assert.ok(parts.certificates.some((c) => c.equals(tsaDer)), 'the TSA certificate is not in SignedData.certificates');
+    assert.equal(parts.certificates.length, 4, 'signer, issuing CA, TSA, root');
+    const revocation = await revocationInCms(parts);
+    assert.equal(revocation.ocsp.length, 1, 'one OCSP response: the signer certificate');
+    assert.equal(revocation.crl.length, 1, 'one CRL: the root, for the issuing CA and the TSA');
+    for (const response of revocation.ocsp) {
+      const ok = await verifyOcsp(response, { root: files.root, issuing: files.issuing, cert: signer });
+      assert.ok(ok.ok && ok.output.includes(`${signer}: good`), `ocsp: ${ok.output}`);
+    }
+    for (const crl of revocation.crl) {
+      const ok = await verifyCrl(crl, files.root);
+      assert.ok(ok.ok && /verify OK/.test(ok.output), `crl: ${ok.output}`);
+      assert.match(ok.output, /Issuer: .*qtsp Sandbox Root CA/);
+    }
+    if (level === 'AdES-B-LTA') {
+      const [ats] = unsignedValues(parts, ATTR.archiveTimeStampV3);
+      assert.ok(ats, 'no archive-time-stamp-v3');
+      const imprint = sha(alg.node, await archiveImprint(parts, ats, sha(alg.node, doc), alg));
+      const ok = await verifyToken(ats, { digestHex: imprint.toString('hex') }, files.root, files.tsa);
+      assert.ok(ok.ok, `archive-time-stamp-v3 ${alg.name}: ${ok.output}`);
+    }
+    return parts;
+  } finally {
+    s.remove();
+  }
+}
+
+describe('CAdES levels through signDoc, checked by OpenSSL', () => {
+  for (const alg of HASH_ALGORITHMS.values()) {
+    for (const level of LEVELS) {
+      it(`${level} with ${alg.name}`, async () => {
+        const signed = await sign(level, alg);
+        assert.equal(signed.signatures.length, DOCS.length);
+        const inCms: Buffer[] = [];
+        for (const [i, signature] of signed.signatures.entries()) {
+          const parts = await checkSignature(level, alg, signature, DOCS[i]!);
+          const r = await revocationInCms(parts);
+          inCms.push(...r.ocsp, ...r.crl);
+        }
+        if (level === 'AdES-B-T') {
+          assert.equal(signed.revocationInfo, undefined, 'no revocationInfo below B-LT');
+          return;
+        }
+        // revocationInfo carries exactly the OCSP responses and CRLs of the signatures (spec 2.12)
+        const reported = [...signed.revocationInfo!.ocsp, ...signed.revocationInfo!.crl].sort();
+        assert.deepEqual([...new Set(inCms.map((b) => b.toString('base64')))].sort(), reported);
+      });
+    }
+  }
+
+  it('revocationInfo: every OCSP response verifies with openssl ocsp (good), every CRL with openssl crl', async () => {
+    const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+    const signed = await sign('AdES-B-LT', alg);
+    const s = scratch();
+    try {
+      const signer = s.file('signer.pem');
+      assert.ok((await verifyCms(signed.signatures[0]!, DOCS[0]!, files.root, signer)).ok);
+      assert.ok(signed.revocationInfo!.ocsp.length >= 1 && signed.revocationInfo!.crl.length >= 1);
+      for (const b64 of signed.revocationInfo!.ocsp) {
+        const ok = await verifyOcsp(Buffer.from(b64, 'base64'), { root: files.root, issuing: files.issuing, cert: signer });
+        assert.ok(ok.ok && /: good/.test(ok.output), ok.output);
+      }
+      for (const b64 of signed.revocationInfo!.crl) {
+        const ok = await verifyCrl(Buffer.from(b64, 'base64'), files.rootAndIssuing);
+        assert.ok(ok.ok && /verify OK/.test(ok.output), ok.output);
+      }
+    } finally {
+      s.remove();
+    }
+  });
+});
+
+describe('each oracle rejects a tampered input', () => {
+  let parts: CmsParts;
+  let signature: Buffer;
+  const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+  let signer: string;
+
+  before(async () => {
+    signature = (await sign('AdES-B-LTA', alg, [DOCS[0]!])).signatures[0]!;
+    parts = await cmsParts(signature);
+    signer = work.file('tamper-signer.pem');
+    assert.ok((await verifyCms(signature, DOCS[0]!, files.root, signer)).ok);
+  });
+
+  it('openssl cms -verify: another document, a flipped signature byte', async () => {
+    assert.equal((await verifyCms(signature, DOCS[1]!, files.root)).ok, false);
+    const sigValueAt = signature.indexOf(parts.signatureValue);
+    assert.equal((await verifyCms(tamper(signature, sigValueAt + 10), DOCS[0]!, files.root)).ok, false);
+  });
+
+  it('openssl ts -verify: the signature-time-stamp over other data, a token with a flipped byte', async () => {
+    const [token] = unsignedValues(parts, ATTR.signatureTimeStamp);
+    assert.equal((await verifyToken(token!, { data: tamper(parts.signatureValue, 0) }, files.root, files.tsa)).ok, false);
+    assert.equal((await verifyToken(tamper(token!, -20), { data: parts.signatureValue }, files.root, files.tsa)).ok, false);
+  });
+
+  it('openssl ts -verify: the archive time-stamp against an imprint over a changed SignedData', async () => {
+    const [ats] = unsignedValues(parts, ATTR.archiveTimeStampV3);
+    const docHash = sha(alg.node, DOCS[0]!);
+    const good = sha(alg.node, await archiveImprint(parts, ats!, docHash, alg));
+    assert.ok((await verifyToken(ats!, { digestHex: good.toString('hex') }, files.root, files.tsa)).ok);
+    const other = sha(alg.node, await archiveImprint(parts, ats!, sha(alg.node, DOCS[1]!), alg));
+    assert.equal((await verifyToken(ats!, { digestHex: other.toString('hex') }, files.root, files.tsa)).ok, false);
+  });
+
+  it('openssl ocsp: a response with a flipped signature byte, or checked for another certificate', async () => {
+    const [response] = (await revocationInCms(parts)).ocsp;
+    assert.ok((await verifyOcsp(response!, { root: files.root, issuing: files.issuing, cert: signer })).ok);
+    const producedAt = response!.indexOf(Buffer.from([0x18, 0x0f])); // the first GeneralizedTime: producedAt
+    const broken = await verifyOcsp(tamper(response!, producedAt + 2 + 13), { root: files.root, issuing: files.issuing, cert: signer });
+    assert.ok(!broken.ok || !/: good/.test(broken.output), broken.output);
+    const otherCert = await verifyOcsp(response!, { root: files.root, issuing: files.issuing, cert: files.tsa });
+    assert.ok(!otherCert.ok || !/: good/.test(otherCert.output), otherCert.output);
+  });
+
+  it('openssl crl: a CRL with a flipped byte in its signed part', async () => {
+    const [crl] = (await revocationInCms(parts)).crl;
+    assert.ok((await verifyCrl(crl!, files.root)).ok);
+    const thisUpdate = crl!.indexOf(Buffer.from([0x17, 0x0d])); // the first UTCTime: thisUpdate
+    const broken = await verifyCrl(tamper(crl!, thisUpdate + 2 + 11), files.root);
+    assert.ok(!broken.ok || !/verify OK/.test(broken.output), broken.output);
+  });
+});
+
+describe('CMS sizes per level (P-256, SHA-256, one document)', () => {
+  it('stay small: B-LT under 8 KB', async (t) => {
+    const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+    const sizes: Record<string, number> = {};
+    for (const level of ['AdES-B-B', ...LEVELS] as const) {
+      const hashes = [sha(alg.node, DOCS[0]!).toString('base64')];
+      const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash: hashes[0]!, label: 'd' }], hashAlgorithmOID: alg.oid });
+      const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: alg.oid }, profile: PROFILE, signature_format: 'C', conformance_level: level });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      sizes[level] = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64').length;
+    }
+    t.diagnostic(`CMS bytes: ${Object.entries(sizes).map(([l, n]) => `${l} ${n}`).join(', ')}`);
+    writeFileSync(join(work.dir, 'sizes.json'), JSON.stringify(sizes));
+    assert.ok(sizes['AdES-B-B']! < sizes['AdES-B-T']! && sizes['AdES-B-T']! < sizes['AdES-B-LT']! && sizes['AdES-B-LT']! < sizes['AdES-B-LTA']!);
+    assert.ok(sizes['AdES-B-LT']! < 8192, `B-LT is ${sizes['AdES-B-LT']} bytes`);
+  });
+});
+
+describe('signer certificates point at our OCSP responder, CA certificate and CRL', () => {
+  it('AIA (OCSP, caIssuers) and CRL distribution points with the server URL', async () => {
+    const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+    const [signature] = (await sign('AdES-B-T', alg, [DOCS[0]!])).signatures;
+    const s = scratch();
+    try {
+      const signer = s.file('signer.pem');
+      assert.ok((await verifyCms(signature!, DOCS[0]!, files.root, signer)).ok);
+      const text = await run('openssl', ['x509', '-in', signer, '-noout', '-ext', 'authorityInfoAccess,crlDistributionPoints']);
+      const base = env.qtsp.url;
+      assert.ok(text.output.includes(`OCSP - URI:${base}/ocsp`), text.output);
+      assert.ok(text.output.includes(`CA Issuers - URI:${base}/ca/issuing.crt`), text.output);
+      assert.ok(text.output.includes(`URI:${base}/crl/issuing.crl`), text.output);
+    } finally {
+      s.remove();
+    }
+  });
+});

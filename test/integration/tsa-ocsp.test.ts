@@ -1,0 +1,323 @@
+/**
+ * Our trust services over HTTP, driven by OpenSSL as a client would: POST /tsa with `openssl ts -query`
+ * requests (every hash algorithm, with and without certReq, bad requests answered as rejections), /ocsp with
+ * `openssl ocsp -url` (good, revoked after `qtsp pki revoke`, unknown; SHA-1 and SHA-256 CertIDs; GET),
+ * the CRLs with `openssl crl`, the AIA targets, and an external TSA (tsa.url) that works, fails or hangs.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import * as http from 'node:http';
+import * as https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { HASH_ALGORITHMS } from '../../src/ades/algorithms.ts';
+import { pkiPaths } from '../../src/pki/init.ts';
+import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { fromPem } from '../../src/util/base64.ts';
+import { httpRequest, type HttpResponse } from '../../src/util/http-client.ts';
+import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
+import { run } from '../helpers/openssl.ts';
+import { cmsParts, ATTR, scratch, sha, tamper, verifyCms, verifyCrl, verifyToken } from '../helpers/pki-oracles.ts';
+
+const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+const DOC = Buffer.from('a document to time-stamp\n');
+
+let env: TestEnvironment;
+let agent: https.Agent;
+let work: ReturnType<typeof scratch>;
+let files: { root: string; issuing: string; tsa: string; rootAndIssuing: string; doc: string };
+/** signer certificates minted by signDoc: one left alone, one revoked by `qtsp pki revoke` (keyCompromise) */
+let good: { file: string; serial: string };
+let revoked: { file: string; serial: string };
+let revokeRun: { code: number; stdout: string; stderr: string };
+
+before(async () => {
+  env = await startEnvironment({ revocation: { crlRefreshSeconds: 1 } });
+  agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile) });
+  work = scratch();
+  const p = pkiPaths(env.dataDir);
+  files = {
+    root: p.rootCert,
+    issuing: p.issuingCert,
+    tsa: p.tsaCert,
+    rootAndIssuing: work.file('root-and-issuing.pem', readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8')),
+    doc: work.file('doc.txt', DOC),
+  };
+  good = await signerCertificate('good');
+  revoked = await signerCertificate('revoked');
+  revokeRun = await qtspCli(['pki', 'revoke', revoked.serial, '--reason', 'keyCompromise']);
+});
+after(async () => {
+  agent.destroy();
+  await env.close();
+  work.remove();
+});
+
+function post(path: string, body: Buffer, contentType: string): Promise<HttpResponse> {
+  return httpRequest(env.qtsp.url + path, { method: 'POST', headers: { 'content-type': contentType }, body, agent, timeoutMs: 10_000 });
+}
+
+function qtspCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [QTSP, ...args, '--data-dir', env.dataDir], { encoding: 'utf8' }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** a signer certificate minted by signDoc (B-B), written as PEM; returns its file and serial (hex) */
+async function signerCertificate(name: string): Promise<{ file: string; serial: string }> {
+  const hash = sha('sha256', DOC).toString('base64');
+  const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash, label: 'd' }], hashAlgorithmOID: SHA256_OID });
+  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const file = work.file(`${name}.pem`);
+  assert.ok((await verifyCms(Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64'), DOC, files.root, file)).ok);
+  const serial = /serial=([0-9A-F]+)/.exec((await run('openssl', ['x509', '-in', file, '-noout', '-serial'])).output)![1]!;
+  return { file, serial };
+}
+
+describe('POST /tsa (RFC 3161) with openssl ts', () => {
+  for (const alg of HASH_ALGORITHMS.values()) {
+    it(`grants a token over a ${alg.name} imprint that openssl ts -verify accepts, nonce echoed`, async () => {
+      const query = work.file(`q-${alg.node}.tsq`);
+      assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, `-${alg.node}`, '-cert', '-out', query])).ok);
+      const res = await post('/tsa', readFileSync(query), 'application/timestamp-query');
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['content-type'], 'application/timestamp-reply');
+      const reply = work.file(`r-${alg.node}.tsr`, res.body);
+      const text = (await run('openssl', ['ts', '-reply', '-in', reply, '-text'])).output;
+      assert.match(text, /Status: Granted/);
+      assert.match(text, /Policy OID: 1\.3\.6\.1\.4\.1\.32473\.3161\.1/);
+      assert.match(text, /Accuracy: 0x01 seconds/);
+      assert.match(text, /Nonce: 0x[0-9A-F]+/);
+      // -queryfile: same imprint, the request's nonce, certReq honoured
+      const ok = await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root, '-untrusted', files.tsa]);
+      assert.ok(ok.ok, ok.output);
+      const data = await run('openssl', ['ts', '-verify', '-in', reply, '-data', files.doc, '-CAfile', files.root]);
+      assert.ok(data.ok, data.output);
+      const other = await run('openssl', ['ts', '-verify', '-in', reply, '-data', work.file('other.txt', 'another document'), '-CAfile', files.root]);
+      assert.equal(other.ok, false, 'openssl accepted a token over other data');
+    });
+  }
+
+  it('without certReq the token carries no certificate; verification then needs the TSA certificate', async () => {
+    const query = work.file('q-nocert.tsq');
+    assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, '-sha256', '-out', query])).ok);
+    const reply = work.file('r-nocert.tsr', (await post('/tsa', readFileSync(query), 'application/timestamp-query')).body);
+    assert.ok((await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root, '-untrusted', files.tsa])).ok);
+    assert.equal((await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok, false);
+  });
+
+  it('a token with a flipped byte is rejected by openssl ts -verify', async () => {
+    const query = work.file('q-tamper.tsq');
+    assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, '-sha256', '-cert', '-out', query])).ok);
+    const res = await post('/tsa', readFileSync(query), 'application/timestamp-query');
+    const reply = work.file('r-tamper.tsr', tamper(res.body, -10));
+    assert.equal((await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok, false);
+  });
+
+  const rejections: [string, () => Promise<HttpResponse>, RegExp][] = [
+    ['garbage', () => post('/tsa', Buffer.from('not a TimeStampReq'), 'application/timestamp-query'), /wrong format/],
+    ['a wrong Content-Type', () => post('/tsa', Buffer.from('{}'), 'application/json'), /transaction not permitted/],
+    ['an unaccepted policy', async () => post('/tsa', await query(['-tspolicy', '1.2.3.4']), 'application/timestamp-query'), /policy is not supported/],
+    ['SHA-1', async () => post('/tsa', await query(['-sha1']), 'application/timestamp-query'), /unrecognized or unsupported algorithm identifier/],
+  ];
+  async function query(extra: string[]): Promise<Buffer> {
+    const file = work.file('q-reject.tsq');
+    assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, ...extra, '-out', file])).ok);
+    return readFileSync(file);
+  }
+  for (const [what, send, failure] of rejections) {
+    it(`rejects ${what} with a TimeStampResp (status rejection), HTTP 400`, async () => {
+      const res = await send();
+      assert.equal(res.status, 400);
+      assert.equal(res.headers['content-type'], 'application/timestamp-reply');
+      const text = (await run('openssl', ['ts', '-reply', '-in', work.file('rejected.tsr', res.body), '-text'])).output;
+      assert.match(text, /Status: Rejected/);
+      assert.match(text, failure);
+    });
+  }
+
+  it('answers GET with 405 and a rejection', async () => {
+    const res = await httpRequest(`${env.qtsp.url}/tsa`, { agent, timeoutMs: 5000 });
+    assert.equal(res.status, 405);
+    assert.equal(res.headers['allow'], 'POST');
+  });
+});
+
+describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
+  const ocsp = (args: string[]) => run('openssl', ['ocsp', '-url', `${env.qtsp.url}/ocsp`, '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, ...args]);
+
+  for (const digest of ['-sha1', '-sha256']) {
+    it(`good, nonce echoed, signed by the delegated responder (${digest} CertID)`, async () => {
+      const res = await ocsp([digest, '-cert', good.file]);
+      assert.ok(res.ok, res.output);
+      assert.match(res.output, /Response verify OK/);
+      assert.ok(res.output.includes(`${good.file}: good`), res.output);
+      assert.doesNotMatch(res.output, /nonce/i, 'openssl warns about a missing or wrong nonce');
+    });
+  }
+
+  it('unknown for a serial our issuing CA never issued', async () => {
+    const res = await ocsp(['-serial', '0x0123456789abcdef']);
+    assert.match(res.output, /Response verify OK/);
+    assert.match(res.output, /0x0123456789abcdef: unknown/i);
+  });
+
+  it('revoked, with time and reason, after qtsp pki revoke', async () => {
+    assert.equal(revokeRun.code, 0, revokeRun.stderr);
+    assert.match(revokeRun.stdout, /revoked certificate/);
+    const res = await ocsp(['-sha256', '-cert', revoked.file]);
+    assert.match(res.output, /Response verify OK/);
+    assert.ok(res.output.includes(`${revoked.file}: revoked`), res.output);
+    assert.match(res.output, /Reason: keyCompromise/);
+    assert.match(res.output, /Revocation Time: /);
+  });
+
+  it('qtsp pki revoke refuses a second revocation, an unknown serial and an unknown reason', async () => {
+    const [again, unknown, badReason] = await Promise.all([
+      qtspCli(['pki', 'revoke', revoked.serial]),
+      qtspCli(['pki', 'revoke', '0123abcd']),
+      qtspCli(['pki', 'revoke', revoked.serial, '--reason', 'because']),
+    ]);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /already revoked/);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /no certificate with serial/);
+    assert.equal(badReason.code, 2);
+    assert.match(badReason.stderr, /--reason must be one of/);
+  });
+
+  it('GET with the Base64 request in the path (RFC 6960 A.1), cacheable', async () => {
+    const req = work.file('ocsp-get.req');
+    assert.ok((await run('openssl', ['ocsp', '-issuer', files.issuing, '-cert', good.file, '-no_nonce', '-reqout', req])).ok);
+    const res = await httpRequest(`${env.qtsp.url}/ocsp/${encodeURIComponent(readFileSync(req).toString('base64'))}`, { agent, timeoutMs: 5000 });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-type'], 'application/ocsp-response');
+    assert.match(String(res.headers['cache-control']), /max-age=\d+/);
+    const resp = work.file('ocsp-get.der', res.body);
+    const check = await run('openssl', ['ocsp', '-respin', resp, '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, '-cert', good.file, '-no_nonce']);
+    assert.ok(check.ok && check.output.includes(`${good.file}: good`), check.output);
+    // a flipped byte in producedAt: the responder's signature no longer verifies
+    const at = res.body.indexOf(Buffer.from([0x18, 0x0f]));
+    const broken = await run('openssl', ['ocsp', '-respin', work.file('ocsp-bad.der', tamper(res.body, at + 2 + 13)), '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, '-cert', good.file, '-no_nonce']);
+    assert.doesNotMatch(broken.output, /Response verify OK/);
+  });
+
+  it('malformedRequest (HTTP 400) for garbage, unauthorized for a CA it does not answer for', async () => {
+    const bad = await post('/ocsp', Buffer.from('garbage'), 'application/ocsp-request');
+    assert.equal(bad.status, 400);
+    const badText = await run('openssl', ['ocsp', '-respin', work.file('malformed.der', bad.body), '-resp_text', '-noverify']);
+    assert.match(badText.output, /malformedrequest/i);
+    // the TSA certificate is the root's: no OCSP for it (CRL instead)
+    const res = await run('openssl', ['ocsp', '-url', `${env.qtsp.url}/ocsp`, '-issuer', files.root, '-cert', files.tsa, '-CAfile', files.root]);
+    assert.match(res.output, /unauthorized/i);
+  });
+});
+
+describe('CRLs and CA certificates', () => {
+  async function get(path: string): Promise<HttpResponse> {
+    return httpRequest(env.qtsp.url + path, { agent, timeoutMs: 5000 });
+  }
+
+  it('/crl/root.crl and /crl/issuing.crl verify with openssl crl; the revoked certificate is listed with its reason', async () => {
+    const root = await get('/crl/root.crl');
+    assert.equal(root.status, 200);
+    assert.equal(root.headers['content-type'], 'application/pkix-crl');
+    const rootOk = await verifyCrl(root.body, files.root);
+    assert.ok(rootOk.ok && /verify OK/.test(rootOk.output), rootOk.output);
+    assert.match(rootOk.output, /Issuer: .*Root CA/);
+    await new Promise((r) => setTimeout(r, 1100)); // revocation.crlRefreshSeconds: 1; revoked by another process
+    const issuing = await get('/crl/issuing.crl');
+    const ok = await verifyCrl(issuing.body, files.rootAndIssuing);
+    assert.ok(ok.ok && /verify OK/.test(ok.output), ok.output);
+    assert.ok(ok.output.includes(`Serial Number: ${revoked.serial}`), ok.output);
+    assert.ok(!ok.output.includes(`Serial Number: ${good.serial}`), ok.output);
+    assert.match(ok.output, /Key Compromise/);
+    const thisUpdate = issuing.body.indexOf(Buffer.from([0x17, 0x0d]));
+    const broken = await verifyCrl(tamper(issuing.body, thisUpdate + 2 + 11), files.rootAndIssuing);
+    assert.ok(!broken.ok || !/verify OK/.test(broken.output), broken.output);
+  });
+
+  it('/ca/root.crt and /ca/issuing.crt serve the CA certificates (AIA caIssuers)', async () => {
+    for (const [path, file] of [['/ca/root.crt', files.root], ['/ca/issuing.crt', files.issuing]] as const) {
+      const res = await get(path);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['content-type'], 'application/pkix-cert');
+      assert.ok(res.body.equals(fromPem(readFileSync(file, 'utf8'))[0]!));
+    }
+  });
+});
+
+describe('an external TSA (tsa.url)', () => {
+  type Mode = 'forward' | 'error' | 'hang' | 'reset' | 'garbage';
+  let mode: Mode = 'forward';
+  let calls = 0;
+  let proxy: http.Server;
+  let env2: TestEnvironment;
+
+  before(async () => {
+    // stands in for another TSA: forwards to the first environment's /tsa, or misbehaves
+    proxy = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        calls++;
+        if (mode === 'error') return void res.writeHead(500).end();
+        if (mode === 'hang') return;
+        if (mode === 'reset') return void req.socket.destroy();
+        if (mode === 'garbage') return void res.writeHead(200, { 'content-type': 'application/timestamp-reply' }).end('garbage');
+        post('/tsa', Buffer.concat(chunks), String(req.headers['content-type'])).then((r) => res.writeHead(r.status, { 'content-type': String(r.headers['content-type']) }).end(r.body));
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const { port } = proxy.address() as AddressInfo;
+    env2 = await startEnvironment({ tsa: { url: `http://127.0.0.1:${port}/tsa`, timeoutMs: 400, retries: 1 } });
+  });
+  after(async () => {
+    await env2?.close();
+    proxy.closeAllConnections();
+    await new Promise((resolve) => proxy.close(resolve));
+  });
+
+  async function signB_T(): Promise<{ status: number; body: Record<string, unknown> }> {
+    const hash = sha('sha256', DOC).toString('base64');
+    const auth = await authorizeSigning(env2.endpoints, { documentDigests: [{ hash, label: 'd' }], hashAlgorithmOID: SHA256_OID });
+    const res = await callSignDoc(env2.qtsp.signDocUrl, env2.endpoints, { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C', conformance_level: 'AdES-B-T' });
+    return { status: res.status, body: res.body as Record<string, unknown> };
+  }
+
+  it('B-T with the external TSA: the token verifies against that TSA root', async () => {
+    mode = 'forward';
+    const res = await signB_T();
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const signature = Buffer.from((res.body['SignatureObject'] as string[])[0]!, 'base64');
+    assert.ok((await verifyCms(signature, DOC, pkiPaths(env2.dataDir).rootCert)).ok);
+    const parts = await cmsParts(signature);
+    const token = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!.values[0]!;
+    const ok = await verifyToken(token, { data: parts.signatureValue }, files.root);
+    assert.ok(ok.ok, ok.output);
+  });
+
+  const failures: [Mode, number, string][] = [
+    ['error', 502, 'bad_gateway'],
+    ['reset', 502, 'bad_gateway'],
+    ['garbage', 502, 'bad_gateway'],
+    ['hang', 504, 'gateway_timeout'],
+  ];
+  for (const [failure, status, code] of failures) {
+    it(`a TSA that ${failure === 'hang' ? 'does not answer' : `answers with ${failure}`}: signDoc answers ${status} ${code}`, async () => {
+      mode = failure;
+      calls = 0;
+      const res = await signB_T();
+      assert.equal(res.status, status, JSON.stringify(res.body));
+      assert.equal(res.body['error'], code);
+      assert.match(String(res.body['error_description']), /time-stamping authority/);
+      assert.equal(res.body['SignatureObject'], undefined);
+      if (failure !== 'garbage') assert.equal(calls, 2, 'one call and one retry');
+    });
+  }
+});
