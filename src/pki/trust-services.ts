@@ -38,11 +38,18 @@ export interface TrustServices {
   readonly revocation: RevocationProvider;
 }
 
+/** How long an OCSP response made for a signature is reused: the hashes of one signDoc call share one. */
+const OCSP_REUSE_MS = 10_000;
+const OCSP_CACHE_ENTRIES = 256;
+
 /**
  * RevocationProvider from our own sources: OCSP responses of our responder for certificates of the issuing CA,
  * CRLs of the CA otherwise (the root has no responder: the issuing CA and the TSA certificate get its CRL).
+ * A response is reused for a few seconds, so that the signatures of one request (and its revocationInfo)
+ * carry one response per certificate rather than one per hash.
  */
 export class LocalRevocation implements RevocationProvider {
+  readonly #recent = new Map<string, { der: Buffer; at: number }>();
   readonly #ocsp: OcspResponder;
   readonly #issuingDer: Buffer;
   readonly #status: Pick<Store, 'certificateStatus'>;
@@ -58,13 +65,19 @@ export class LocalRevocation implements RevocationProvider {
   async ocspResponse(certificateDer: Buffer, issuerDer: Buffer): Promise<Buffer | undefined> {
     if (!issuerDer.equals(this.#issuingDer)) return undefined;
     const parts = partsOf(certificateDer);
+    const recent = this.#recent.get(parts.serialHex);
+    if (recent && Date.now() - recent.at < OCSP_REUSE_MS) return recent.der;
     let status;
     try {
       status = await this.#status.certificateStatus(this.#ocsp.caKeyId, parts.serialHex);
     } catch {
       throw badGateway('the certificate status is unavailable (certificate store)');
     }
-    return this.#ocsp.sign([{ certId: this.#ocsp.certIdFor(parts), status }]);
+    const der = this.#ocsp.sign([{ certId: this.#ocsp.certIdFor(parts), status }]);
+    this.#recent.delete(parts.serialHex);
+    this.#recent.set(parts.serialHex, { der, at: Date.now() });
+    if (this.#recent.size > OCSP_CACHE_ENTRIES) this.#recent.delete(this.#recent.keys().next().value!);
+    return der;
   }
 
   async crl(issuerDer: Buffer): Promise<Buffer | undefined> {

@@ -182,6 +182,9 @@ describe('CAdES levels through signDoc, checked by OpenSSL', () => {
         // revocationInfo carries exactly the OCSP responses and CRLs of the signatures (spec 2.12)
         const reported = [...signed.revocationInfo!.ocsp, ...signed.revocationInfo!.crl].sort();
         assert.deepEqual([...new Set(inCms.map((b) => b.toString('base64')))].sort(), reported);
+        // both signatures share one signer certificate: one OCSP response and the root's CRL
+        assert.equal(signed.revocationInfo!.ocsp.length, 1);
+        assert.equal(signed.revocationInfo!.crl.length, 1);
       });
     }
   }

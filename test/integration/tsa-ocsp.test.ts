@@ -7,13 +7,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { HASH_ALGORITHMS } from '../../src/ades/algorithms.ts';
-import { pkiPaths } from '../../src/pki/init.ts';
+import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, type HttpResponse } from '../../src/util/http-client.ts';
@@ -78,6 +78,27 @@ async function signerCertificate(name: string): Promise<{ file: string; serial: 
   const serial = /serial=([0-9A-F]+)/.exec((await run('openssl', ['x509', '-in', file, '-noout', '-serial'])).output)![1]!;
   return { file, serial };
 }
+
+describe('qtsp pki init: TSA and OCSP responder certificates', () => {
+  it('are created for a data directory made before they existed, profiles as RFC 3161 and RFC 6960 want', async () => {
+    const dir = work.file('older-data-dir');
+    const p = pkiPaths(dir);
+    pkiInit({ dataDir: dir, qtspId: 'sp:test.example:00000000-0000-4000-8000-000000000000' });
+    const issuingBefore = readFileSync(p.issuingCert, 'utf8');
+    for (const f of [p.tsaCert, p.tsaKey, p.ocspCert, p.ocspKey]) rmSync(f);
+    assert.equal(pkiInit({ dataDir: dir, qtspId: 'sp:test.example:00000000-0000-4000-8000-000000000000' }), false);
+    assert.ok([p.tsaCert, p.tsaKey, p.ocspCert, p.ocspKey].every((f) => existsSync(f)));
+    assert.equal(readFileSync(p.issuingCert, 'utf8'), issuingBefore, 'the CAs stay as they were');
+    const tsa = await run('openssl', ['x509', '-in', p.tsaCert, '-noout', '-ext', 'extendedKeyUsage,keyUsage']);
+    assert.match(tsa.output, /Extended Key Usage: critical\s+Time Stamping\s*$/m);
+    assert.match(tsa.output, /Key Usage: critical\s+Digital Signature/);
+    assert.ok((await run('openssl', ['verify', '-CAfile', p.rootCert, '-purpose', 'timestampsign', p.tsaCert])).ok);
+    const responder = await run('openssl', ['x509', '-in', p.ocspCert, '-noout', '-text']);
+    assert.match(responder.output, /OCSP Signing/);
+    assert.match(responder.output, /OCSP No Check/);
+    assert.ok((await run('openssl', ['verify', '-CAfile', p.rootCert, '-untrusted', p.issuingCert, '-purpose', 'ocsphelper', p.ocspCert])).ok);
+  });
+});
 
 describe('POST /tsa (RFC 3161) with openssl ts', () => {
   for (const alg of HASH_ALGORITHMS.values()) {
