@@ -172,7 +172,6 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
     ['signAlgo we do not offer (DSA with SHA-256)', () => ({ ...good(), signAlgo: '2.16.840.1.101.3.4.3.2' }), 'signAlgo 2.16.840.1.101.3.4.3.2 is not offered'],
     ['PAdES, not built yet', () => ({ ...good(), signature_format: 'P' }), 'not offered'],
     ['XAdES at B-LTA, not built', () => ({ ...good(), signature_format: 'X', conformance_level: 'AdES-B-LTA' }), 'not offered'],
-    ['AdES-B-T, not built yet', () => ({ ...good(), conformance_level: 'AdES-B-T' }), 'not offered'],
     ['a JSON array body', () => [good()], 'JSON object'],
   ];
   for (const [name, make, text] of cases) {
