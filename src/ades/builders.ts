@@ -8,7 +8,7 @@ import type { HashAlgorithm } from './algorithms.ts';
 import type { CmsCertificate } from './cades.ts';
 import { buildCadesBaselineB } from './cades.ts';
 import { buildCadesLevel } from './cades-levels.ts';
-import { buildPadesBaselineB } from './pades.ts';
+import { buildPadesBaselineB, buildPadesBaselineLT, buildPadesBaselineT } from './pades.ts';
 import { buildXadesBaselineB } from './xades.ts';
 import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
 import type { ConformanceLevel, SignatureFormat } from '../signing/request.ts';
@@ -53,6 +53,9 @@ export const BUILDERS: Readonly<Record<SignatureFormat, Partial<Record<Conforman
   },
   P: {
     'AdES-B-B': async (i) => buildPadesBaselineB(i),
+    'AdES-B-T': buildPadesBaselineT,
+    'AdES-B-LT': buildPadesBaselineLT,
+    'AdES-B-LTA': buildPadesBaselineLT, // the same CMS: B-LTA's document time-stamp is the RP's (EN 319 142-1 5.5)
   },
   X: {
     'AdES-B-B': buildXadesBaselineB,

@@ -9,9 +9,10 @@ import { digest, type HashAlgorithm } from '../ades/algorithms.ts';
 import { authorizeSigning, callSignDoc, type RpEndpoints } from './flow.ts';
 import { rpAgent, RpFlowError } from './http.ts';
 import { addDss, cmsCertificates, prepareDocumentTimestamp, prepareSignature, type SignatureOptions } from './pdf.ts';
-import { requestTimestamp } from './tsa-client.ts';
+import { RemoteTsa } from '../pki/tsa.ts';
 
 const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
+const TSA_TIMEOUT_MS = 30_000;
 export const PADES_LEVELS = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'] as const;
 export type PadesLevel = (typeof PADES_LEVELS)[number];
 
@@ -69,12 +70,17 @@ function parseSignDocAnswer(res: { status: number; body: unknown; headers: Recor
   };
 }
 
-/** B-LTA: a document time-stamp (ETSI.RFC3161) over the whole file as it is now, DSS included. */
+/**
+ * B-LTA: a document time-stamp (ETSI.RFC3161) over the whole file as it is now, DSS included. The RFC 3161
+ * client is the QTSP's own one for external TSAs (pki/tsa.ts RemoteTsa: nonce, imprint check, retries); its
+ * chain is not needed here, the token carries the TSA certificate.
+ */
 async function addDocumentTimestamp(pdf: Buffer, request: PadesRequest, tsaUrl: string, endpoints: RpEndpoints): Promise<Buffer> {
   const prepared = await prepareDocumentTimestamp(pdf);
   const agent = rpAgent(endpoints);
   try {
-    const token = await requestTimestamp({ url: tsaUrl, agent, hashAlgorithm: request.hashAlgorithm, imprint: digest(request.hashAlgorithm, prepared.covered) });
+    const tsa = new RemoteTsa({ url: tsaUrl, timeoutMs: TSA_TIMEOUT_MS, retries: 1, chain: [], agent });
+    const token = await tsa.timestamp(digest(request.hashAlgorithm, prepared.covered), request.hashAlgorithm);
     return await prepared.complete(token);
   } finally {
     agent.destroy();
