@@ -170,7 +170,6 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
     ['a hash of the wrong length', () => body('x.y.z', [Buffer.alloc(20, 1).toString('base64')]), 'decodes to 20 bytes'],
     ['a hash that is not a string', () => body('x.y.z', [42 as unknown as string]), 'hashes'],
     ['signAlgo we do not offer (DSA with SHA-256)', () => ({ ...good(), signAlgo: '2.16.840.1.101.3.4.3.2' }), 'signAlgo 2.16.840.1.101.3.4.3.2 is not offered'],
-    ['PAdES, not built yet', () => ({ ...good(), signature_format: 'P' }), 'not offered'],
     ['XAdES at B-LTA, not built', () => ({ ...good(), signature_format: 'X', conformance_level: 'AdES-B-LTA' }), 'not offered'],
     ['a JSON array body', () => [good()], 'JSON object'],
   ];
