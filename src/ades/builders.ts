@@ -9,7 +9,7 @@ import type { CmsCertificate } from './cades.ts';
 import { buildCadesBaselineB } from './cades.ts';
 import { buildCadesLevel } from './cades-levels.ts';
 import { buildPadesBaselineB, buildPadesBaselineLT, buildPadesBaselineT } from './pades.ts';
-import { buildXadesBaselineB } from './xades.ts';
+import { buildXadesBaselineB, buildXadesBaselineT } from './xades.ts';
 import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
 import type { ConformanceLevel, SignatureFormat } from '../signing/request.ts';
 
@@ -59,6 +59,7 @@ export const BUILDERS: Readonly<Record<SignatureFormat, Partial<Record<Conforman
   },
   X: {
     'AdES-B-B': buildXadesBaselineB,
+    'AdES-B-T': buildXadesBaselineT,
   },
 };
 

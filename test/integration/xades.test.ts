@@ -11,7 +11,11 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as asn1js from 'asn1js';
+import { DOMParser } from '@xmldom/xmldom';
+import * as XmlDSig from 'xmldsigjs';
 import { hashByName, type HashAlgorithm } from '../../src/ades/algorithms.ts';
+import { rsaPssParams } from '../../src/pki/keys.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { pkiPaths } from '../../src/pki/init.ts';
 import { toPem } from '../../src/util/base64.ts';
@@ -29,7 +33,7 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'qtsp-xades-it-'));
 });
 after(async () => {
-  await env.close();
+  await env?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -113,6 +117,86 @@ describe('signDoc signs XAdES-B-B (signature_format X) that xmlsec1 verifies', (
     assert.notDeepEqual(badTime, xml);
     const r2 = await verify(badTime, DOCS[1]!);
     assert.equal(r2.ok, false, r2.output);
+  });
+});
+
+/** ds:SignatureValue exclusive-canonicalised by hand (no attributes, one namespace): the time-stamp imprint input. */
+function canonicalSignatureValue(xml: string): Buffer {
+  const value = /<ds:SignatureValue>([^<]*)<\/ds:SignatureValue>/.exec(xml)![1]!;
+  return Buffer.from(`<ds:SignatureValue xmlns:ds="http://www.w3.org/2000/09/xmldsig#">${value}</ds:SignatureValue>`, 'utf8');
+}
+
+describe('signDoc signs XAdES-B-T: xmlsec1 verifies the signature, openssl ts -verify the signature time-stamp', () => {
+  for (const alg of SHA2) {
+    it(alg.name, async () => {
+      const [xml] = signatures(await signX(alg, [DOCS[0]!], { conformance_level: 'AdES-B-T' }));
+      assertVerified(await verify(xml!, DOCS[0]!));
+      const text = xml!.toString('utf8');
+      const stamp = /<xades:SignatureTimeStamp\b[^>]*>([\s\S]*?)<\/xades:SignatureTimeStamp>/.exec(text);
+      assert.ok(stamp, 'no xades:SignatureTimeStamp');
+      assert.match(stamp[1]!, /<ds:CanonicalizationMethod Algorithm="http:\/\/www\.w3\.org\/2001\/10\/xml-exc-c14n#"\/>/);
+      const token = Buffer.from(/<xades:EncapsulatedTimeStamp>([^<]+)</.exec(stamp[1]!)![1]!, 'base64');
+      const tokenFile = join(dir, `token-${alg.node}.tst`);
+      const dataFile = join(dir, `signature-value-${alg.node}.xml`);
+      writeFileSync(tokenFile, token);
+      writeFileSync(dataFile, canonicalSignatureValue(text));
+      const tsVerify = ['ts', '-verify', '-in', tokenFile, '-token_in', '-CAfile', env.rootCaFile];
+      const ok = await run('openssl', [...tsVerify, '-data', dataFile]);
+      assert.ok(ok.ok, ok.output);
+      assert.match(ok.output, /Verification: OK/);
+      const printed = await run('openssl', ['ts', '-reply', '-in', tokenFile, '-token_in', '-text']);
+      assert.match(printed.output, new RegExp(`Hash Algorithm: ${alg.node}`));
+      const genTime = Date.parse(/Time stamp: (.+)/.exec(printed.output)![1]!);
+      const signingTime = Date.parse(/<xades:SigningTime>([^<]+)</.exec(text)![1]!);
+      assert.ok(Math.abs(genTime - signingTime) < 60_000, `genTime ${genTime} far from SigningTime ${signingTime}`);
+
+      writeFileSync(dataFile, canonicalSignatureValue(text.replace(/<ds:SignatureValue>./, '<ds:SignatureValue>' + (text.includes('<ds:SignatureValue>A') ? 'B' : 'A'))));
+      const bad = await run('openssl', [...tsVerify, '-data', dataFile]);
+      assert.equal(bad.ok, false, `openssl accepted the time-stamp over another signature value: ${bad.output}`);
+    });
+  }
+});
+
+describe('signDoc signs XAdES with the signer key the request names (signAlgo)', () => {
+  const curveParam = (oid: string) => Buffer.from(new asn1js.ObjectIdentifier({ value: oid }).toBER()).toString('base64');
+  const cases: [string, HashAlgorithm, Record<string, string>, string][] = [
+    ['ECDSA P-384 (ecPublicKey, namedCurve secp384r1)', SHA2[0]!, { signAlgo: '1.2.840.10045.2.1', signAlgoParams: curveParam('1.3.132.0.34') }, 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256'],
+    ['ECDSA P-384 (ecdsa-with-SHA512)', SHA2[2]!, { signAlgo: '1.2.840.10045.4.3.4' }, 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha512'],
+    ['RSA-3072 PKCS#1 v1.5 (rsaEncryption)', SHA2[1]!, { signAlgo: '1.2.840.113549.1.1.1' }, 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha384'],
+  ];
+  for (const [name, alg, signAlgo, method] of cases) {
+    it(`${name} with ${alg.name}: xmlsec1 verifies`, async () => {
+      const [xml] = signatures(await signX(alg, [DOCS[1]!], signAlgo));
+      assert.ok(xml!.toString('utf8').includes(`<ds:SignatureMethod Algorithm="${method}"/>`));
+      assertVerified(await verify(xml!, DOCS[1]!));
+      const other = await verify(xml!, DOCS[0]!);
+      assert.equal(other.ok, false, other.output);
+    });
+  }
+
+  // xmlsec1 1.2 does not know the RFC 6931 RSASSA-PSS URIs: OpenSSL checks the PSS signature value over SignedInfo
+  // as xmldsigjs canonicalises it (the C14N xmlsec1 accepts above), with the key from the signer certificate.
+  it('RSA-3072 RSASSA-PSS (id-RSASSA-PSS with its parameters) with SHA-512: openssl verifies the PSS value', async () => {
+    const alg = SHA2[2]!;
+    const [xml] = signatures(await signX(alg, [DOCS[0]!], { signAlgo: '1.2.840.113549.1.1.10', signAlgoParams: rsaPssParams('sha512').toString('base64') }));
+    const text = xml!.toString('utf8');
+    assert.ok(text.includes('<ds:SignatureMethod Algorithm="http://www.w3.org/2007/05/xmldsig-more#sha512-rsa-MGF1"/>'));
+    const doc = new DOMParser().parseFromString(text, 'application/xml');
+    const c14n = new XmlDSig.XmlDsigExcC14NTransform();
+    c14n.LoadInnerXml(doc.getElementsByTagNameNS('http://www.w3.org/2000/09/xmldsig#', 'SignedInfo')[0]! as unknown as Node);
+    const signedInfo = join(dir, 'pss-signed-info.xml');
+    const value = join(dir, 'pss-signature.bin');
+    const leaf = join(dir, 'pss-leaf.pem');
+    const key = join(dir, 'pss-key.pem');
+    writeFileSync(signedInfo, c14n.GetOutput());
+    writeFileSync(value, Buffer.from(/<ds:SignatureValue>([^<]+)</.exec(text)![1]!, 'base64'));
+    writeFileSync(leaf, toPem(Buffer.from(/<ds:X509Certificate>([^<]+)</.exec(text)![1]!, 'base64'), 'CERTIFICATE'));
+    assert.ok((await run('openssl', ['x509', '-in', leaf, '-pubkey', '-noout', '-out', key])).ok);
+    const pss = ['-sigopt', 'rsa_padding_mode:pss', '-sigopt', 'rsa_pss_saltlen:64', '-sigopt', 'rsa_mgf1_md:sha512'];
+    const ok = await run('openssl', ['dgst', '-sha512', ...pss, '-verify', key, '-signature', value, signedInfo]);
+    assert.match(ok.output, /Verified OK/);
+    const pkcs1 = await run('openssl', ['dgst', '-sha512', '-verify', key, '-signature', value, signedInfo]);
+    assert.equal(pkcs1.ok, false, 'the value also verified as PKCS#1 v1.5');
   });
 });
 
