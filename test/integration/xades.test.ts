@@ -3,7 +3,8 @@
  * signDoc over mutual TLS with document digests only. Every signature is checked with xmlsec1 against the
  * document it was made for (test/helpers/xmlsec.ts: the detached reference names the document by its digest,
  * --url-map hands xmlsec1 the bytes), trusting only our root CA; the signer certificate chain is checked by
- * xmlsec1 and again by `openssl verify`.
+ * xmlsec1 and again by `openssl verify`. B-T time-stamps (our in-process TSA) are checked with `openssl ts
+ * -verify` over the canonicalised ds:SignatureValue; signer keys other than P-256 are asked for with signAlgo.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
