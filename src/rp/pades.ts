@@ -22,6 +22,9 @@ export interface PadesRequest {
   readonly labels: readonly string[];
   readonly level: PadesLevel;
   readonly hashAlgorithm: HashAlgorithm;
+  /** spec 2.12 signAlgo / signAlgoParams (the QTSP's default when absent) */
+  readonly signAlgo?: string;
+  readonly signAlgoParams?: string;
   readonly signature?: SignatureOptions;
   /** the QTSP's RFC 3161 service for B-LTA; default: /tsa at the origin of its signDoc URL */
   readonly tsaUrl?: string;
@@ -104,6 +107,8 @@ export async function signPdfs(endpoints: RpEndpoints, request: PadesRequest): P
     profile: PROFILE,
     signature_format: 'P',
     conformance_level: request.level,
+    ...(request.signAlgo ? { signAlgo: request.signAlgo } : {}),
+    ...(request.signAlgoParams ? { signAlgoParams: request.signAlgoParams } : {}),
   });
   const answer = parseSignDocAnswer(res, prepared.length, request.level);
   step(`signDoc: ${answer.signatures.length} PAdES signature(s) at ${request.level} received`);

@@ -19,9 +19,9 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { fileURLToPath } from 'node:url';
 import * as pkijs from 'pkijs';
-import { SHA256 } from '../../src/ades/algorithms.ts';
+import { hashByName, SHA256 } from '../../src/ades/algorithms.ts';
 import { signPdfs, type PadesLevel, type PadesResult } from '../../src/rp/pades.ts';
-import { cmsCertificates, readDss, readSignatures, type PdfSignature, type ValidationMaterial } from '../../src/rp/pdf.ts';
+import { cmsCertificates, readDss, readSignatures, SIGNATURE_CONTENTS_BYTES, type PdfSignature, type ValidationMaterial } from '../../src/rp/pdf.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { freePort } from '../../src/cli/ecosystem.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
@@ -29,6 +29,8 @@ import { run } from '../helpers/openssl.ts';
 
 const SAMPLE = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+const SHA384 = hashByName('sha-384')!;
+const SHA384_WITH_RSA = '1.2.840.113549.1.1.12'; // RFC 4055
 const LEVELS: readonly PadesLevel[] = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'];
 const OID = {
   signingTime: '1.2.840.113549.1.9.5',
@@ -309,6 +311,19 @@ describe('PAdES through the real flow', () => {
       await checkSignedPdf(t, level, await sign(level));
     });
   }
+
+  it('RSA-3072 with SHA-384 at B-LTA: pdfsig valid and trusted, the CMS fits the reserved /Contents', async (t) => {
+    const result = await signPdfs(env.endpoints, { pdfs: [SAMPLE], labels: ['sample.pdf'], level: 'AdES-B-LTA', hashAlgorithm: SHA384, signAlgo: SHA384_WITH_RSA });
+    const verdict = await pdfsig(result.pdfs[0]!);
+    assert.ok(verdict.signatures[0]!.valid && verdict.signatures[0]!.trusted, verdict.output);
+    assert.match(verdict.signatures[0]!.text, /Signing Hash Algorithm: SHA-384/);
+    const cmsCheck = await opensslCms(readSignatures(result.pdfs[0]!)[0]!);
+    assert.ok(cmsCheck.ok, cmsCheck.output);
+    assert.ok(result.signatures[0]!.length < SIGNATURE_CONTENTS_BYTES / 2, `${result.signatures[0]!.length} bytes`);
+    const line = `AdES-B-LTA, RSA-3072, SHA-384: CMS ${result.signatures[0]!.length} bytes, PDF ${result.pdfs[0]!.length} bytes`;
+    sizes.push(line);
+    t.diagnostic(line);
+  });
 
   it('the P-256 PAdES B-LT CMS stays under 8 KB', async () => {
     const result = await sign('AdES-B-LT');
