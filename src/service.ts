@@ -8,6 +8,8 @@ import { ConfigError } from './config/load.ts';
 import { createApp, listen, type RunningServer } from './http/server.ts';
 import { pkiRouter } from './http/pki-routes.ts';
 import { createMetrics } from './http/metrics.ts';
+import { startDelivery, type Delivery } from './mediation/delivery.ts';
+import { adminRouter } from './notification/admin.ts';
 import { pkiExists, trustServicesExist } from './pki/init.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './pki/trust-services.ts';
 import { createSignerKeys } from './pki/key-pool.ts';
@@ -23,6 +25,8 @@ export interface QtspService extends RunningServer {
   readonly deps: SignDocDeps;
   /** the trust sources (tests pull the archive or the IDP list on demand) */
   readonly trust: { readonly idps: IdpDirectory; readonly servers: AuthorizationServers; readonly keyArchive: KeyArchive };
+  /** outbox relay and (delivery.inProcessWorker) the workers of mediation records and notifications */
+  readonly delivery: Delivery;
 }
 
 function requireFiles(config: Config): void {
@@ -93,6 +97,8 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
   });
   const keys = createSignerKeys({ rsaPoolSize: config.signer.rsaPoolSize, logger }); // starts filling the RSA key pool
   const pki = await startTrustServices(config, store, agents.plain);
+  // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
+  const delivery = startDelivery(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: config.delivery.inProcessWorker });
   const deps: SignDocDeps = {
     qtspId: config.qtspId,
     sad: { idps, servers, clockSkewSeconds },
@@ -103,6 +109,7 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     keys,
     defaultAlgorithm: config.signer.defaultAlgorithm,
     store,
+    mediation: { ownerId: config.mediation.ownerId, recorded: () => delivery.wake() },
     logger,
     metrics: createMetrics({ defaultMetrics: options.defaultMetrics ?? true }),
   };
@@ -112,13 +119,15 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     reasons.push(...trust.flatMap((r) => r.reasons));
     return { ready: storeHealth.healthy && trust.every((r) => r.ready), reasons };
   };
-  const app = createApp(config, deps, readiness, [pkiRoutes(config, pki, logger)]);
+  const admin = adminRouter({ store, allowedFingerprints: config.notification.adminClientFingerprints, queued: () => delivery.wake() });
+  const app = createApp(config, deps, readiness, [pkiRoutes(config, pki, logger), admin]);
   let server: RunningServer;
   try {
     server = await listen(config, app);
   } catch (err) {
     idps.stop();
     await keyArchive.stop();
+    await delivery.close();
     storeHealth.stop();
     await store.close();
     await keys.close();
@@ -129,8 +138,10 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     ...server,
     deps,
     trust: { idps, servers, keyArchive },
+    delivery,
     close: async () => {
       await server.close();
+      await delivery.close(); // before the store: running deliveries still mark their outcome
       await keys.close(); // stops the key generation workers; keys nobody took are dropped
       idps.stop();
       await keyArchive.stop();

@@ -11,6 +11,7 @@ import type { RpEndpoints } from '../rp/flow.ts';
 import { startSandbox, type Sandbox } from '../sandbox/index.ts';
 import { startQtsp, type QtspService } from '../service.ts';
 import type { Logger } from '../util/logger.ts';
+import { provideRedis, type ProvidedRedis } from '../util/redis-server.ts';
 
 export async function freePort(host = '127.0.0.1'): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -30,6 +31,9 @@ export interface EcosystemOptions {
   /** sandbox ports; 0 = free ports */
   readonly asPort?: number;
   readonly platformPort?: number;
+  /** mediation service and SMTP sink ports of the sandbox; 0 = free ports */
+  readonly mediationPort?: number;
+  readonly smtpPort?: number;
   readonly logger?: Logger;
   readonly defaultMetrics?: boolean;
 }
@@ -38,6 +42,8 @@ export interface Ecosystem {
   readonly config: Config;
   readonly sandbox: Sandbox;
   readonly qtsp: QtspService;
+  /** the delivery queues' Redis: redis.url, REDIS_URL, or a local redis-server we started (then `local` is set) */
+  readonly redis: ProvidedRedis;
   /** what a relying party needs to run the flow */
   readonly endpoints: RpEndpoints;
   close(): Promise<void>;
@@ -49,31 +55,50 @@ export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ec
   pkiInit({ dataDir: base.dataDir, qtspId: base.qtspId });
   const port = base.server.port === 0 ? await freePort(base.server.host) : base.server.port;
   const host = base.server.host.includes(':') ? `[${base.server.host}]` : base.server.host;
+  const redis = await provideRedis(base.redis.url, options.env ?? process.env, base.dataDir);
   const sandbox = await startSandbox({
     dataDir: base.dataDir,
     host: base.server.host,
     asPort: options.asPort ?? 0,
     platformPort: options.platformPort ?? 0,
+    mediationPort: options.mediationPort ?? 0,
+    smtpPort: options.smtpPort ?? 0,
     qtsp: { id: base.qtspId, clientCertFile: base.client.certFile, signDocUrl: `https://${host}:${port}${base.server.signDocPath}` },
+  }).catch(async (err: unknown) => {
+    await redis.stop();
+    throw err;
   });
   let qtsp: QtspService;
   let config: Config;
   try {
     const input = options.config ?? {};
-    config = loadConfig({ ...input, server: { ...input.server, port }, trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl, keyArchiveUrl: sandbox.keyArchiveUrl, keyArchiveSignerKeyFile: sandbox.keyArchiveSignerKeyFile, ...input.trust } }, env);
+    config = loadConfig(
+      {
+        ...input,
+        server: { ...input.server, port },
+        trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl, keyArchiveUrl: sandbox.keyArchiveUrl, keyArchiveSignerKeyFile: sandbox.keyArchiveSignerKeyFile, ...input.trust },
+        redis: { ...input.redis, url: redis.url },
+        mediation: { url: sandbox.mediationUrl, ...input.mediation },
+        notification: { smtpUrl: sandbox.smtp.url, ...input.notification },
+      },
+      env,
+    );
     qtsp = await startQtsp(config, { ...(options.logger ? { logger: options.logger } : {}), defaultMetrics: options.defaultMetrics ?? true });
   } catch (err) {
     await sandbox.close();
+    await redis.stop();
     throw err;
   }
   return {
     config,
     sandbox,
     qtsp,
+    redis,
     endpoints: { serviceConfigurationUrl: sandbox.serviceConfigurationUrl, issuer: sandbox.issuer, tlsCaFile: sandbox.tlsCaFile, rp: sandbox.rp },
     async close() {
       await qtsp.close();
       await sandbox.close();
+      await redis.stop();
     },
   };
 }

@@ -7,9 +7,15 @@
  *   qtsp sign FILE... [options]   act as a relying party: get each file signed through the whole flow
  *   qtsp evidence show TXN        what the evidence store holds for an AS transaction
  *   qtsp evidence verify TXN      re-check that evidence against the key archive's history
+ *   qtsp worker                   deliver mediation records and notifications (outbox -> queue -> receivers)
+ *   qtsp mediation status         outbox and queue depth, records confirmed by the mediation service
+ *   qtsp notify --txn --message-file   queue an end-user notification (spec 6.3)
  */
 import { ConfigError } from '../config/load.ts';
 import { runEvidence } from './evidence.ts';
+import { runMediation } from './mediation.ts';
+import { runNotify } from './notify.ts';
+import { runWorker } from './worker.ts';
 import { runDev, runServe } from './serve.ts';
 import { runPki } from './pki.ts';
 import { runSign } from './sign.ts';
@@ -25,6 +31,11 @@ const USAGE = `usage:
                                    print the stored signing(s), certificate(s) and introspection JWT of a txn
   qtsp evidence verify TXN [--data-dir DIR]
                                    re-check the stored introspection JWT with the key the archive held at its iat
+  qtsp worker                      deliver mediation records and notifications (beside QTSP instances started
+                                   with QTSP_DELIVERY_IN_PROCESS_WORKER=false)
+  qtsp mediation status [--json]   outbox depth, queue depth, records the mediation service confirmed
+  qtsp notify --txn TXN --message-file FILE [--iss ISS]
+                                   queue an end-user notification to the IDP of that transaction (spec 6.3)
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -40,6 +51,12 @@ async function main(argv: string[]): Promise<number> {
       return runSign(rest);
     case 'evidence':
       return runEvidence(rest);
+    case 'worker':
+      return runWorker(rest);
+    case 'mediation':
+      return runMediation(rest);
+    case 'notify':
+      return runNotify(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -2,10 +2,12 @@
  * `qtsp serve` (the QTSP alone) and `qtsp dev` (sandbox ecosystem + QTSP, the embedded sandbox defaults that
  * `npm start` runs). Both stop cleanly on SIGINT/SIGTERM.
  */
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../pki/init.ts';
 import { startQtsp } from '../service.ts';
+import { provideRedis } from '../util/redis-server.ts';
 import { startEcosystem } from './ecosystem.ts';
 
 function untilSignal(stop: () => Promise<void>): Promise<number> {
@@ -21,17 +23,36 @@ function untilSignal(stop: () => Promise<void>): Promise<number> {
 
 export async function runServe(_args: string[]): Promise<number> {
   const config = loadConfig();
-  const qtsp = await startQtsp(config);
+  // redis.url, else REDIS_URL, else a local redis-server on a free loopback port (files in <dataDir>/redis)
+  const redis = await provideRedis(config.redis.url, process.env, config.dataDir);
+  const qtsp = await startQtsp({ ...config, redis: { ...config.redis, url: redis.url } }).catch(async (err: unknown) => {
+    await redis.stop();
+    throw err;
+  });
   process.stdout.write(`qtsp serving signDoc at ${qtsp.signDocUrl}\n`);
-  return untilSignal(() => qtsp.close());
+  return untilSignal(async () => {
+    await qtsp.close();
+    await redis.stop();
+  });
 }
 
 export async function runDev(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { 'as-port': { type: 'string', default: '8441' }, 'platform-port': { type: 'string', default: '8442' } },
+    options: {
+      'as-port': { type: 'string', default: '8441' },
+      'platform-port': { type: 'string', default: '8442' },
+      'mediation-port': { type: 'string', default: '8443' },
+      'smtp-port': { type: 'string', default: '2525' },
+    },
   });
-  const eco = await startEcosystem({ env: process.env, asPort: Number(values['as-port']), platformPort: Number(values['platform-port']) });
+  const eco = await startEcosystem({
+    env: process.env,
+    asPort: Number(values['as-port']),
+    platformPort: Number(values['platform-port']),
+    mediationPort: Number(values['mediation-port']),
+    smtpPort: Number(values['smtp-port']),
+  });
   process.stdout.write(
     [
       'qtsp sandbox is running',
@@ -39,6 +60,9 @@ export async function runDev(args: string[]): Promise<number> {
       `  bank AS (issuer)     ${eco.sandbox.issuer}`,
       `  IDP directory        ${eco.sandbox.idpDirectoryUrl}`,
       `  service config       ${eco.sandbox.serviceConfigurationUrl}`,
+      `  mediation service    ${eco.sandbox.mediationUrl}`,
+      `  SMTP sink            ${eco.sandbox.smtp.url} (mail kept in ${join(eco.config.dataDir, 'sandbox', 'mail')})`,
+      `  Redis                ${eco.redis.url}${eco.redis.local ? ' (local redis-server)' : ''}`,
       `  root CA              ${pkiPaths(eco.config.dataDir).rootCert}`,
       'try, in another terminal:  npm run qtsp -- sign README.md',
       '',

@@ -8,6 +8,10 @@ import { z } from 'zod';
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
 const url = z.url({ protocol: /^https?$/ });
+/** true/false, also as the strings an environment variable carries */
+const booleanSetting = z.union([z.boolean(), z.stringbool()]);
+/** a list, also as one comma-separated environment variable */
+const stringList = z.preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v), z.array(z.string().min(1)));
 
 export const configSchema = z.strictObject({
   /** Directory for CA material, the sandbox's files and the embedded store. */
@@ -142,6 +146,63 @@ export const configSchema = z.strictObject({
       pingIntervalMs: positiveInt.default(5000),
     })
     .refine((s) => s.driver !== 'postgres' || s.url !== undefined, { message: 'required when store.driver is postgres', path: ['url'] })
+    .prefault({}),
+  redis: z
+    .strictObject({
+      /**
+       * Redis of the delivery queues (bullmq; needs noeviction and AOF). Unset: REDIS_URL, else `qtsp dev` and
+       * `qtsp serve` start a local redis-server on a free loopback port with its files in <dataDir>/redis.
+       */
+      url: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').optional(),
+      /** Key prefix of the queues: instances sharing one Redis and one store use the same prefix. */
+      prefix: z.string().regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only').default('qtsp'),
+      /** Timeout of every queue call (ms): Redis down or slow never holds anything longer (FIELD-NOTES, bullmq). */
+      commandTimeoutMs: positiveInt.default(2000),
+    })
+    .prefault({}),
+  delivery: z
+    .strictObject({
+      /** Run the delivery workers (mediation records, notifications) in the QTSP process; false: `qtsp worker` runs them. */
+      inProcessWorker: booleanSetting.default(true),
+      /** How often the relay moves outbox entries to the queues (ms); every signature also wakes it. */
+      relayIntervalMs: positiveInt.default(1000),
+      /** Delivery attempts per record before it is marked failed (kept in the outbox, shown by `qtsp mediation status`). */
+      attempts: positiveInt.max(100).default(15),
+      /** First retry delay (ms); doubles per attempt, with jitter (15 attempts at 1 s: about 9 hours in all). */
+      backoffMs: positiveInt.default(1000),
+      /** Timeout of one delivery (HTTP post or SMTP session) (ms). */
+      timeoutMs: positiveInt.default(10000),
+      /** Lock of a job in progress (ms): a worker that died is detected after this, and its jobs run again. */
+      lockMs: positiveInt.default(30000),
+      /** Parallel deliveries per worker process. */
+      concurrency: positiveInt.max(256).default(8),
+    })
+    .prefault({}),
+  mediation: z
+    .strictObject({
+      /** Records endpoint of the mediation service (spec 6.2); we authenticate with our TLS client certificate (5.12). */
+      url: url.default('https://127.0.0.1:8443/mediation/v1/records'),
+      /** owner_id in our records: the owner_id of our SP directory record (spec 2.13, 6.2). */
+      ownerId: z.string().min(1).default('owner-qtsp-sandbox'),
+    })
+    .prefault({}),
+  notification: z
+    .strictObject({
+      /** SMTP server for end-user notifications (spec 6.3): smtp://host:port, STARTTLS required (TLS 1.2+). */
+      smtpUrl: z.string().regex(/^smtps?:\/\/[^/]+$/, 'must be smtp://host:port or smtps://host:port').default('smtp://127.0.0.1:2525'),
+      /** Sender address; also the rfc822Name of our S/MIME mail certificate. */
+      from: z.email().default('notifications@qtsp.sandbox.localhost'),
+      /**
+       * Directory of IDP encryption certificates: <encodeURIComponent(iss)>.pem. When the IDP of a notification
+       * has one, the signed mail is also encrypted to it (spec 6.3). Default: <dataDir>/notification-recipients.
+       */
+      recipientCertDir: z.string().optional(),
+      /**
+       * x5t#S256 fingerprints of the TLS client certificates allowed to call POST /admin/v1/notifications,
+       * comma-separated in the environment. Empty: the admin endpoint is off.
+       */
+      adminClientFingerprints: stringList.default([]),
+    })
     .prefault({}),
 });
 

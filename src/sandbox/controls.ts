@@ -19,6 +19,8 @@ export function createControls(keys: AsKeyStore, directory: PlatformDirectory, a
     introspection: { mode: 'normal', signingKey: 'as' },
     jwks: { mode: 'normal' },
     idpDirectory: { mode: 'normal' },
+    mediation: { mode: 'normal', failNext: 0 },
+    smtp: { mode: 'normal' },
     rotateAsKey: async (options) => {
       const kid = await keys.rotate(options?.keepOld ?? true);
       await archive()?.sync();
@@ -44,6 +46,9 @@ export function createControls(keys: AsKeyStore, directory: PlatformDirectory, a
       delete controls.introspection.mutate;
       controls.jwks.mode = 'normal';
       controls.idpDirectory.mode = 'normal';
+      controls.mediation.mode = 'normal';
+      controls.mediation.failNext = 0;
+      controls.smtp.mode = 'normal';
       directory.idpStatus = 'active';
       keys.reset();
       await archive()?.restore();

@@ -16,6 +16,7 @@ import { AsKeyStore } from './as/keys.ts';
 import { createStore } from './as/store.ts';
 import { ClientRegistry, DEFAULT_RP_CLIENT_ID } from './clients.ts';
 import { createControls } from './controls.ts';
+import { startEventParties, type EventParties } from './mediation/index.ts';
 import { keyArchivePaths, SandboxKeyArchive } from './key-archive/repository.ts';
 import { platformApp } from './platform/app.ts';
 import { PlatformDirectory } from './platform/directory.ts';
@@ -86,6 +87,15 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
     await Promise.all([asServer.close(), platformServer.close()]);
     throw err;
   }
+  let events: EventParties;
+  try {
+    // the mediation service (spec 6.2) and the SMTP sink behind the banks' notification addresses (6.3)
+    events = await startEventParties({ host, publicHost: publicHost(host), mediationPort: o.mediationPort, smtpPort: o.smtpPort, identity: tls.platform, directory, controls, dir: paths.dir });
+  } catch (err) {
+    await keyArchive.close();
+    await Promise.all([asServer.close(), platformServer.close()]);
+    throw err;
+  }
 
   const sandbox: Sandbox = {
     issuer: urls.issuer,
@@ -96,6 +106,9 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
     spDirectoryUrl: `${platformUrl}/sps/v1/`,
     keyArchiveUrl: `${platformUrl}/key-archive/${archivePaths.repoName}`,
     keyArchiveSignerKeyFile: archivePaths.signerPublicKey,
+    mediationUrl: events.mediationUrl,
+    mediation: events.mediation,
+    smtp: events.smtp,
     tlsCaFile: paths.tlsCaCert,
     qtspServerCertFile: tls.qtsp.certFile,
     qtspServerKeyFile: tls.qtsp.keyFile,
@@ -105,7 +118,7 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
     mintAccessToken: (claims, opts) => signJwt(keys, claims, { ...opts, typ: 'JWT' }),
     close: async () => {
       await keyArchive?.close();
-      await Promise.all([asServer.close(), platformServer.close()]);
+      await Promise.all([asServer.close(), platformServer.close(), events.close()]);
     },
   };
   writeEndpoints(paths, sandbox, rp);

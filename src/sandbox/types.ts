@@ -2,6 +2,8 @@
  * Public shapes of the sandbox ecosystem: the options it starts from, the handle tests and the CLI get
  * back, the RP registrations (spec 2.14) and the switches that make the sandbox misbehave on purpose.
  */
+import type { SmtpSink } from './mail/smtp-sink.ts';
+import type { StoredRecord } from './mediation/records.ts';
 
 /** Client states of an RP at the platform (spec 3). */
 export type ClientState = 'active' | 'demo' | 'inactive';
@@ -17,6 +19,10 @@ export interface SandboxOptions {
   platformPort?: number;
   /** our QTSP's record in the SP directory (spec 2.13) */
   qtsp: { id: string; clientCertFile: string; signDocUrl: string };
+  /** mediation service HTTPS port; 0 = free; default 8443 */
+  mediationPort?: number;
+  /** SMTP sink port; 0 = free; default 2525 */
+  smtpPort?: number;
   /** access token lifetime in seconds; default 300 */
   tokenLifetimeSeconds?: number;
 }
@@ -48,6 +54,23 @@ export interface KeyArchiveControls {
   head(): Promise<string | undefined>;
 }
 
+/**
+ * Mediation service (spec 6.2): normal; http500: 500; stall: never answers; store-then-500: stores, then 500;
+ * store-then-stall: stores, then never answers (both: the answer is lost, the record is not)
+ */
+export type MediationMode = 'normal' | 'http500' | 'stall' | 'store-then-500' | 'store-then-stall';
+
+export interface MediationControls {
+  mode: MediationMode;
+  /** answer 503 to this many requests (counting down), then behave as `mode` says */
+  failNext: number;
+}
+
+/** SMTP sink (spec 6.3): accept; refuse every recipient with 451 (try later) or 550 (permanent) */
+export interface SmtpControls {
+  mode: 'normal' | 'reject-temporary' | 'reject-permanent';
+}
+
 /** Switches that tests flip to drive the QTSP's failure paths for real. A plain mutable object. */
 export interface SandboxControls {
   introspection: {
@@ -60,6 +83,8 @@ export interface SandboxControls {
   };
   jwks: { mode: 'normal' | 'http500' };
   idpDirectory: { mode: IdpDirectoryMode };
+  mediation: MediationControls;
+  smtp: SmtpControls;
   /**
    * A fresh AS signing key becomes current; the old one stays in the JWKS unless keepOld is false. The key
    * archive gets a signed commit with the new JWK Set before this resolves.
@@ -99,6 +124,12 @@ export interface Sandbox {
   keyArchiveSignerKeyFile: string;
   /** `${platformUrl}/sps/v1/` */
   spDirectoryUrl: string;
+  /** where service providers post mediation records (spec 6.2): https://host:port/mediation/v1/records (mTLS) */
+  mediationUrl: string;
+  /** what the mediation service holds */
+  mediation: { records(): readonly StoredRecord[]; readonly requests: number; clear(): void };
+  /** the SMTP sink behind the banks' notification_email addresses (spec 6.3) */
+  smtp: SmtpSink;
   /** the sandbox TLS CA that issued every sandbox server certificate */
   tlsCaFile: string;
   /** TLS server certificate and key for the QTSP (SAN localhost, 127.0.0.1), issued by the sandbox TLS CA */

@@ -11,8 +11,9 @@ import type { KeyedCertificate } from '../pki/authority.ts';
 import type { SignerKeySource } from '../pki/key-pool.ts';
 import { signingKeyFor, type SignerAlgorithm } from '../pki/keys.ts';
 import { mintSignerCertificate, type SignerCertificate } from '../pki/signer-certificate.ts';
-import { issuedCertificateRecord } from '../store/records.ts';
-import type { NewOutboxEntry, SigningTransaction, Store } from '../store/types.ts';
+import { reportSignature, type MediationReporting } from '../mediation/report.ts';
+import { issuedCertificateRecord, serialHexOf } from '../store/records.ts';
+import type { SigningTransaction, Store } from '../store/types.ts';
 import { x5tS256 } from '../trust/fingerprint.ts';
 import { validateSad, type SadContext } from '../trust/sad.ts';
 import type { Logger } from '../util/logger.ts';
@@ -34,6 +35,8 @@ export interface SignDocDeps {
   readonly defaultAlgorithm: SignerAlgorithm;
   /** evidence and certificate store: written before any signature is built */
   readonly store: Store;
+  /** mediation records (spec 6.2): our owner_id, and the relay to wake once a record is stored */
+  readonly mediation: MediationReporting;
   readonly logger: Logger;
   readonly metrics: Metrics;
 }
@@ -64,11 +67,6 @@ async function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDoc
   return { privateKey: signingKeyFor(keys.privateKey, choice.scheme), certificate }; // the certificate keeps the key's own SPKI
 }
 
-/** Records delivered after the signature (mediation 6.2, issue "mediation"): none yet; they are written with the evidence. */
-function outboxEntries(_consent: Consent, _request: ParsedSignDocRequest, _signer: EphemeralSigner): NewOutboxEntry[] {
-  return [];
-}
-
 /**
  * step 6: evidence of why we sign: the introspection JWT as received, the transaction and the certificate just
  * minted, in one database transaction (store.recordSigning), before any signature exists. After step 7
@@ -93,7 +91,7 @@ async function recordEvidence(introspection: Introspection, consent: Consent, re
     createdAt: now,
   };
   try {
-    await deps.store.recordSigning({ transaction, certificate, outbox: outboxEntries(consent, request, signer) });
+    await deps.store.recordSigning({ transaction, certificate });
   } catch (err) {
     // message and code only: a driver's error object may carry row values
     deps.logger.error({ event: 'store.write_failed', driver: deps.store.driver, txn: consent.txn, error: (err as Error).message, code: (err as { code?: unknown }).code }, 'evidence store write failed; request refused');
@@ -123,6 +121,16 @@ function revocationInfo(all: readonly (RevocationInfo | undefined)[]): Pick<Sign
   return { revocationInfo: { ocsp: unique(present.flatMap((r) => [...r.ocsp])), crl: unique(present.flatMap((r) => [...r.crl])) } };
 }
 
+/** step 10: the mediation record of this call (spec 6.2), stored before the signatures are returned (mediation/report.ts says why not with the evidence) */
+function report(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, signer: EphemeralSigner, deps: SignDocDeps): Promise<void> {
+  const { txn, issuer, clientId, clientState } = consent;
+  const certificate = signer.certificate;
+  return reportSignature(
+    { txn, issuer, clientId, clientState, authorizationDetails: introspection.payload.authorization_details, credentialID: request.body.credentialID, hashes: request.hashes, providedClaims: certificate.providedClaims, certificateSerialHex: serialHexOf(certificate.certificate), deliveryTime: new Date() },
+    deps,
+  );
+}
+
 /** step 9: no reference to the private key survives the request (never logged, never stored) */
 function destroySigner(signer: EphemeralSigner): void {
   signer.privateKey = undefined;
@@ -139,7 +147,9 @@ export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, 
   const signer = await mintSigner(choice, consent, deps); // 7 mint
   try {
     await recordEvidence(introspection, consent, request, choice, signer, deps); // 6 evidence (needs the certificate of 7)
-    return { ...(await signHashes(request, choice, signer, deps)), txn: consent.txn }; // 8 sign
+    const signed = await signHashes(request, choice, signer, deps); // 8 sign
+    await report(introspection, consent, request, signer, deps); // 10 report
+    return { ...signed, txn: consent.txn };
   } finally {
     destroySigner(signer); // 9 destroy
   }

@@ -2,6 +2,7 @@
  * A whole ecosystem for integration tests in a temp data dir: CA material, the sandbox (bank AS, platform)
  * and the QTSP, on free loopback ports with real TLS. close() stops everything and removes the files.
  */
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +23,15 @@ export async function startEnvironment(overrides: ConfigInput = {}): Promise<Tes
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-test-'));
   try {
     const eco = await startEcosystem({
-      config: { ...overrides, dataDir, qtspId: QTSP_ID, server: { port: 0, ...overrides.server }, trust: { jwksCooldownSeconds: 0, ...overrides.trust } },
+      config: {
+        ...overrides,
+        dataDir,
+        qtspId: QTSP_ID,
+        server: { port: 0, ...overrides.server },
+        trust: { jwksCooldownSeconds: 0, ...overrides.trust },
+        // test files may share one Redis (REDIS_URL): each environment keeps to its own queues
+        redis: { prefix: `qtsp-test-${randomUUID().slice(0, 8)}`, ...overrides.redis },
+      },
       defaultMetrics: false,
     });
     return {

@@ -1,0 +1,132 @@
+/**
+ * The delivery queues on Redis (bullmq): one queue per outbox topic (mediation records, notifications), the
+ * outbox id as the job id. Every call has its own timeout (FIELD-NOTES, bullmq: with a Redis that was never
+ * reachable `add()` stays pending for ever), and the connection never queues commands while Redis is away
+ * (enableOfflineQueue false), so callers learn at once and the outbox keeps the entry.
+ *
+ * Jobs carry only the outbox id; the payload stays in the store (notifications hold a user's sub, which has
+ * no business in Redis). bullmq drops an add() whose job id exists, so handing an entry over twice is harmless.
+ */
+import { Queue, type JobsOptions } from 'bullmq';
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Config } from '../config/schema.ts';
+import type { OutboxEntry } from '../store/types.ts';
+
+export const TOPICS = ['mediation', 'notification'] as const;
+export type Topic = (typeof TOPICS)[number];
+
+export interface DeliveryJob {
+  /** the outbox id (mediation: the reference_id) */
+  readonly id: string;
+}
+
+export class QueueTimeoutError extends Error {
+  override name = 'QueueTimeoutError';
+}
+
+/** Rejects after `ms`; the underlying call may still finish later (a late add is deduplicated by job id). */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new QueueTimeoutError(`${what}: no answer from Redis within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A Redis connection. `blocking` (workers) must retry commands for ever (bullmq requires
+ * maxRetriesPerRequest null); producers fail fast. ioredis reconnects on its own; errors are reported through
+ * onError, which the caller rate-limits (ioredis emits one per reconnect attempt).
+ */
+export function redisConnection(url: string, options: { blocking: boolean; onError: (err: Error) => void }): Redis {
+  const common: RedisOptions = {
+    connectTimeout: 2000,
+    // reconnect after 50 ms, 100 ms, ... at most every 2 s: Redis coming back is noticed within 2 s
+    retryStrategy: (times) => Math.min(times * 50, 2000),
+  };
+  const redis = options.blocking
+    ? new Redis(url, { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true })
+    : new Redis(url, { ...common, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  redis.on('error', options.onError);
+  return redis;
+}
+
+/** Retries with exponential backoff and jitter (bullmq's built-in strategy); failed jobs are kept for inspection. */
+export function jobOptions(config: Pick<Config, 'delivery'>): JobsOptions {
+  return {
+    attempts: config.delivery.attempts,
+    backoff: { type: 'exponential', delay: config.delivery.backoffMs, jitter: 0.5 },
+    // completed jobs stay a day: a second add() of the same id within that time is a no-op
+    removeOnComplete: { age: 24 * 3600 },
+    removeOnFail: false,
+  };
+}
+
+export interface QueueDepth {
+  readonly waiting: number;
+  readonly active: number;
+  readonly delayed: number;
+  readonly failed: number;
+  readonly completed: number;
+}
+
+/**
+ * The producer side: hand outbox entries to their topic's queue. A bullmq Queue runs its setup commands
+ * once, when created, and stays broken if they fail; with our fail-fast connection that would be for good.
+ * So each Queue is created on first use, on a connection that is up, and kept only once its setup succeeded.
+ */
+export class DeliveryQueues {
+  private readonly queues = new Map<string, Queue<DeliveryJob>>();
+
+  constructor(
+    readonly connection: Redis,
+    private readonly config: Pick<Config, 'redis' | 'delivery'>,
+    private readonly onError: (err: Error) => void,
+  ) {}
+
+  /** Redis answers right now (a call made while it does not would only wait for the timeout). */
+  get ready(): boolean {
+    return this.connection.status === 'ready';
+  }
+
+  private async queue(topic: string): Promise<Queue<DeliveryJob>> {
+    if (!(TOPICS as readonly string[]).includes(topic)) throw new TypeError(`no delivery queue for outbox topic ${topic}`);
+    const known = this.queues.get(topic);
+    if (known) return known;
+    const queue = new Queue<DeliveryJob>(topic, { connection: this.connection, prefix: this.config.redis.prefix });
+    queue.on('error', this.onError);
+    try {
+      await withTimeout(queue.waitUntilReady(), this.config.redis.commandTimeoutMs, `queue ${topic}: setup`);
+    } catch (err) {
+      void queue.close().catch(() => undefined);
+      throw err;
+    }
+    this.queues.set(topic, queue);
+    return queue;
+  }
+
+  /** Adds one job per entry (all of one topic), job id = outbox id. */
+  async add(topic: string, entries: readonly OutboxEntry[]): Promise<void> {
+    const options = jobOptions(this.config);
+    const jobs = entries.map((e) => ({ name: topic, data: { id: e.id }, opts: { ...options, jobId: e.id } }));
+    const queue = await this.queue(topic);
+    await withTimeout(queue.addBulk(jobs), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
+  }
+
+  async depth(topic: string): Promise<QueueDepth> {
+    const queue = await this.queue(topic);
+    const counts = await withTimeout(queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized'), this.config.redis.commandTimeoutMs, `queue ${topic}: counts`);
+    return {
+      waiting: (counts['waiting'] ?? 0) + (counts['prioritized'] ?? 0),
+      active: counts['active'] ?? 0,
+      delayed: counts['delayed'] ?? 0,
+      failed: counts['failed'] ?? 0,
+      completed: counts['completed'] ?? 0,
+    };
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.queues.values()].map((q) => withTimeout(q.close(), this.config.redis.commandTimeoutMs, 'queue close')));
+    this.connection.disconnect();
+  }
+}

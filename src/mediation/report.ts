@@ -1,0 +1,41 @@
+/**
+ * signDoc step 10, report (DESIGN; spec 6.2): the record remote_signature_creation is written to the outbox
+ * once the signatures exist and before they are returned, then the relay is woken; delivery happens after the
+ * response and never delays it.
+ *
+ * Why after the signatures and not inside the evidence write of step 6: the evidence must precede signing
+ * (our OCSP responder answers for the certificate while B-LT is built), and signing can still fail after it
+ * (a time-stamping authority that is down). A record written with the evidence would then bill the RP for a
+ * signature it never got. Written here, a record exists exactly when signature data is about to be returned;
+ * if the write fails, the signatures are withheld (503), so no signature leaves unbilled.
+ */
+import { temporarilyUnavailable } from '../errors.ts';
+import type { Store } from '../store/types.ts';
+import type { Logger } from '../util/logger.ts';
+import { mediationOutboxEntries, type SignatureReport } from './record.ts';
+
+export interface MediationReporting {
+  /** owner_id of our records (config mediation.ownerId) */
+  readonly ownerId: string;
+  /** wakes the outbox relay; returns at once */
+  readonly recorded: () => void;
+}
+
+export interface ReportContext {
+  readonly qtspId: string;
+  readonly mediation: MediationReporting;
+  readonly store: Store;
+  readonly logger: Logger;
+}
+
+export async function reportSignature(report: SignatureReport, ctx: ReportContext): Promise<void> {
+  const entries = mediationOutboxEntries(report, { qtspId: ctx.qtspId, ownerId: ctx.mediation.ownerId });
+  if (entries.length === 0) return; // client_state demo: no record (spec 6.2, 3)
+  try {
+    await ctx.store.addOutbox(entries);
+  } catch (err) {
+    ctx.logger.error({ event: 'mediation.record_not_stored', txn: report.txn, error: (err as Error).message }, 'mediation record could not be stored; signatures withheld');
+    throw temporarilyUnavailable('the evidence store is unavailable; the signatures were not returned');
+  }
+  ctx.mediation.recorded();
+}

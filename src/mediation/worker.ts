@@ -1,0 +1,117 @@
+/**
+ * Delivery workers: one bullmq Worker per outbox topic, each job = one outbox entry. The outcome is written
+ * back to the outbox: delivered; queued with the error (one more attempt counted) while retries remain;
+ * failed when the attempts are used up or the failure is permanent (kept, never dropped: `qtsp mediation
+ * status` shows it). bullmq retries with exponential backoff and jitter (queue.ts jobOptions).
+ *
+ * A worker killed at any moment: its jobs' locks expire (delivery.lockMs) and another worker runs them
+ * again. A record whose post got through before the kill is then refused by the mediation service as a
+ * duplicate reference_id, which counts as delivered.
+ */
+import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/schema.ts';
+import type { OutboxEntry, Store } from '../store/types.ts';
+import type { Logger } from '../util/logger.ts';
+import { withTimeout, type DeliveryJob } from './queue.ts';
+
+/** A failure that retrying cannot cure (the receiver refused the content). */
+export class PermanentDeliveryError extends Error {
+  override name = 'PermanentDeliveryError';
+}
+
+/** Delivers one entry; resolves when the receiver confirmed it. Throws PermanentDeliveryError or anything else (retried). */
+export type Deliver = (entry: OutboxEntry) => Promise<void>;
+
+export interface WorkerOptions {
+  readonly connection: Redis;
+  readonly store: Store;
+  readonly handlers: Readonly<Record<string, Deliver>>;
+  readonly config: Pick<Config, 'redis' | 'delivery'>;
+  readonly logger: Logger;
+}
+
+/** error text kept in the outbox: one line, bounded */
+function describe(err: unknown): string {
+  return (err instanceof Error ? `${err.name}: ${err.message}` : String(err)).replace(/\s+/g, ' ').slice(0, 500);
+}
+
+function processor(topic: string, deliver: Deliver, o: WorkerOptions) {
+  return async (job: Job<DeliveryJob>): Promise<string> => {
+    const id = job.data.id;
+    const entry = await o.store.getOutbox(id);
+    if (!entry) throw new UnrecoverableError(`outbox entry ${id} does not exist`);
+    if (entry.state === 'delivered') return 'already delivered';
+    try {
+      await deliver(entry);
+    } catch (err) {
+      const permanent = err instanceof PermanentDeliveryError;
+      const last = permanent || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      await o.store.markOutbox(id, last ? 'failed' : 'queued', describe(err));
+      o.logger.warn({ event: 'delivery.failed', topic, id, attempt: job.attemptsMade + 1, final: last, error: describe(err) }, last ? 'delivery failed for good; kept in the outbox' : 'delivery failed; will retry');
+      throw permanent ? new UnrecoverableError(describe(err)) : err;
+    }
+    await o.store.markOutbox(id, 'delivered');
+    o.logger.info({ event: 'delivery.done', topic, id, attempt: job.attemptsMade + 1 }, 'delivered');
+    return 'delivered';
+  };
+}
+
+/**
+ * The workers start once their connection is up: a bullmq Worker created against a Redis that never
+ * answers cannot be closed again (its close waits for that Redis for ever).
+ */
+export class DeliveryWorkers {
+  private readonly workers: Worker<DeliveryJob>[] = [];
+  private closed = false;
+  private readonly start = () => {
+    if (!this.closed && this.workers.length === 0) this.createWorkers();
+  };
+
+  constructor(private readonly o: WorkerOptions) {
+    if (o.connection.status === 'ready') this.start();
+    else o.connection.once('ready', this.start);
+  }
+
+  private createWorkers(): void {
+    const o = this.o;
+    for (const [topic, deliver] of Object.entries(o.handlers)) {
+      const worker = new Worker<DeliveryJob>(topic, processor(topic, deliver, o), {
+        connection: o.connection,
+        prefix: o.config.redis.prefix,
+        concurrency: o.config.delivery.concurrency,
+        lockDuration: o.config.delivery.lockMs,
+        stalledInterval: Math.max(1000, Math.floor(o.config.delivery.lockMs / 2)),
+        // a job whose worker keeps dying is retried, not given up: the outbox entry must reach a final state
+        maxStalledCount: 1000,
+      });
+      worker.on('error', (err) => o.logger.debug({ event: 'worker.error', topic, error: err.message }, 'worker connection error'));
+      // a job that bullmq itself gave up (not through our processor) still ends as failed in the outbox
+      worker.on('failed', (job, err) => {
+        if (job) void this.settleFailed(job, err).catch(() => undefined);
+      });
+      this.workers.push(worker);
+    }
+  }
+
+  /** 'failed' fires for every failed attempt; only a job in bullmq's failed set is given up for good. */
+  private async settleFailed(job: Job<DeliveryJob>, err: Error): Promise<void> {
+    if ((await job.getState()) !== 'failed') return;
+    const entry = await this.o.store.getOutbox(job.data.id);
+    if (entry && entry.state !== 'failed' && entry.state !== 'delivered') await this.o.store.markOutbox(entry.id, 'failed', describe(err));
+  }
+
+  /**
+   * Lets running deliveries finish (each is bounded by delivery.timeoutMs), then closes without waiting for
+   * Redis: a graceful bullmq close waits for a Redis that is down for as long as it stays down. A delivery
+   * cut short runs again elsewhere once its lock expires, which the duplicate refusal makes harmless.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.o.connection.off('ready', this.start);
+    const graceMs = this.o.config.delivery.timeoutMs + this.o.config.redis.commandTimeoutMs;
+    await Promise.allSettled(this.workers.map((w) => withTimeout(w.pause(), graceMs, 'worker pause').catch(() => undefined)));
+    await Promise.allSettled(this.workers.map((w) => withTimeout(w.close(true), graceMs, 'worker close')));
+    this.o.connection.disconnect();
+  }
+}

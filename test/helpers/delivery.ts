@@ -1,0 +1,121 @@
+/**
+ * Helpers for the delivery tests (mediation records, notifications): waiting for an asynchronous outcome,
+ * signing through the whole flow, the reference_ids a signDoc call produced, and a `qtsp` child process
+ * configured for a test environment (worker, CLI).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import type { Agent } from 'node:https';
+import { referenceId } from '../../src/mediation/record.ts';
+import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
+import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
+import { PROFILE, QTSP_ID, SHA256_OID, type TestEnvironment } from './environment.ts';
+
+export const sha256b64 = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('base64');
+
+/** Polls until `probe` returns something truthy; fails with `what` after timeoutMs. */
+export async function waitFor<T>(what: string, probe: () => T | Promise<T>, timeoutMs = 20_000, everyMs = 50): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+export interface Authorization {
+  readonly accessToken: string;
+  readonly hashes: string[];
+}
+
+export async function authorize(
+  endpoints: RpEndpoints,
+  documentDigests: { hash: string; label: string }[],
+  claims?: Record<string, null | { essential: true }>,
+): Promise<Authorization> {
+  const auth = await authorizeSigning(endpoints, { documentDigests, hashAlgorithmOID: SHA256_OID, ...(claims ? { identityAssuranceClaims: claims } : {}) });
+  return { accessToken: auth.accessToken, hashes: documentDigests.map((d) => d.hash) };
+}
+
+export function signDocBody(sad: string, hashes: readonly string[]): Record<string, unknown> {
+  return { SAD: sad, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' };
+}
+
+export interface SignDocOutcome {
+  readonly status: number;
+  readonly txn: string;
+  readonly ms: number;
+  readonly body: unknown;
+}
+
+/** POST signDoc on a kept-alive RP agent (so the time measured is signDoc's, not a TLS handshake's). */
+export async function postSignDoc(env: TestEnvironment, agent: Agent, sad: string, hashes: readonly string[]): Promise<SignDocOutcome> {
+  const started = performance.now();
+  const res = await httpRequest(env.qtsp.signDocUrl, {
+    method: 'POST',
+    agent,
+    timeoutMs: 60_000,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(signDocBody(sad, hashes)),
+    maxResponseBytes: 8 * 1024 * 1024,
+  });
+  const ms = performance.now() - started;
+  return { status: res.status, txn: String(res.headers['x-transaction-id'] ?? ''), ms, body: jsonBody(res) };
+}
+
+/** The reference_ids of every signDoc call recorded under this txn (one per call: txn + certificate serial). */
+export async function referenceIdsOf(env: TestEnvironment, txn: string): Promise<string[]> {
+  const rows = await env.qtsp.deps.store.getTransaction(txn);
+  return rows.map((r) => referenceId(r.txn, r.certificateSerialHex));
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? NaN;
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? NaN;
+}
+
+/** Environment variables that point a `qtsp` child process at a test environment's data, Redis and sandbox. */
+export function childEnv(env: TestEnvironment, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    QTSP_DATA_DIR: env.dataDir,
+    QTSP_QTSP_ID: QTSP_ID,
+    QTSP_REDIS_URL: env.config.redis.url!,
+    QTSP_REDIS_PREFIX: env.config.redis.prefix,
+    QTSP_MEDIATION_URL: env.config.mediation.url,
+    QTSP_NOTIFICATION_SMTP_URL: env.config.notification.smtpUrl,
+    QTSP_TRUST_IDP_DIRECTORY_URL: env.config.trust.idpDirectoryUrl,
+    QTSP_LOG_LEVEL: 'warn',
+    ...extra,
+  };
+}
+
+export interface QtspChild {
+  readonly process: ChildProcess;
+  readonly output: () => string;
+  /** resolves with the exit code (or the signal) */
+  readonly exited: Promise<number | string>;
+}
+
+/** `qtsp <args>` as a child process (tsx), its output collected. */
+export function spawnQtsp(args: readonly string[], env: NodeJS.ProcessEnv): QtspChild {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  return { process: child, output: () => out, exited };
+}
+
+/** Runs `qtsp <args>` to its end. */
+export async function runQtsp(args: readonly string[], env: NodeJS.ProcessEnv): Promise<{ code: number | string; output: string }> {
+  const child = spawnQtsp(args, env);
+  const code = await child.exited;
+  return { code, output: child.output() };
+}
