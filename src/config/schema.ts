@@ -168,7 +168,7 @@ export const configSchema = z.strictObject({
       relayIntervalMs: positiveInt.default(1000),
       /** Delivery attempts per record before it is marked failed (kept in the outbox, shown by `qtsp mediation status`). */
       attempts: positiveInt.max(100).default(15),
-      /** First retry delay (ms); doubles per attempt, with jitter (15 attempts at 1 s: about 9 hours in all). */
+      /** First retry delay (ms); doubles per attempt, with jitter (15 attempts from 1 s: retries for up to about 4.5 hours). */
       backoffMs: positiveInt.default(1000),
       /** Timeout of one delivery (HTTP post or SMTP session) (ms). */
       timeoutMs: positiveInt.default(10000),

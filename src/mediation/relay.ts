@@ -79,12 +79,12 @@ export class OutboxRelay {
   private async drain(topic: string): Promise<void> {
     const batchSize = this.o.batchSize ?? 100;
     for (;;) {
+      const pending = await this.o.store.outboxPending(topic, batchSize);
+      if (pending.length === 0) return;
       if (!this.o.queues.ready) {
         this.reportFailure(new Error('Redis is not connected'));
         return;
       }
-      const pending = await this.o.store.outboxPending(topic, batchSize);
-      if (pending.length === 0) return;
       await this.o.queues.add(topic, pending);
       if (this.paused) {
         this.paused = false;
