@@ -72,9 +72,9 @@ async function waitReady(port: number, child: ChildProcess, output: () => string
 function launch(port: number, dir: string): { child: ChildProcess; output: () => string } {
   const args = [
     '--bind', HOST, '--port', String(port), '--dir', dir, '--daemonize', 'no', '--save', '',
-    // bullmq: never evict keys; persist every write (appendfsync everysec: at most 1 s lost on a crash of
-    // Redis itself, and the outbox covers that: entries stay until the mediation service confirmed them)
-    '--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction',
+    // bullmq: never evict keys; every write on disk before Redis answers (appendfsync always): an outbox
+    // entry is marked queued once Redis took its job, so a job must survive even a crash of Redis itself
+    '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction',
     '--protected-mode', 'yes', '--loglevel', 'warning',
   ];
   const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
