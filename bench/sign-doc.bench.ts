@@ -24,6 +24,7 @@ import { generateKeyPair } from '../src/pki/keys.ts';
 import { mintSignerCertificate } from '../src/pki/signer-certificate.ts';
 import { buildCadesBaselineB } from '../src/ades/cades.ts';
 import { SHA256 } from '../src/ades/algorithms.ts';
+import { pino } from 'pino';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -46,7 +47,7 @@ const fmt = (ms: number) => `${ms.toFixed(3)} ms`;
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bench-'));
-  const eco = await startEcosystem({ config: { dataDir, server: { port: 0 } }, defaultMetrics: false });
+  const eco = await startEcosystem({ config: { dataDir, server: { port: 0 } }, defaultMetrics: false, logger: pino({ level: 'silent' }) });
   try {
     const doc = randomBytes(1024);
     const hash = createHash('sha256').update(doc).digest('base64');

@@ -95,8 +95,8 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     if (healthy) logger.info({ event: 'store.available', driver: store.driver }, 'evidence store answers again');
     else logger.error({ event: 'store.unavailable', driver: store.driver, error: reason }, 'evidence store does not answer; not ready');
   });
-  const keys = createSignerKeys({ rsaPoolSize: config.signer.rsaPoolSize, logger }); // starts filling the RSA key pool
   const pki = await startTrustServices(config, store, agents.plain);
+  const keys = createSignerKeys({ rsaPoolSize: config.signer.rsaPoolSize, logger }); // starts filling the RSA key pool
   // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
   const delivery = startDelivery(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: config.delivery.inProcessWorker });
   const deps: SignDocDeps = {
@@ -142,9 +142,9 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     close: async () => {
       await server.close();
       await delivery.close(); // before the store: running deliveries still mark their outcome
-      await keys.close(); // stops the key generation workers; keys nobody took are dropped
       idps.stop();
       await keyArchive.stop();
+      await keys.close(); // stops the key generation workers; keys nobody took are dropped
       storeHealth.stop();
       await store.close();
       agents.destroy();
