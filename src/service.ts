@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
-import { createApp, listen, type RunningServer } from './http/server.ts';
+import { createApp, listen, listenPublication, type RunningServer } from './http/server.ts';
 import { pkiRouter } from './http/pki-routes.ts';
 import { createMetrics } from './http/metrics.ts';
 import { startDelivery, type Delivery } from './mediation/delivery.ts';
@@ -25,6 +25,8 @@ export interface QtspService extends RunningServer {
   readonly deps: SignDocDeps;
   /** the trust sources (tests pull the archive or the IDP list on demand) */
   readonly trust: { readonly idps: IdpDirectory; readonly servers: AuthorizationServers; readonly keyArchive: KeyArchive };
+  /** the plain-HTTP publication server (OCSP, CRLs, CA certificates, TSA) */
+  readonly publicationUrl: string;
   /** outbox relay and (delivery.inProcessWorker) the workers of mediation records and notifications */
   readonly delivery: Delivery;
 }
@@ -120,11 +122,15 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     return { ready: storeHealth.healthy && trust.every((r) => r.ready), reasons };
   };
   const admin = adminRouter({ store, allowedFingerprints: config.notification.adminClientFingerprints, queued: () => delivery.wake() });
-  const app = createApp(config, deps, readiness, [pkiRoutes(config, pki, logger), admin]);
+  const publicationRoutes = pkiRoutes(config, pki, logger);
+  const app = createApp(config, deps, readiness, [publicationRoutes, admin]);
   let server: RunningServer;
+  let publication: { url: string; close(): Promise<void> } | undefined;
   try {
+    publication = await listenPublication(config, [publicationRoutes]);
     server = await listen(config, app);
   } catch (err) {
+    await publication?.close();
     idps.stop();
     await keyArchive.stop();
     await delivery.close();
@@ -133,14 +139,16 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     await keys.close();
     throw err;
   }
-  logger.info({ event: 'qtsp.started', url: server.signDocUrl, qtsp_id: config.qtspId }, 'qtsp listening');
+  logger.info({ event: 'qtsp.started', url: server.signDocUrl, publication: publication.url, qtsp_id: config.qtspId }, 'qtsp listening');
   return {
     ...server,
+    publicationUrl: publication.url,
     deps,
     trust: { idps, servers, keyArchive },
     delivery,
     close: async () => {
       await server.close();
+      await publication.close();
       await delivery.close(); // before the store: running deliveries still mark their outcome
       idps.stop();
       await keyArchive.stop();

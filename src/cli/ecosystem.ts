@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { loadConfig } from '../config/load.ts';
 import type { Config, ConfigInput } from '../config/schema.ts';
 import { pkiInit } from '../pki/init.ts';
+import { publicBaseUrl } from '../pki/publication.ts';
 import type { RpEndpoints } from '../rp/flow.ts';
 import { startSandbox, type Sandbox } from '../sandbox/index.ts';
 import { startQtsp, type QtspService } from '../service.ts';
@@ -49,11 +50,17 @@ export interface Ecosystem {
   close(): Promise<void>;
 }
 
+function withPorts(input: ConfigInput, port: number, publicationPort: number): ConfigInput {
+  return { ...input, server: { ...input.server, port, publicationPort } };
+}
+
 export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ecosystem> {
   const env = options.env ?? {};
-  const base = loadConfig(options.config ?? {}, env);
-  pkiInit({ dataDir: base.dataDir, qtspId: base.qtspId });
-  const port = base.server.port === 0 ? await freePort(base.server.host) : base.server.port;
+  const given = loadConfig(options.config ?? {}, env);
+  const port = given.server.port === 0 ? await freePort(given.server.host) : given.server.port;
+  const publicationPort = given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
+  const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
+  pkiInit({ dataDir: base.dataDir, qtspId: base.qtspId, publicBaseUrl: publicBaseUrl(base) });
   const host = base.server.host.includes(':') ? `[${base.server.host}]` : base.server.host;
   const redis = await provideRedis(base.redis.url, options.env ?? process.env, base.dataDir);
   const sandbox = await startSandbox({
@@ -75,7 +82,7 @@ export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ec
     config = loadConfig(
       {
         ...input,
-        server: { ...input.server, port },
+        server: { ...input.server, port, publicationPort },
         trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl, keyArchiveUrl: sandbox.keyArchiveUrl, keyArchiveSignerKeyFile: sandbox.keyArchiveSignerKeyFile, ...input.trust },
         redis: { ...input.redis, url: redis.url },
         mediation: { url: sandbox.mediationUrl, ...input.mediation },

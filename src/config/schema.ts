@@ -38,8 +38,14 @@ export const configSchema = z.strictObject({
       /** Most hashes accepted in one signDoc request. */
       maxHashes: positiveInt.default(100),
       /**
-       * Base URL at which relying parties reach /ocsp, /tsa, /crl/... and /ca/... of this server; written into
-       * the AIA and CRL distribution point extensions of every certificate we issue. Default: https://host:port.
+       * Port of the plain-HTTP publication server (/ocsp, /crl/..., /ca/..., /tsa): OCSP and CRLs are fetched
+       * over plain HTTP by validators (RFC 6960 A.1, RFC 5280 4.2.1.13; NSS, and so pdfsig, cannot fetch
+       * https OCSP URLs). Their answers are signed, so TLS adds nothing. 0 picks a free port.
+       */
+      publicationPort: port.default(8439),
+      /**
+       * Base URL at which relying parties reach /ocsp, /tsa, /crl/... and /ca/...; written into the AIA and
+       * CRL distribution point extensions of every certificate we issue. Default: http://host:publicationPort.
        */
       publicBaseUrl: url.optional(),
     })

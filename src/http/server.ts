@@ -4,6 +4,7 @@
  * configured path, health endpoints, and one error mapping (never a stack trace).
  */
 import { readFileSync } from 'node:fs';
+import * as http from 'node:http';
 import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -84,6 +85,35 @@ export interface RunningServer {
   readonly url: string;
   readonly signDocUrl: string;
   close(): Promise<void>;
+}
+
+/**
+ * The plain-HTTP publication server: only the routers given (OCSP, CRLs, CA certificates, TSA), whose
+ * answers are signed objects, so validators that cannot speak TLS to them (NSS) still reach them.
+ */
+export async function listenPublication(config: Config, routers: readonly express.Router[]): Promise<{ url: string; close(): Promise<void> }> {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  for (const router of routers) app.use(router);
+  app.use((_req, res) => {
+    res.status(404).json({ error: 'not_found', error_description: 'no such endpoint' });
+  });
+  const server = http.createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.server.publicationPort, config.server.host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  return {
+    url: `http://${host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
 }
 
 export async function listen(config: Config, app: express.Express): Promise<RunningServer> {

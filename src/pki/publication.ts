@@ -26,7 +26,7 @@ export const PKI_PATHS = {
   issuingCert: '/ca/issuing.crt',
 } as const;
 
-export const DEFAULT_PUBLIC_BASE_URL = 'https://127.0.0.1:8440';
+export const DEFAULT_PUBLIC_BASE_URL = 'http://127.0.0.1:8439';
 
 export function pkiUrls(publicBaseUrl: string): PkiUrls {
   const base = publicBaseUrl.replace(/\/+$/, '');
@@ -40,11 +40,11 @@ export function pkiUrls(publicBaseUrl: string): PkiUrls {
   };
 }
 
-/** server.publicBaseUrl, or the address the server listens on. */
+/** server.publicBaseUrl, or the address the plain-HTTP publication server listens on. */
 export function publicBaseUrl(config: Config): string {
   if (config.server.publicBaseUrl) return config.server.publicBaseUrl;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  return `https://${host}:${config.server.port}`;
+  return `http://${host}:${config.server.publicationPort}`;
 }
 
 export const PKIX_OID = {

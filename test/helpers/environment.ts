@@ -27,7 +27,9 @@ export async function startEnvironment(overrides: ConfigInput = {}): Promise<Tes
         ...overrides,
         dataDir,
         qtspId: QTSP_ID,
-        server: { port: 0, ...overrides.server },
+        server: { port: 0, publicationPort: 0, ...overrides.server },
+        // RSA keys cost ~0.45 s each: tests that sign with RSA ask for a pool (signer.rsaPoolSize)
+        signer: { rsaPoolSize: 0, ...overrides.signer },
         trust: { jwksCooldownSeconds: 0, ...overrides.trust },
         // test files may share one Redis (REDIS_URL): each environment keeps to its own queues
         redis: { prefix: `qtsp-test-${randomUUID().slice(0, 8)}`, ...overrides.redis },

@@ -283,7 +283,7 @@ describe('CMS sizes per level (P-256, SHA-256, one document)', () => {
 });
 
 describe('signer certificates point at our OCSP responder, CA certificate and CRL', () => {
-  it('AIA (OCSP, caIssuers) and CRL distribution points with the server URL', async () => {
+  it('AIA (OCSP, caIssuers) and CRL distribution points at the plain-HTTP publication server', async () => {
     const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
     const [signature] = (await sign('AdES-B-T', alg, [DOCS[0]!])).signatures;
     const s = scratch();
@@ -291,7 +291,7 @@ describe('signer certificates point at our OCSP responder, CA certificate and CR
       const signer = s.file('signer.pem');
       assert.ok((await verifyCms(signature!, DOCS[0]!, files.root, signer)).ok);
       const text = await run('openssl', ['x509', '-in', signer, '-noout', '-ext', 'authorityInfoAccess,crlDistributionPoints']);
-      const base = env.qtsp.url;
+      const base = env.qtsp.publicationUrl; // plain HTTP: validators fetch OCSP and CRLs without TLS
       assert.ok(text.output.includes(`OCSP - URI:${base}/ocsp`), text.output);
       assert.ok(text.output.includes(`CA Issuers - URI:${base}/ca/issuing.crt`), text.output);
       assert.ok(text.output.includes(`URI:${base}/crl/issuing.crl`), text.output);

@@ -15,15 +15,12 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
-import * as http from 'node:http';
-import * as https from 'node:https';
 import { fileURLToPath } from 'node:url';
 import * as pkijs from 'pkijs';
 import { hashByName, SHA256 } from '../../src/ades/algorithms.ts';
 import { signPdfs, type PadesLevel, type PadesResult } from '../../src/rp/pades.ts';
 import { cmsCertificates, readDss, readSignatures, SIGNATURE_CONTENTS_BYTES, type PdfSignature, type ValidationMaterial } from '../../src/rp/pdf.ts';
 import { toPem } from '../../src/util/base64.ts';
-import { freePort } from '../../src/cli/ecosystem.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { run } from '../helpers/openssl.ts';
 
@@ -43,52 +40,14 @@ let work: string;
 let nssDir: string;
 let counter = 0;
 
-/**
+/*
  * pdfsig checks revocation online at the OCSP URL in the certificates' AIA, through NSS, whose HTTP client
- * speaks plain HTTP only: with an https:// OCSP URL every certificate comes out as "Unknown issue with
- * Certificate or corrupted data" (and -no-ocsp does the same in poppler 22.12). OCSP is plain HTTP by design
- * (RFC 6960 A.1; the responses are signed), so the test publishes our /ocsp, /crl and /ca through a plain-HTTP
- * front, as a deployment would (server.publicBaseUrl), forwarding to the QTSP's HTTPS server.
+ * speaks plain HTTP only: the certificates point at the QTSP's plain-HTTP publication server
+ * (server.publicationPort), which is what makes pdfsig report "Certificate is Trusted".
  */
-async function startHttpFront(): Promise<{ url: string; setTarget(url: string, caFile: string): void; close(): Promise<void> }> {
-  let target: URL | undefined;
-  let agent: https.Agent | undefined;
-  const server = http.createServer((req, res) => {
-    const body: Buffer[] = [];
-    req.on('data', (c: Buffer) => body.push(c));
-    req.on('end', () => {
-      if (!target || !agent) return void res.writeHead(503).end();
-      const up = https.request(new URL(req.url ?? '/', target), { method: req.method, headers: { ...req.headers, host: target.host }, agent }, (r) => {
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-      });
-      up.on('error', () => res.writeHead(502).end());
-      up.end(Buffer.concat(body));
-    });
-  });
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${port}`,
-    setTarget(url, caFile) {
-      target = new URL(url);
-      agent = new https.Agent({ ca: readFileSync(caFile), keepAlive: true });
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        agent?.destroy();
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
-  };
-}
-
-let front: Awaited<ReturnType<typeof startHttpFront>>;
-
 before(async () => {
-  front = await startHttpFront();
-  env = await startEnvironment({ server: { publicBaseUrl: front.url } });
-  front.setTarget(env.qtsp.url, env.endpoints.tlsCaFile);
+  env = await startEnvironment();
+  assert.match(env.qtsp.publicationUrl, /^http:\/\//);
   work = mkdtempSync(join(tmpdir(), 'qtsp-pades-'));
   // an NSS database that trusts our root and nothing else (pdfsig's trust store)
   nssDir = join(work, 'nss');
@@ -100,7 +59,6 @@ before(async () => {
 });
 after(async () => {
   await env.close();
-  await front.close();
   rmSync(work, { recursive: true, force: true });
 });
 
