@@ -19,7 +19,7 @@ import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
 import { digest, type HashAlgorithm } from './algorithms.ts';
 import type { BuiltSignature, RevocationInfo, SignatureInput } from './builders.ts';
 import { baselineSignedAttributes, CMS_OID, signSignerInfo } from './cades.ts';
-import { algorithmIdentifier, children, content, explicit, integer, octetString, oid, partsOf, raw, readWhole, sequence, setOf, tlv, type Tlv } from './der.ts';
+import { algorithmIdentifier, children, content, explicit, integer, octetString, oid, partsOf, raw, readWhole, sequence, setOf, tlv, type Tlv } from '../util/der.ts';
 
 export const CADES_OID = {
   signatureTimeStamp: '1.2.840.113549.1.9.16.2.14',

@@ -21,7 +21,7 @@ import {
   sequence,
   tlv,
   x509Time,
-} from '../ades/der.ts';
+} from '../util/der.ts';
 import type { RevokedCertificate, Store } from '../store/types.ts';
 import type { KeyedCertificate } from './authority.ts';
 import { signatureAlgorithm, signWith } from './keys.ts';

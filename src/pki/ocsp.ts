@@ -27,7 +27,7 @@ import {
   sequence,
   tlv,
   type CertificateParts,
-} from '../ades/der.ts';
+} from '../util/der.ts';
 import type { CertificateStatus, RevocationReason, Store } from '../store/types.ts';
 import type { KeyedCertificate } from './authority.ts';
 import { signatureAlgorithm, signWith } from './keys.ts';

@@ -5,7 +5,7 @@
  */
 import * as pkijs from 'pkijs';
 import type { Config } from '../config/schema.ts';
-import { explicit, nullValue, oid, sequence, tlv } from '../ades/der.ts';
+import { explicit, nullValue, oid, sequence, tlv } from '../util/der.ts';
 
 export interface PkiUrls {
   readonly ocsp: string;

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import type { Agent } from 'node:https';
 import type * as pkijs from 'pkijs';
 import type { Config } from '../config/schema.ts';
-import { partsOf } from '../ades/der.ts';
+import { partsOf } from '../util/der.ts';
 import { badGateway } from '../errors.ts';
 import type { IssuedCertificate, Store } from '../store/types.ts';
 import { fromPem } from '../util/base64.ts';

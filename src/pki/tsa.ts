@@ -15,7 +15,7 @@ import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { digest, HASH_ALGORITHMS, hashByOid, type HashAlgorithm } from '../ades/algorithms.ts';
 import { CMS_OID, messageDigestAttribute, signingCertificateV2Attribute, signSignerInfo } from '../ades/cades.ts';
-import { algorithmIdentifier, booleanTrue, children, explicit, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, setOf, tlv, utf8String } from '../ades/der.ts';
+import { algorithmIdentifier, booleanTrue, children, explicit, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, setOf, tlv, utf8String } from '../util/der.ts';
 import { badGateway, gatewayTimeout, SignDocError } from '../errors.ts';
 import { httpRequest, HttpTimeoutError } from '../util/http-client.ts';
 import type { KeyedCertificate } from './authority.ts';

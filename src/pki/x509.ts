@@ -1,12 +1,18 @@
 /**
- * X.509 certificate building with pkijs/asn1js, signed with node:crypto (pkijs' own sign() goes through
- * WebCrypto, which is async, slower and has no SHA-3). One place builds every certificate we issue:
- * CA, TLS, signer.
+ * X.509 certificate building, signed with node:crypto (pkijs' own sign() goes through WebCrypto, which is
+ * async, slower and has no SHA-3). One place builds every certificate we issue: CA, TLS, signer.
+ *
+ * The TBSCertificate is written with our small DER writer (util/der.ts), not by pkijs' toSchema().toBER():
+ * a per-request signer certificate is on the signDoc hot path, and asn1js spent ~2 ms per certificate
+ * encoding (twice: TBS, then the whole certificate) and re-parsing names (FIELD-NOTES, speed). Parts that never
+ * change (issuer name, constant extensions, authority key identifier) are encoded once and reused. The
+ * returned pkijs.Certificate carries the same values for readers (serialNumber, issuer, validity).
  */
 import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { signWith, signatureAlgorithm, type SignHash } from './keys.ts';
+import { algorithmIdentifier, bitString, booleanTrue, explicit, integer, integerFromBytes, octetString, oid, sequence, tlv, utf8String, x509Time } from '../util/der.ts';
 
 export const OID = {
   commonName: '2.5.4.3',
@@ -45,21 +51,19 @@ export interface NameAttribute {
 
 /**
  * A Name with one attribute per RDN, in the order given. pkijs would put all attributes into a single
- * multi-valued RDN ("C=DE + O=... + CN=..."), so we encode the SEQUENCE OF SET ourselves.
+ * multi-valued RDN ("C=DE + O=... + CN=..."), so we encode the SEQUENCE OF SET ourselves; the DER is kept in
+ * valueBeforeDecode, which is what pkijs (and issueCertificate) read back.
  */
 export function buildName(attributes: readonly NameAttribute[]): pkijs.RelativeDistinguishedNames {
+  const printable = (type: string) => type === OID.countryName || type === OID.serialNumber;
   const typesAndValues = attributes.map(
     ({ type, value }) =>
-      new pkijs.AttributeTypeAndValue({
-        type,
-        value:
-          type === OID.countryName || type === OID.serialNumber
-            ? new asn1js.PrintableString({ value })
-            : new asn1js.Utf8String({ value }),
-      }),
+      new pkijs.AttributeTypeAndValue({ type, value: printable(type) ? new asn1js.PrintableString({ value }) : new asn1js.Utf8String({ value }) }),
   );
-  const der = new asn1js.Sequence({ value: typesAndValues.map((tv) => new asn1js.Set({ value: [tv.toSchema()] })) }).toBER();
-  return new pkijs.RelativeDistinguishedNames({ typesAndValues, valueBeforeDecode: der });
+  const der = sequence(
+    ...attributes.map(({ type, value }) => tlv(0x31, sequence(oid(type), printable(type) ? tlv(0x13, Buffer.from(value, 'latin1')) : utf8String(value)))),
+  );
+  return new pkijs.RelativeDistinguishedNames({ typesAndValues, valueBeforeDecode: new Uint8Array(der).buffer });
 }
 
 export const KEY_USAGE = {
@@ -114,8 +118,37 @@ export function rawExtension(extnID: string, value: asn1js.AsnType, critical = f
   return new pkijs.Extension({ extnID, critical, extnValue: value.toBER() });
 }
 
+const EC_CURVES: Readonly<Record<string, { oid: string; prefix: Buffer }>> = {
+  // SubjectPublicKeyInfo of id-ecPublicKey with the named curve, up to the BIT STRING's 0x04 (RFC 5480 2)
+  'P-256': { oid: '1.2.840.10045.3.1.7', prefix: Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex') },
+  'P-384': { oid: '1.3.132.0.34', prefix: Buffer.from('3076301006072a8648ce3d020106052b81040022036200', 'hex') },
+};
+
+/** The DER of each PublicKeyInfo we made, so issueCertificate does not encode it again. */
+const spkiDerOf = new WeakMap<pkijs.PublicKeyInfo, Buffer>();
+
+/**
+ * SubjectPublicKeyInfo of a key. EC keys take the fast path: the JWK export costs ~6 us where the SPKI export
+ * costs ~0.1-0.3 ms, and the SPKI of a named curve is a fixed prefix and the uncompressed point.
+ */
 export function spkiOf(publicKey: KeyObject): pkijs.PublicKeyInfo {
-  return pkijs.PublicKeyInfo.fromBER(publicKey.export({ type: 'spki', format: 'der' }));
+  if (publicKey.asymmetricKeyType === 'ec') {
+    const jwk = publicKey.export({ format: 'jwk' });
+    const curve = EC_CURVES[jwk.crv ?? ''];
+    if (curve) {
+      const point = Buffer.concat([Buffer.from([4]), Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]);
+      const info = new pkijs.PublicKeyInfo({
+        algorithm: new pkijs.AlgorithmIdentifier({ algorithmId: '1.2.840.10045.2.1', algorithmParams: new asn1js.ObjectIdentifier({ value: curve.oid }) }),
+        subjectPublicKey: new asn1js.BitString({ valueHex: point }),
+      });
+      spkiDerOf.set(info, Buffer.concat([curve.prefix, point]));
+      return info;
+    }
+  }
+  const der = publicKey.export({ type: 'spki', format: 'der' });
+  const info = pkijs.PublicKeyInfo.fromBER(der);
+  spkiDerOf.set(info, der);
+  return info;
 }
 
 export interface Issuer {
@@ -154,38 +187,85 @@ function whole(date: Date): Date {
   return new Date(Math.floor(date.getTime() / 1000) * 1000);
 }
 
+/** DER of an object encoded once and reused: constant extensions, names, keys (WeakMap: gone with the object) */
+function memo<T extends object>(cache: WeakMap<T, Buffer>, key: T, encode: () => ArrayBuffer | Buffer): Buffer {
+  let der = cache.get(key);
+  if (!der) {
+    der = Buffer.from(encode() as ArrayBuffer);
+    cache.set(key, der);
+  }
+  return der;
+}
+
+const extensionDers = new WeakMap<pkijs.Extension, Buffer>();
+const nameDers = new WeakMap<pkijs.RelativeDistinguishedNames, Buffer>();
+const authorityKeyIds = new Map<string, Buffer>();
+
+function nameDer(name: pkijs.RelativeDistinguishedNames): Buffer {
+  return memo(nameDers, name, () => (name.valueBeforeDecode.byteLength ? name.valueBeforeDecode : name.toSchema().toBER()));
+}
+
+/** Extension ::= SEQUENCE { extnID, critical BOOLEAN DEFAULT FALSE, extnValue OCTET STRING } */
+function extensionDer(extnID: string, value: Buffer, critical = false): Buffer {
+  return sequence(oid(extnID), ...(critical ? [booleanTrue()] : []), octetString(value));
+}
+
+/** AuthorityKeyIdentifier ::= SEQUENCE { keyIdentifier [0] IMPLICIT OCTET STRING } (RFC 5280 4.2.1.1) */
+function authorityKeyIdentifierDer(keyId: Buffer): Buffer {
+  const hex = keyId.toString('hex');
+  let der = authorityKeyIds.get(hex);
+  if (!der) {
+    der = extensionDer(OID.authorityKeyIdentifier, sequence(tlv(0x80, keyId)));
+    authorityKeyIds.set(hex, der);
+  }
+  return der;
+}
+
 export function issueCertificate(req: CertificateRequest): { der: Buffer; certificate: pkijs.Certificate } {
   const signingKey = req.issuer?.privateKey ?? req.selfSignKey;
   if (!signingKey) throw new TypeError('issueCertificate: an issuer or a self-signing key is required');
   const hash = req.issuer?.hash ?? req.hash ?? 'sha256';
   const alg = signatureAlgorithm(signingKey, hash);
-  const algId = toAlgorithmIdentifier(alg.oid, alg.nullParams);
-  const extensions = [...req.extensions];
+  const algIdDer = algorithmIdentifier(alg.oid, alg.nullParams);
+  const extensionDers_ = req.extensions.map((e) => memo(extensionDers, e, () => e.toSchema().toBER()));
   if (req.keyIdentifiers) {
     const skid = keyIdentifier(req.publicKey);
-    extensions.push(rawExtension(OID.subjectKeyIdentifier, new asn1js.OctetString({ valueHex: skid })));
-    const akid = req.issuer?.keyId ?? skid;
-    const aki = new pkijs.AuthorityKeyIdentifier({ keyIdentifier: new asn1js.OctetString({ valueHex: akid }) });
-    extensions.push(rawExtension(OID.authorityKeyIdentifier, aki.toSchema()));
+    extensionDers_.push(extensionDer(OID.subjectKeyIdentifier, octetString(skid)));
+    extensionDers_.push(authorityKeyIdentifierDer(req.issuer?.keyId ?? skid));
   } else if (req.issuer) {
-    const aki = new pkijs.AuthorityKeyIdentifier({ keyIdentifier: new asn1js.OctetString({ valueHex: req.issuer.keyId }) });
-    extensions.push(rawExtension(OID.authorityKeyIdentifier, aki.toSchema()));
+    extensionDers_.push(authorityKeyIdentifierDer(req.issuer.keyId));
   }
-  const cert = new pkijs.Certificate({
+  const serial = randomSerial();
+  const notBefore = whole(req.notBefore);
+  const notAfter = whole(req.notAfter);
+  const issuerName = req.issuer?.name ?? req.subject;
+  const tbs = sequence(
+    explicit(0, integer(2)), // version v3
+    integerFromBytes(serial),
+    algIdDer,
+    nameDer(issuerName),
+    sequence(x509Time(notBefore), x509Time(notAfter)),
+    nameDer(req.subject),
+    memo(spkiDerOf, req.publicKey, () => req.publicKey.toSchema().toBER()),
+    ...(extensionDers_.length ? [explicit(3, sequence(...extensionDers_))] : []),
+  );
+  const signature = signWith(signingKey, hash, tbs);
+  const der = sequence(tbs, algIdDer, bitString(signature));
+  const algId = toAlgorithmIdentifier(alg.oid, alg.nullParams);
+  const timeType = (d: Date) => (d.getUTCFullYear() >= 2050 ? 1 : 0);
+  const certificate = new pkijs.Certificate({
     version: 2,
-    serialNumber: new asn1js.Integer({ valueHex: randomSerial() }),
+    serialNumber: new asn1js.Integer({ valueHex: serial }),
     signature: algId,
-    issuer: req.issuer?.name ?? req.subject,
-    notBefore: new pkijs.Time({ type: 0, value: whole(req.notBefore) }),
-    notAfter: new pkijs.Time({ type: 0, value: whole(req.notAfter) }),
+    issuer: issuerName,
+    notBefore: new pkijs.Time({ type: timeType(notBefore), value: notBefore }),
+    notAfter: new pkijs.Time({ type: timeType(notAfter), value: notAfter }),
     subject: req.subject,
     subjectPublicKeyInfo: req.publicKey,
-    extensions,
+    extensions: [...req.extensions],
     signatureAlgorithm: algId,
+    signatureValue: new asn1js.BitString({ valueHex: signature }),
   });
-  const tbs = cert.encodeTBS().toBER();
-  cert.tbsView = new Uint8Array(tbs);
-  cert.signatureValue = new asn1js.BitString({ valueHex: signWith(signingKey, hash, cert.tbsView) });
-  const der = Buffer.from(cert.toSchema(true).toBER());
-  return { der, certificate: cert };
+  certificate.tbsView = new Uint8Array(tbs);
+  return { der, certificate };
 }
