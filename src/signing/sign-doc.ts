@@ -143,6 +143,11 @@ export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, 
   const fingerprint = clientFingerprint(clientCertDer); // 2 client
   const sad = await validateSad(b.SAD, fingerprint, deps.sad); // 3 sad
   const introspection = await introspect(sad, deps.introspection); // 4 introspect
+  return signConsented(request, choice, introspection, fingerprint, deps); // 5-10
+}
+
+/** Steps 5-10, once the AS has vouched for the SAD (the benchmark times this part in process too). */
+export async function signConsented(request: ParsedSignDocRequest, choice: SigningChoice, introspection: Introspection, fingerprint: string, deps: SignDocDeps): Promise<SignDocResult> {
   const consent = checkConsent(introspection.payload, request, deps.qtspId, fingerprint); // 5 consent
   const signer = await mintSigner(choice, consent, deps); // 7 mint
   try {
