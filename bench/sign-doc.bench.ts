@@ -49,7 +49,7 @@ const fmt = (ms: number) => `${ms.toFixed(3)} ms`;
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bench-'));
-  const eco = await startEcosystem({ config: { dataDir, server: { port: 0 } }, defaultMetrics: false, logger: pino({ level: 'silent' }) });
+  const eco = await startEcosystem({ config: { dataDir, server: { port: 0, publicationPort: 0 }, delivery: { inProcessWorker: process.env.BENCH_WORKER !== 'false' } }, defaultMetrics: false, logger: pino({ level: 'silent' }) });
   try {
     const doc = randomBytes(1024);
     const hash = createHash('sha256').update(doc).digest('base64');

@@ -10,6 +10,9 @@
  *
  * better-sqlite3 is synchronous: each call blocks the event loop for its duration (a commit is one fsync).
  * That is what makes recordSigning atomic without locks, and concurrent callers are serialised for free.
+ * Group commit: the writes of signDoc (recordSigning, addOutbox) asked for within one turn of the event loop
+ * share one outer transaction, so one fsync, instead of one each; every write still runs in its own
+ * savepoint, so one failing write rolls back alone and rejects only its caller.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -256,6 +259,7 @@ export function openSqliteStore(file: string): Store {
     addOutboxEntries(input.outbox ?? []);
   });
   const addOutboxTx = db.transaction(addOutboxEntries);
+  const group = groupCommit(db);
   const selectCertificate = db.prepare('SELECT * FROM certificates WHERE serial_hex = ?');
   const selectTransactions = db.prepare('SELECT * FROM signing_transactions WHERE txn = ? ORDER BY created_at, rowid');
   const selectStatus = db.prepare('SELECT status, revoked_at, revocation_reason FROM certificates WHERE issuer_key_id = ? AND serial_hex = ?');
@@ -279,7 +283,7 @@ export function openSqliteStore(file: string): Store {
     driver: 'sqlite',
     async recordSigning(input) {
       checkRecordSigning(input);
-      recordSigningTx(input);
+      await group.run(() => recordSigningTx(input));
     },
     async getTransaction(txn) {
       return (selectTransactions.all(txn) as TransactionRow[]).map(toTransaction);
@@ -305,7 +309,7 @@ export function openSqliteStore(file: string): Store {
       return rows.map((r) => ({ serialHex: r.serial_hex, revokedAt: new Date(r.revoked_at!), reason: r.revocation_reason! }));
     },
     async addOutbox(entries) {
-      addOutboxTx(entries);
+      await group.run(() => addOutboxTx(entries));
     },
     async outboxPending(topic, limit) {
       return (selectPending.all(topic, limit) as OutboxRow[]).map(toOutbox);
@@ -315,7 +319,7 @@ export function openSqliteStore(file: string): Store {
       return row ? toOutbox(row) : undefined;
     },
     async markOutbox(id, state, error) {
-      return mark.run({ id, state, error: error ?? null, now: Date.now() }).changes === 1;
+      return group.run(() => mark.run({ id, state, error: error ?? null, now: Date.now() }).changes === 1);
     },
     async outboxCounts(topic) {
       const counts: Record<OutboxState, number> = { pending: 0, queued: 0, delivered: 0, failed: 0 };
@@ -328,7 +332,54 @@ export function openSqliteStore(file: string): Store {
     async close() {
       if (closed) return;
       closed = true;
+      group.flush(); // writes already asked for are committed, not lost
       db.close();
     },
+  };
+}
+
+interface GroupCommit {
+  /** runs `write` in the next group transaction and resolves with its result */
+  run<T>(write: () => T): Promise<T>;
+  flush(): void;
+}
+
+interface GroupJob {
+  readonly write: () => unknown;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+function groupCommit(db: Database.Database): GroupCommit {
+  let queue: GroupJob[] = [];
+  const flush = () => {
+    const jobs = queue;
+    queue = [];
+    if (jobs.length === 0) return;
+    const outcomes: { ok: boolean; value: unknown }[] = [];
+    try {
+      // each write in its own SAVEPOINT: one failing write rolls back alone
+      db.transaction(() => {
+        for (const job of jobs) {
+          try {
+            outcomes.push({ ok: true, value: db.transaction(job.write)() });
+          } catch (err) {
+            outcomes.push({ ok: false, value: err ?? new Error('write failed') });
+          }
+        }
+      })();
+    } catch (err) {
+      for (const job of jobs) job.reject(err); // the commit itself failed: nothing of the group is on disk
+      return;
+    }
+    jobs.forEach((job, i) => (outcomes[i]!.ok ? job.resolve(outcomes[i]!.value) : job.reject(outcomes[i]!.value)));
+  };
+  return {
+    run: <T>(write: () => T) =>
+      new Promise<T>((resolve, reject) => {
+        queue.push({ write, resolve: resolve as (value: unknown) => void, reject });
+        if (queue.length === 1) setImmediate(flush);
+      }),
+    flush,
   };
 }
