@@ -3,7 +3,7 @@
  * the benchmark run. The two halves still talk only over HTTPS; this module just starts both and tells each
  * where the other is.
  */
-import { createServer } from 'node:net';
+import { freePort } from '../util/free-port.ts';
 import { loadConfig } from '../config/load.ts';
 import type { Config, ConfigInput } from '../config/schema.ts';
 import { pkiInit } from '../pki/init.ts';
@@ -14,16 +14,6 @@ import { startQtsp, type QtspService } from '../service.ts';
 import type { Logger } from '../util/logger.ts';
 import { provideRedis, type ProvidedRedis } from '../util/redis-server.ts';
 
-export async function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export interface EcosystemOptions {
   /** configuration of the QTSP (dataDir, server.port, ...); environment variables apply when `env` is given */

@@ -16,7 +16,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { freePort } from '../../src/cli/ecosystem.ts';
+import { freePort } from '../../src/util/free-port.ts';
 
 export interface PostgresServer {
   /** postgres://... of an empty database */
