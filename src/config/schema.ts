@@ -172,6 +172,8 @@ export const configSchema = z.strictObject({
       inProcessWorker: booleanSetting.default(true),
       /** How often the relay moves outbox entries to the queues (ms); every signature also wakes it. */
       relayIntervalMs: positiveInt.default(1000),
+      /** Queued entries still not delivered after this long are handed to the queue again (a Redis that lost data). */
+      requeueAfterMs: positiveInt.default(15 * 60_000),
       /** Delivery attempts per record before it is marked failed (kept in the outbox, shown by `qtsp mediation status`). */
       attempts: positiveInt.max(100).default(15),
       /** First retry delay (ms); doubles per attempt, with jitter (15 attempts from 1 s: retries for up to about 4.5 hours). */

@@ -93,7 +93,7 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
   const connection = redisConnection(url, { blocking: false, onError: producerLog.error });
   connection.on('ready', producerLog.ready);
   const queues = new DeliveryQueues(connection, config, producerLog.error);
-  const relay = new OutboxRelay({ store: deps.store, queues, topics: TOPICS, intervalMs: config.delivery.relayIntervalMs, logger: deps.logger });
+  const relay = new OutboxRelay({ store: deps.store, queues, topics: TOPICS, intervalMs: config.delivery.relayIntervalMs, requeueAfterMs: config.delivery.requeueAfterMs, logger: deps.logger });
   relay.start();
   let workers: DeliveryWorkers | undefined;
   if (deps.workers) {

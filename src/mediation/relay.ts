@@ -19,6 +19,8 @@ export interface RelayOptions {
   readonly queues: DeliveryQueues;
   readonly topics: readonly string[];
   readonly intervalMs: number;
+  /** queued entries older than this are handed over again: no record stays stuck if Redis lost its job */
+  readonly requeueAfterMs: number;
   /** entries per queue call */
   readonly batchSize?: number;
   readonly logger: Logger;
@@ -79,7 +81,7 @@ export class OutboxRelay {
   private async drain(topic: string): Promise<void> {
     const batchSize = this.o.batchSize ?? 100;
     for (;;) {
-      const pending = await this.o.store.outboxPending(topic, batchSize);
+      const pending = await this.o.store.outboxPending(topic, batchSize, new Date(Date.now() - this.o.requeueAfterMs));
       if (pending.length === 0) return;
       if (!this.o.queues.ready) {
         this.reportFailure(new Error('Redis is not connected'));
@@ -95,10 +97,10 @@ export class OutboxRelay {
     }
   }
 
-  /** Only a pending entry becomes queued: a fast worker may have delivered it already. */
+  /** Only a pending (or re-handed queued) entry becomes queued: a fast worker may have delivered it already. */
   private async markQueued(id: string): Promise<void> {
     const current = await this.o.store.getOutbox(id);
-    if (current?.state === 'pending') await this.o.store.markOutbox(id, 'queued');
+    if (current?.state === 'pending' || current?.state === 'queued') await this.o.store.markOutbox(id, 'queued'); // also touches updated_at
   }
 
   private reportFailure(err: Error): void {

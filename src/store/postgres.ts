@@ -290,8 +290,11 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     async addOutbox(entries) {
       await inTransaction(pool, (db) => insertOutbox(db, entries));
     },
-    async outboxPending(topic, limit) {
-      const { rows } = await pool.query<OutboxRow>(`SELECT * FROM outbox WHERE topic = $1 AND state = 'pending' ORDER BY created_at, seq LIMIT $2`, [topic, limit]);
+    async outboxPending(topic, limit, queuedBefore) {
+      const { rows } = await pool.query<OutboxRow>(
+        `SELECT * FROM outbox WHERE topic = $1 AND (state = 'pending' OR (state = 'queued' AND updated_at < $3)) ORDER BY created_at, seq LIMIT $2`,
+        [topic, limit, queuedBefore ?? new Date(0)],
+      );
       return rows.map(toOutbox);
     },
     async getOutbox(id) {

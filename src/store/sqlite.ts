@@ -269,7 +269,9 @@ export function openSqliteStore(file: string): Store {
   const selectRevoked = db.prepare(
     `SELECT serial_hex, revoked_at, revocation_reason FROM certificates WHERE issuer_key_id = ? AND status = 'revoked' ORDER BY serial_hex`,
   );
-  const selectPending = db.prepare(`SELECT * FROM outbox WHERE topic = ? AND state = 'pending' ORDER BY created_at, rowid LIMIT ?`);
+  const selectPending = db.prepare(
+    `SELECT * FROM outbox WHERE topic = ? AND (state = 'pending' OR (state = 'queued' AND updated_at < ?)) ORDER BY created_at, rowid LIMIT ?`,
+  );
   const selectOutbox = db.prepare('SELECT * FROM outbox WHERE id = ?');
   const mark = db.prepare(
     `UPDATE outbox SET state = @state, updated_at = @now,
@@ -311,8 +313,8 @@ export function openSqliteStore(file: string): Store {
     async addOutbox(entries) {
       await group.run(() => addOutboxTx(entries));
     },
-    async outboxPending(topic, limit) {
-      return (selectPending.all(topic, limit) as OutboxRow[]).map(toOutbox);
+    async outboxPending(topic, limit, queuedBefore) {
+      return (selectPending.all(topic, queuedBefore?.getTime() ?? -1, limit) as OutboxRow[]).map(toOutbox);
     },
     async getOutbox(id) {
       const row = selectOutbox.get(id) as OutboxRow | undefined;

@@ -137,8 +137,12 @@ export interface Store {
   revokedCertificates(issuerKeyId: string): Promise<RevokedCertificate[]>;
   // outbox (mediation and notification delivery)
   addOutbox(entries: readonly NewOutboxEntry[]): Promise<void>;
-  /** pending entries of a topic, oldest first */
-  outboxPending(topic: string, limit: number): Promise<OutboxEntry[]>;
+  /**
+   * pending entries of a topic, oldest first; with `queuedBefore`, also queued entries last touched before it
+   * (their job may be gone with a Redis that lost data: handing them over again is a no-op while the job
+   * exists, and a duplicate delivery is refused by reference_id)
+   */
+  outboxPending(topic: string, limit: number, queuedBefore?: Date): Promise<OutboxEntry[]>;
   getOutbox(id: string): Promise<OutboxEntry | undefined>;
   /** sets the state; an error counts one failed attempt and becomes lastError. false when the id is unknown */
   markOutbox(id: string, state: OutboxState, error?: string): Promise<boolean>;

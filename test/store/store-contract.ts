@@ -233,6 +233,9 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       assert.equal(await store.markOutbox('ref-3', 'failed', 'refused: duplicate reference_id'), true);
       assert.equal(await store.markOutbox('nope', 'delivered'), false);
       assert.deepEqual((await store.outboxPending('mediation', 10)).map((e) => e.id), ['ref-2']);
+      // a queued entry not touched since `queuedBefore` is listed again (its job may be lost); a recent one is not
+      assert.deepEqual((await store.outboxPending('mediation', 10, new Date(Date.now() + 60_000))).map((e) => e.id), ['ref-1', 'ref-2']);
+      assert.deepEqual((await store.outboxPending('mediation', 10, new Date(Date.now() - 60_000))).map((e) => e.id), ['ref-2']);
       const retried = (await store.getOutbox('ref-2'))!;
       assert.equal(retried.attempts, 2);
       assert.equal(retried.lastError, 'connection refused');
