@@ -57,6 +57,7 @@ export async function runDev(args: string[]): Promise<number> {
     [
       'qtsp sandbox is running',
       `  signDoc              ${eco.qtsp.signDocUrl}`,
+      `  OCSP, CRLs, TSA      ${eco.qtsp.publicationUrl} (plain HTTP: /ocsp, /crl/*.crl, /ca/*.crt, /tsa)`,
       `  bank AS (issuer)     ${eco.sandbox.issuer}`,
       `  IDP directory        ${eco.sandbox.idpDirectoryUrl}`,
       `  service config       ${eco.sandbox.serviceConfigurationUrl}`,
