@@ -3,7 +3,9 @@
  * cost of pipeline steps 3-9 for one hash next to the raw node:crypto cost of the same cryptographic
  * operations, measured in the same run. It prints figures; it never fails on timing.
  *
- * Environment knobs: BENCH_SECONDS (default 5), BENCH_CONCURRENCY (default 16), BENCH_ITERATIONS (default 2000).
+ * Environment knobs: BENCH_SECONDS (default 5), BENCH_CONCURRENCY (default 16), BENCH_ITERATIONS (default 2000),
+ * BENCH_SANDBOX=inprocess (the sandbox on the QTSP's event loop instead of a child process), BENCH_WORKER=false
+ * (no in-process delivery workers: records wait for `qtsp worker`, as a production deployment would run it).
  */
 import { createHash, generateKeyPairSync, sign, verify, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -11,7 +13,7 @@ import * as https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { startEcosystem } from '../src/cli/ecosystem.ts';
+import { startEcosystem, startEcosystemWithSandboxProcess } from '../src/cli/ecosystem.ts';
 import { introspect, verifyIntrospectionResponse } from '../src/introspection/client.ts';
 import { authorizeSigning } from '../src/rp/flow.ts';
 import { checkConsent } from '../src/signing/consent.ts';
@@ -32,6 +34,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
 const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
+const SANDBOX_IN_PROCESS = process.env.BENCH_SANDBOX === 'inprocess';
+const WORKER = process.env.BENCH_WORKER !== 'false';
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -49,7 +53,13 @@ const fmt = (ms: number) => `${ms.toFixed(3)} ms`;
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bench-'));
-  const eco = await startEcosystem({ config: { dataDir, server: { port: 0, publicationPort: 0 }, delivery: { inProcessWorker: process.env.BENCH_WORKER !== 'false' } }, defaultMetrics: false, logger: pino({ level: 'silent' }) });
+  const options = {
+    config: { dataDir, server: { port: 0, publicationPort: 0 }, delivery: { inProcessWorker: WORKER } },
+    defaultMetrics: false,
+    logger: pino({ level: 'silent' }),
+  };
+  // the sandbox (the bank's AS and the platform) runs in a child process unless BENCH_SANDBOX=inprocess
+  const eco = SANDBOX_IN_PROCESS ? await startEcosystem(options) : await startEcosystemWithSandboxProcess(options);
   try {
     const doc = randomBytes(1024);
     const hash = createHash('sha256').update(doc).digest('base64');
@@ -118,6 +128,7 @@ async function main(): Promise<void> {
 
     const rps = latencies.length / wall;
     console.log(`signDoc over mutual TLS: ${CONCURRENCY} connections, ${SECONDS} s, 1 hash per request, CAdES-B-B, P-256`);
+    console.log(`  (sandbox ${SANDBOX_IN_PROCESS ? 'in the same process' : 'in a child process'}, delivery workers ${WORKER ? 'in process' : 'off'}, load generator in the QTSP's process)`);
     console.log(`  requests/s         ${rps.toFixed(1)}   (${latencies.length} ok, ${failures} failed)`);
     console.log(`  latency p50        ${fmt(percentile(latencies, 50))}`);
     console.log(`  latency p99        ${fmt(percentile(latencies, 99))}`);

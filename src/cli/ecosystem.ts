@@ -3,6 +3,9 @@
  * the benchmark run. The two halves still talk only over HTTPS; this module just starts both and tells each
  * where the other is.
  */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { freePort } from '../util/free-port.ts';
 import { loadConfig } from '../config/load.ts';
 import type { Config, ConfigInput } from '../config/schema.ts';
@@ -44,7 +47,40 @@ function withPorts(input: ConfigInput, port: number, publicationPort: number): C
   return { ...input, server: { ...input.server, port, publicationPort } };
 }
 
-export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ecosystem> {
+/** What the QTSP and a relying party need to know about a running sandbox (serialisable: it may run elsewhere). */
+export interface SandboxInfo {
+  readonly idpDirectoryUrl: string;
+  readonly keyArchiveUrl: string;
+  readonly keyArchiveSignerKeyFile: string;
+  readonly mediationUrl: string;
+  readonly smtpUrl: string;
+  readonly endpoints: RpEndpoints;
+}
+
+export function sandboxInfo(sandbox: Sandbox): SandboxInfo {
+  return {
+    idpDirectoryUrl: sandbox.idpDirectoryUrl,
+    keyArchiveUrl: sandbox.keyArchiveUrl,
+    keyArchiveSignerKeyFile: sandbox.keyArchiveSignerKeyFile,
+    mediationUrl: sandbox.mediationUrl,
+    smtpUrl: sandbox.smtp.url,
+    endpoints: { serviceConfigurationUrl: sandbox.serviceConfigurationUrl, issuer: sandbox.issuer, tlsCaFile: sandbox.tlsCaFile, rp: sandbox.rp },
+  };
+}
+
+/** The QTSP's configuration pointed at a sandbox; explicit settings in `input` win. */
+function qtspConfigInput(input: ConfigInput, info: SandboxInfo, ports: { port: number; publicationPort: number }, redisUrl: string): ConfigInput {
+  return {
+    ...withPorts(input, ports.port, ports.publicationPort),
+    trust: { idpDirectoryUrl: info.idpDirectoryUrl, keyArchiveUrl: info.keyArchiveUrl, keyArchiveSignerKeyFile: info.keyArchiveSignerKeyFile, ...input.trust },
+    redis: { ...input.redis, url: redisUrl },
+    mediation: { url: info.mediationUrl, ...input.mediation },
+    notification: { smtpUrl: info.smtpUrl, ...input.notification },
+  };
+}
+
+/** Ports chosen up front (the sandbox's SP record names our signDoc URL) and the CA material in place. */
+async function prepare(options: EcosystemOptions): Promise<{ base: Config; port: number; publicationPort: number; signDocUrl: string }> {
   const env = options.env ?? {};
   const given = loadConfig(options.config ?? {}, env);
   const port = given.server.port === 0 ? await freePort(given.server.host) : given.server.port;
@@ -52,6 +88,17 @@ export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ec
   const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
   pkiInit({ dataDir: base.dataDir, qtspId: base.qtspId, publicBaseUrl: publicBaseUrl(base) });
   const host = base.server.host.includes(':') ? `[${base.server.host}]` : base.server.host;
+  return { base, port, publicationPort, signDocUrl: `https://${host}:${port}${base.server.signDocPath}` };
+}
+
+async function startQtspFor(options: EcosystemOptions, info: SandboxInfo, ports: { port: number; publicationPort: number }, redis: ProvidedRedis): Promise<{ config: Config; qtsp: QtspService }> {
+  const config = loadConfig(qtspConfigInput(options.config ?? {}, info, ports, redis.url), options.env ?? {});
+  const qtsp = await startQtsp(config, { ...(options.logger ? { logger: options.logger } : {}), defaultMetrics: options.defaultMetrics ?? true });
+  return { config, qtsp };
+}
+
+export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ecosystem> {
+  const { base, port, publicationPort, signDocUrl } = await prepare(options);
   const redis = await provideRedis(base.redis.url, options.env ?? process.env, base.dataDir);
   const sandbox = await startSandbox({
     dataDir: base.dataDir,
@@ -60,42 +107,84 @@ export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ec
     platformPort: options.platformPort ?? 0,
     mediationPort: options.mediationPort ?? 0,
     smtpPort: options.smtpPort ?? 0,
-    qtsp: { id: base.qtspId, clientCertFile: base.client.certFile, signDocUrl: `https://${host}:${port}${base.server.signDocPath}` },
+    qtsp: { id: base.qtspId, clientCertFile: base.client.certFile, signDocUrl },
   }).catch(async (err: unknown) => {
     await redis.stop();
     throw err;
   });
-  let qtsp: QtspService;
-  let config: Config;
+  const info = sandboxInfo(sandbox);
   try {
-    const input = options.config ?? {};
-    config = loadConfig(
-      {
-        ...input,
-        server: { ...input.server, port, publicationPort },
-        trust: { idpDirectoryUrl: sandbox.idpDirectoryUrl, keyArchiveUrl: sandbox.keyArchiveUrl, keyArchiveSignerKeyFile: sandbox.keyArchiveSignerKeyFile, ...input.trust },
-        redis: { ...input.redis, url: redis.url },
-        mediation: { url: sandbox.mediationUrl, ...input.mediation },
-        notification: { smtpUrl: sandbox.smtp.url, ...input.notification },
+    const { config, qtsp } = await startQtspFor(options, info, { port, publicationPort }, redis);
+    return {
+      config,
+      sandbox,
+      qtsp,
+      redis,
+      endpoints: info.endpoints,
+      async close() {
+        await qtsp.close();
+        await sandbox.close();
+        await redis.stop();
       },
-      env,
-    );
-    qtsp = await startQtsp(config, { ...(options.logger ? { logger: options.logger } : {}), defaultMetrics: options.defaultMetrics ?? true });
+    };
   } catch (err) {
     await sandbox.close();
     await redis.stop();
     throw err;
   }
-  return {
-    config,
-    sandbox,
-    qtsp,
-    redis,
-    endpoints: { serviceConfigurationUrl: sandbox.serviceConfigurationUrl, issuer: sandbox.issuer, tlsCaFile: sandbox.tlsCaFile, rp: sandbox.rp },
-    async close() {
-      await qtsp.close();
-      await sandbox.close();
-      await redis.stop();
-    },
-  };
 }
+
+const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+
+/**
+ * The same wiring with the sandbox in a child process (`qtsp sandbox`): the benchmark measures the QTSP
+ * without the bank's work (RS256 signing of every introspection response, its TLS) on the same event loop.
+ */
+export async function startEcosystemWithSandboxProcess(options: EcosystemOptions = {}): Promise<Omit<Ecosystem, 'sandbox'>> {
+  const { base, port, publicationPort, signDocUrl } = await prepare(options);
+  const child = spawn(process.execPath, [QTSP_BIN, 'sandbox', '--data-dir', base.dataDir, '--signdoc-url', signDocUrl], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, QTSP_QTSP_ID: base.qtspId, QTSP_LOG_LEVEL: 'silent' },
+  });
+  const stopChild = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
+  let info: SandboxInfo;
+  try {
+    info = await new Promise<SandboxInfo>((resolve, reject) => {
+      const lines = createInterface({ input: child.stdout! });
+      lines.on('line', (line) => {
+        if (line.startsWith(SANDBOX_READY)) resolve(JSON.parse(line.slice(SANDBOX_READY.length)) as SandboxInfo);
+      });
+      child.once('exit', (code) => reject(new Error(`qtsp sandbox exited with ${code} before it was ready`)));
+    });
+  } catch (err) {
+    await stopChild();
+    throw err;
+  }
+  const redis = await provideRedis(base.redis.url, options.env ?? process.env, base.dataDir);
+  try {
+    const { config, qtsp } = await startQtspFor(options, info, { port, publicationPort }, redis);
+    return {
+      config,
+      qtsp,
+      redis,
+      endpoints: info.endpoints,
+      async close() {
+        await qtsp.close();
+        await stopChild();
+        await redis.stop();
+      },
+    };
+  } catch (err) {
+    await stopChild();
+    await redis.stop();
+    throw err;
+  }
+}
+
+/** The line `qtsp sandbox` prints, followed by the SandboxInfo as JSON, once every server listens. */
+export const SANDBOX_READY = 'SANDBOX_READY ';

@@ -16,13 +16,14 @@ import { runEvidence } from './evidence.ts';
 import { runMediation } from './mediation.ts';
 import { runNotify } from './notify.ts';
 import { runWorker } from './worker.ts';
-import { runDev, runServe } from './serve.ts';
+import { runDev, runSandbox, runServe } from './serve.ts';
 import { runPki } from './pki.ts';
 import { runSign } from './sign.ts';
 
 const USAGE = `usage:
   qtsp dev                         start the sandbox ecosystem and the QTSP (sandbox defaults)
   qtsp serve                       start the QTSP alone (configuration: QTSP_* environment variables)
+  qtsp sandbox --signdoc-url URL   start the sandbox ecosystem alone (prints its addresses as JSON)
   qtsp pki init [--rsa] [--force]  create root CA, issuing CA and our TLS client certificate
   qtsp pki root                    print the root CA certificate (PEM)
   qtsp sign FILE... [--hash-alg sha-256] [--format C] [--level AdES-B-B] [--data-dir DIR]
@@ -45,6 +46,8 @@ async function main(argv: string[]): Promise<number> {
       return runDev(rest);
     case 'serve':
       return runServe(rest);
+    case 'sandbox':
+      return runSandbox(rest);
     case 'pki':
       return runPki(rest);
     case 'sign':

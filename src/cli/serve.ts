@@ -8,7 +8,8 @@ import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../pki/init.ts';
 import { startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
-import { startEcosystem } from './ecosystem.ts';
+import { SANDBOX_READY, sandboxInfo, startEcosystem } from './ecosystem.ts';
+import { startSandbox } from '../sandbox/index.ts';
 
 function untilSignal(stop: () => Promise<void>): Promise<number> {
   return new Promise((resolve) => {
@@ -70,4 +71,32 @@ export async function runDev(args: string[]): Promise<number> {
     ].join('\n'),
   );
   return untilSignal(() => eco.close());
+}
+
+/**
+ * `qtsp sandbox --signdoc-url URL`: the sandbox ecosystem alone, as a separate program (what the benchmark
+ * runs in a child process). The CA material must exist (`qtsp pki init`): the SP record publishes our TLS
+ * client certificate. Prints SANDBOX_READY and the addresses as JSON on one line.
+ */
+export async function runSandbox(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { 'data-dir': { type: 'string' }, 'signdoc-url': { type: 'string' }, 'as-port': { type: 'string', default: '0' }, 'platform-port': { type: 'string', default: '0' } },
+  });
+  if (!values['signdoc-url']) {
+    process.stderr.write('usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N]\n');
+    return 2;
+  }
+  const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
+  const sandbox = await startSandbox({
+    dataDir: config.dataDir,
+    host: config.server.host,
+    asPort: Number(values['as-port']),
+    platformPort: Number(values['platform-port']),
+    mediationPort: 0,
+    smtpPort: 0,
+    qtsp: { id: config.qtspId, clientCertFile: config.client.certFile, signDocUrl: values['signdoc-url'] },
+  });
+  process.stdout.write(`${SANDBOX_READY}${JSON.stringify(sandboxInfo(sandbox))}\n`);
+  return untilSignal(() => sandbox.close());
 }
