@@ -11,6 +11,10 @@ import { fileURLToPath } from 'node:url';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { pino } from 'pino';
+import { startEcosystemWithSandboxProcess } from '../../src/cli/ecosystem.ts';
+import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../../fixtures/documents/', import.meta.url));
@@ -96,5 +100,34 @@ describe('qtsp sign', () => {
   it('exits non-zero on an unknown hash algorithm', async () => {
     const res = await qtsp(['sign', join(work, 'contract.txt'), '--hash-alg', 'md5', '--data-dir', env.dataDir]);
     assert.equal(res.code, 2);
+  });
+});
+
+describe('qtsp sandbox (the sandbox as a separate program)', () => {
+  it('serves the whole flow from a child process; the QTSP signs against it', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-sandbox-process-'));
+    const eco = await startEcosystemWithSandboxProcess({
+      config: { dataDir, server: { port: 0, publicationPort: 0 }, signer: { rsaPoolSize: 0 } },
+      defaultMetrics: false,
+      logger: pino({ level: 'silent' }),
+    });
+    try {
+      const doc = readFileSync(join(FIXTURES, 'contract.txt'));
+      const hash = createHash('sha256').update(doc).digest('base64');
+      const auth = await authorizeSigning(eco.endpoints, { documentDigests: [{ hash, label: 'contract' }], hashAlgorithmOID: '2.16.840.1.101.3.4.2.1' });
+      const res = await callSignDoc(auth.qtsp.signDoc, eco.endpoints, {
+        SAD: auth.accessToken,
+        credentialID: 'qes_eidas',
+        documentDigests: { hashes: [hash], hashAlgorithmOID: '2.16.840.1.101.3.4.2.1' },
+        profile: 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#',
+        signature_format: 'C',
+      });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const sig = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
+      assert.ok((await opensslCmsVerify(sig, doc, join(dataDir, 'pki', 'root-ca.pem'))).ok);
+    } finally {
+      await eco.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
