@@ -42,6 +42,7 @@ export function formatSigning(t: SigningTransaction, certificate: StoredCertific
     `  user (sub)        ${t.sub}`,
     `  relying party     ${t.clientId} (client_state ${t.clientState})`,
     `  format, level     ${t.signatureFormat}, ${t.conformanceLevel}`,
+    `  AS key vouched by ${t.keySource ?? 'not recorded'}`,
     `  hashes            ${t.hashes.length} x ${alg?.name ?? 'unknown algorithm'} (${t.hashAlgorithmOid})`,
     ...t.hashes.map((h, i) => `    [${i}] ${h}`),
     `  signer certificate serial ${t.certificateSerialHex}`,

@@ -41,6 +41,8 @@ export interface Introspection {
   /** the signed response exactly as received (evidence, spec 5.13) */
   readonly jwt: string;
   readonly payload: IntrospectionPayload;
+  /** which source vouched for the AS key that signed it: "archive <commit>" or "jwks_uri" */
+  readonly keySource: string;
 }
 
 async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<string> {
@@ -75,7 +77,7 @@ async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<strin
   return res.body.toString('utf8').trim();
 }
 
-async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionContext): Promise<Record<string, unknown>> {
+async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionContext): Promise<{ payload: Record<string, unknown>; keySource: string }> {
   let header;
   try {
     header = decodeProtectedHeader(jwt);
@@ -85,14 +87,15 @@ async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionCo
   if (header.alg !== 'RS256' || typeof header.kid !== 'string' || header.crit !== undefined) {
     throw unauthorized('introspection response is not an RS256 JWT with a kid');
   }
-  let key;
+  let resolved;
   try {
-    key = await ctx.servers.getKey(issuer, header.kid);
+    resolved = await ctx.servers.resolveKey(issuer, header.kid);
   } catch (err) {
     if (err instanceof TrustSourceError) throw badGateway(`cannot obtain the keys of the AS: ${err.message}`);
     throw err;
   }
-  if (!key) throw unauthorized('introspection response is signed with a key the AS does not publish');
+  if (!resolved) throw unauthorized('introspection response is signed with a key the AS does not publish');
+  const key = resolved.key;
   let payload: unknown;
   try {
     const { payload: bytes } = await compactVerify(jwt, key, { algorithms: ['RS256'] });
@@ -101,7 +104,8 @@ async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionCo
     throw unauthorized('introspection response signature does not verify');
   }
   if (!payload || typeof payload !== 'object' || Array.isArray(payload)) throw unauthorized('introspection response payload is not a JSON object');
-  return payload as Record<string, unknown>;
+  const keySource = resolved.source === 'archive' ? `archive ${resolved.commit ?? ''}`.trim() : resolved.source;
+  return { payload: payload as Record<string, unknown>, keySource };
 }
 
 /** spec 5.9: iss and aud; active; iat not in the future; exp not in the past. */
@@ -121,8 +125,8 @@ function checkClaims(p: Record<string, unknown>, issuer: string, ctx: Introspect
 
 /** Verifies a signed introspection response of `issuer` (also used to re-check stored evidence). */
 export async function verifyIntrospectionResponse(jwt: string, issuer: string, ctx: IntrospectionContext): Promise<Introspection> {
-  const raw = await verifySignature(jwt, issuer, ctx);
-  return { jwt, payload: checkClaims(raw, issuer, ctx) };
+  const { payload, keySource } = await verifySignature(jwt, issuer, ctx);
+  return { jwt, payload: checkClaims(payload, issuer, ctx), keySource };
 }
 
 export async function introspect(sad: ValidatedSad, ctx: IntrospectionContext): Promise<Introspection> {

@@ -87,6 +87,7 @@ async function recordEvidence(introspection: Introspection, consent: Consent, re
     hashes: request.hashes.map((h) => h.toString('base64')),
     signatureFormat: choice.format,
     conformanceLevel: choice.level,
+    keySource: introspection.keySource,
     certificateSerialHex: certificate.serialHex,
     createdAt: now,
   };

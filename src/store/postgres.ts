@@ -74,6 +74,7 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX outbox_topic_state ON outbox (topic, state, created_at, seq);
   `,
+  `ALTER TABLE signing_transactions ADD COLUMN key_source TEXT;`,
 ];
 
 /** pg_advisory_xact_lock key for migrations (any constant; "qtsp" in ASCII) */
@@ -137,6 +138,7 @@ interface TransactionRow {
   hashes: string;
   signature_format: string;
   conformance_level: string;
+  key_source: string | null;
   created_at: Date;
 }
 
@@ -181,6 +183,7 @@ function toTransaction(row: TransactionRow): SigningTransaction {
     hashes: JSON.parse(row.hashes) as string[],
     signatureFormat: row.signature_format,
     conformanceLevel: row.conformance_level,
+    keySource: row.key_source ?? null,
     certificateSerialHex: row.certificate_serial_hex,
     createdAt: row.created_at,
   };
@@ -209,9 +212,9 @@ function insertCertificate(db: Queryable, c: IssuedCertificate) {
 function insertTransaction(db: Queryable, t: SigningTransaction) {
   return db.query(
     `INSERT INTO signing_transactions (certificate_serial_hex, txn, iss, sub, client_id, client_state, introspection_jwt,
-       hash_algorithm_oid, hashes, hash_count, signature_format, conformance_level, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-    [t.certificateSerialHex, t.txn, t.iss, t.sub, t.clientId, t.clientState, t.introspectionJwt, t.hashAlgorithmOid, JSON.stringify(t.hashes), t.hashes.length, t.signatureFormat, t.conformanceLevel, t.createdAt],
+       hash_algorithm_oid, hashes, hash_count, signature_format, conformance_level, key_source, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+    [t.certificateSerialHex, t.txn, t.iss, t.sub, t.clientId, t.clientState, t.introspectionJwt, t.hashAlgorithmOid, JSON.stringify(t.hashes), t.hashes.length, t.signatureFormat, t.conformanceLevel, t.keySource ?? null, t.createdAt],
   );
 }
 

@@ -87,6 +87,7 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX outbox_topic_state ON outbox (topic, state, created_at);
   `,
+  `ALTER TABLE signing_transactions ADD COLUMN key_source TEXT;`,
 ];
 
 function migrate(db: Database.Database): void {
@@ -128,6 +129,7 @@ interface TransactionRow {
   hashes: string;
   signature_format: string;
   conformance_level: string;
+  key_source: string | null;
   created_at: number;
 }
 
@@ -172,6 +174,7 @@ function toTransaction(row: TransactionRow): SigningTransaction {
     hashes: JSON.parse(row.hashes) as string[],
     signatureFormat: row.signature_format,
     conformanceLevel: row.conformance_level,
+    keySource: row.key_source ?? null,
     certificateSerialHex: row.certificate_serial_hex,
     createdAt: new Date(row.created_at),
   };
@@ -217,6 +220,7 @@ function transactionParams(t: SigningTransaction) {
     hash_count: t.hashes.length,
     signature_format: t.signatureFormat,
     conformance_level: t.conformanceLevel,
+    key_source: t.keySource ?? null,
     created_at: t.createdAt.getTime(),
   };
 }
@@ -242,9 +246,9 @@ export function openSqliteStore(file: string): Store {
   );
   const insertTransaction = db.prepare(
     `INSERT INTO signing_transactions (certificate_serial_hex, txn, iss, sub, client_id, client_state, introspection_jwt,
-       hash_algorithm_oid, hashes, hash_count, signature_format, conformance_level, created_at)
+       hash_algorithm_oid, hashes, hash_count, signature_format, conformance_level, key_source, created_at)
      VALUES (@certificate_serial_hex, @txn, @iss, @sub, @client_id, @client_state, @introspection_jwt,
-       @hash_algorithm_oid, @hashes, @hash_count, @signature_format, @conformance_level, @created_at)`,
+       @hash_algorithm_oid, @hashes, @hash_count, @signature_format, @conformance_level, @key_source, @created_at)`,
   );
   const insertOutbox = db.prepare(
     `INSERT INTO outbox (id, topic, payload, created_at, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,

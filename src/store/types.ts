@@ -78,6 +78,11 @@ export interface SigningTransaction {
   readonly hashes: readonly string[];
   readonly signatureFormat: string;
   readonly conformanceLevel: string;
+  /**
+   * which source vouched for the key of the introspection response (issue 3: archive first, then jwks_uri):
+   * "archive <commit>" or "jwks_uri"; null for rows written before this was recorded
+   */
+  readonly keySource: string | null;
   /** the signer certificate minted for this call (its serial is the row's key) */
   readonly certificateSerialHex: string;
   readonly createdAt: Date;

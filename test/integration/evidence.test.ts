@@ -52,6 +52,8 @@ describe('evidence of a real signing', () => {
     assert.ok(stored, 'no transaction stored');
     assert.equal(more.length, 0);
     await assertIsIntrospectionResponse(env, stored.introspectionJwt, signed.introspectionPayload);
+    // the AS key came from the signed key archive (issue 3: archive first), recorded with its commit
+    assert.match(stored.keySource ?? '', /^archive [0-9a-f]{40}$/);
     const p = signed.introspectionPayload;
     assert.deepEqual(
       { iss: stored.iss, sub: stored.sub, clientId: stored.clientId, clientState: stored.clientState },

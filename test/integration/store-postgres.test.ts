@@ -59,7 +59,7 @@ describe('PostgreSQL store schema', () => {
     await stores[0]!.recordSigning(signing('txn-pg-shared'));
     assert.equal((await stores[2]!.getTransaction('txn-pg-shared')).length, 1, 'every instance sees the same data');
     for (const s of stores) await s.close();
-    assert.deepEqual(await query(url, 'SELECT version FROM schema_version'), [{ version: 1 }]);
+    assert.deepEqual(await query(url, 'SELECT version FROM schema_version'), [{ version: 1 }, { version: 2 }]);
     await query(url, 'INSERT INTO schema_version (version, applied_at) VALUES (99, now())');
     await assert.rejects(openPostgresStore({ url }), /schema version 99 is newer/);
   });

@@ -22,7 +22,7 @@ registerStoreContract('sqlite', {
 });
 
 describe('SQLite store file', () => {
-  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with schema version 1', async () => {
+  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with schema version 2', async () => {
     const dataDir = join(dir, 'data-dir');
     const store = await openStore({ dataDir, store: { driver: 'sqlite', pingIntervalMs: 1000 } });
     await store.close();
@@ -30,7 +30,7 @@ describe('SQLite store file', () => {
     const db = new Database(sqlitePath(dataDir), { readonly: true });
     try {
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
-      assert.deepEqual(db.prepare('SELECT version FROM schema_version').all(), [{ version: 1 }]);
+      assert.deepEqual(db.prepare('SELECT version FROM schema_version').all(), [{ version: 1 }, { version: 2 }]);
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
       assert.deepEqual(tables, [{ name: 'certificates' }, { name: 'outbox' }, { name: 'schema_version' }, { name: 'signing_transactions' }]);
     } finally {

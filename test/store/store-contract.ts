@@ -40,6 +40,7 @@ export function certificate(txn: string | null, issuerKeyId = ISSUER): IssuedCer
 }
 
 export function signing(txn: string = randomUUID(), extra: Partial<SigningTransaction> = {}): RecordSigningInput {
+  const { keySource = 'archive 40086f43360c18039c12f103cc000256989e31ed', ...rest } = extra;
   const cert = certificate(txn);
   return {
     certificate: cert,
@@ -54,9 +55,10 @@ export function signing(txn: string = randomUUID(), extra: Partial<SigningTransa
       hashes: [randomBytes(32).toString('base64'), randomBytes(32).toString('base64')],
       signatureFormat: 'C',
       conformanceLevel: 'AdES-B-B',
+      keySource,
       certificateSerialHex: cert.serialHex,
       createdAt: now(),
-      ...extra,
+      ...rest,
     },
   };
 }
