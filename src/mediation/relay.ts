@@ -97,10 +97,9 @@ export class OutboxRelay {
     }
   }
 
-  /** Only a pending (or re-handed queued) entry becomes queued: a fast worker may have delivered it already. */
+  /** Only a pending (or re-handed queued) entry becomes queued, atomically: a fast worker may have delivered it already. */
   private async markQueued(id: string): Promise<void> {
-    const current = await this.o.store.getOutbox(id);
-    if (current?.state === 'pending' || current?.state === 'queued') await this.o.store.markOutbox(id, 'queued'); // also touches updated_at
+    await this.o.store.markOutbox(id, 'queued', undefined, ['pending', 'queued']); // also touches updated_at
   }
 
   private reportFailure(err: Error): void {

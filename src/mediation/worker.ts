@@ -47,7 +47,7 @@ function processor(topic: string, deliver: Deliver, o: WorkerOptions) {
     } catch (err) {
       const permanent = err instanceof PermanentDeliveryError;
       const last = permanent || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      await o.store.markOutbox(id, last ? 'failed' : 'queued', describe(err));
+      await o.store.markOutbox(id, last ? 'failed' : 'queued', describe(err), ['pending', 'queued']); // never un-deliver
       o.logger.warn({ event: 'delivery.failed', topic, id, attempt: job.attemptsMade + 1, final: last, error: describe(err) }, last ? 'delivery failed for good; kept in the outbox' : 'delivery failed; will retry');
       throw permanent ? new UnrecoverableError(describe(err)) : err;
     }
@@ -97,8 +97,7 @@ export class DeliveryWorkers {
   /** 'failed' fires for every failed attempt; only a job in bullmq's failed set is given up for good. */
   private async settleFailed(job: Job<DeliveryJob>, err: Error): Promise<void> {
     if ((await job.getState()) !== 'failed') return;
-    const entry = await this.o.store.getOutbox(job.data.id);
-    if (entry && entry.state !== 'failed' && entry.state !== 'delivered') await this.o.store.markOutbox(entry.id, 'failed', describe(err));
+    await this.o.store.markOutbox(job.data.id, 'failed', describe(err), ['pending', 'queued']);
   }
 
   /**

@@ -304,12 +304,12 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       const { rows } = await pool.query<OutboxRow>('SELECT * FROM outbox WHERE id = $1', [id]);
       return rows[0] ? toOutbox(rows[0]) : undefined;
     },
-    async markOutbox(id, state, error) {
+    async markOutbox(id, state, error, onlyFrom) {
       const res = await pool.query(
         `UPDATE outbox SET state = $2, updated_at = now(),
            attempts = attempts + (CASE WHEN $3::text IS NULL THEN 0 ELSE 1 END), last_error = coalesce($3::text, last_error)
-         WHERE id = $1`,
-        [id, state, error ?? null],
+         WHERE id = $1 AND ($4::text[] IS NULL OR state = ANY($4::text[]))`,
+        [id, state, error ?? null, onlyFrom ? [...onlyFrom] : null],
       );
       return res.rowCount === 1;
     },

@@ -280,7 +280,7 @@ export function openSqliteStore(file: string): Store {
   const mark = db.prepare(
     `UPDATE outbox SET state = @state, updated_at = @now,
        attempts = attempts + (CASE WHEN @error IS NULL THEN 0 ELSE 1 END), last_error = coalesce(@error, last_error)
-     WHERE id = @id`,
+     WHERE id = @id AND (@only_from IS NULL OR state IN (SELECT value FROM json_each(@only_from)))`,
   );
   const countStates = db.prepare('SELECT state, count(*) AS n FROM outbox WHERE topic = ? GROUP BY state');
   let closed = false;
@@ -324,8 +324,9 @@ export function openSqliteStore(file: string): Store {
       const row = selectOutbox.get(id) as OutboxRow | undefined;
       return row ? toOutbox(row) : undefined;
     },
-    async markOutbox(id, state, error) {
-      return group.run(() => mark.run({ id, state, error: error ?? null, now: Date.now() }).changes === 1);
+    async markOutbox(id, state, error, onlyFrom) {
+      const only_from = onlyFrom ? JSON.stringify(onlyFrom) : null;
+      return group.run(() => mark.run({ id, state, error: error ?? null, now: Date.now(), only_from }).changes === 1);
     },
     async outboxCounts(topic) {
       const counts: Record<OutboxState, number> = { pending: 0, queued: 0, delivered: 0, failed: 0 };

@@ -149,8 +149,12 @@ export interface Store {
    */
   outboxPending(topic: string, limit: number, queuedBefore?: Date): Promise<OutboxEntry[]>;
   getOutbox(id: string): Promise<OutboxEntry | undefined>;
-  /** sets the state; an error counts one failed attempt and becomes lastError. false when the id is unknown */
-  markOutbox(id: string, state: OutboxState, error?: string): Promise<boolean>;
+  /**
+   * sets the state; an error counts one failed attempt and becomes lastError. With `onlyFrom`, only when the
+   * current state is one of those (compare-and-set: a relay must not turn a delivered entry back into queued).
+   * false when the id is unknown or its state was not in `onlyFrom`
+   */
+  markOutbox(id: string, state: OutboxState, error?: string, onlyFrom?: readonly OutboxState[]): Promise<boolean>;
   outboxCounts(topic: string): Promise<Record<OutboxState, number>>;
   /** readiness: the database answers */
   ping(): Promise<void>;

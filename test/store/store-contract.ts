@@ -234,6 +234,9 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       assert.equal(await store.markOutbox('ref-2', 'pending', 'connection refused'), true);
       assert.equal(await store.markOutbox('ref-3', 'failed', 'refused: duplicate reference_id'), true);
       assert.equal(await store.markOutbox('nope', 'delivered'), false);
+      // compare-and-set: a failed entry is not turned into queued by a relay that only moves pending/queued ones
+      assert.equal(await store.markOutbox('ref-3', 'queued', undefined, ['pending', 'queued']), false);
+      assert.equal((await store.getOutbox('ref-3'))!.state, 'failed');
       assert.deepEqual((await store.outboxPending('mediation', 10)).map((e) => e.id), ['ref-2']);
       // a queued entry not touched since `queuedBefore` is listed again (its job may be lost); a recent one is not
       assert.deepEqual((await store.outboxPending('mediation', 10, new Date(Date.now() + 60_000))).map((e) => e.id), ['ref-1', 'ref-2']);
