@@ -13,6 +13,7 @@ import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { algorithmIdentifier, signatureAlgorithm, signWith, type SignHash } from '../pki/keys.ts';
 import { SIGNATURE_OIDS, type HashAlgorithm } from './algorithms.ts';
+import { algorithmIdentifier as derAlgorithmIdentifier, certificateParts, explicit, integer, octetString, oid, sequence, tlv, x509Time } from '../util/der.ts';
 
 export const CMS_OID = {
   data: '1.2.840.113549.1.7.1',
@@ -247,20 +248,50 @@ export function encodeSignedData(input: SignedDataInput): Buffer {
   return Buffer.from(contentInfo.toSchema().toBER());
 }
 
-/** CAdES baseline B-B, detached, over the document hash we were sent. */
+/**
+ * CAdES baseline B-B, detached, over the document hash we were sent (also PAdES B-B: no signing-time).
+ *
+ * This is the signDoc hot path, so it is written with util/der.ts instead of pkijs/asn1js objects (~0.5 ms
+ * -> ~0.1 ms per signature): the same structure as signSignerInfo + encodeSignedData produce (the unit tests
+ * compare both), with the signer's issuer and serial taken from its certificate's DER as they are.
+ */
 export function buildCadesBaselineB(input: CmsSignerInput): Buffer {
   if (input.hash.length !== input.hashAlgorithm.length) {
     throw new RangeError(`document hash has ${input.hash.length} bytes, ${input.hashAlgorithm.name} has ${input.hashAlgorithm.length}`);
   }
-  const signerInfo = signSignerInfo({
-    hashAlgorithm: input.hashAlgorithm,
-    signerCertificate: input.signerCertificate,
-    privateKey: input.privateKey,
-    signedAttributes: baselineSignedAttributes(input),
-  });
-  return encodeSignedData({
-    hashAlgorithm: input.hashAlgorithm,
-    signerInfo,
-    certificates: [input.signerCertificate.der, ...input.chain],
-  });
+  const signer = certificateParts(input.signerCertificate.der);
+  const issuerSerial = sequence(sequence(tlv(0xa4, signer.issuer)), signer.serial); // IssuerSerial, issuer as [4] directoryName
+  const attributes = [
+    derAttribute(CMS_OID.contentType, oid(CMS_OID.data)),
+    derAttribute(CMS_OID.messageDigest, octetString(input.hash)),
+    ...(input.signingTime ? [derAttribute(CMS_OID.signingTime, x509Time(input.signingTime))] : []),
+    // SigningCertificateV2 { certs { ESSCertIDv2 { certHash (SHA-256: hashAlgorithm DEFAULT, omitted), issuerSerial } } }
+    derAttribute(CMS_OID.signingCertificateV2, sequence(sequence(sequence(octetString(createHash('sha256').update(input.signerCertificate.der).digest()), issuerSerial)))),
+  ].sort(Buffer.compare); // DER SET OF order (FIELD-NOTES: validators re-sort and then fail otherwise)
+  const hash = signHashOf(input.hashAlgorithm);
+  const signedAttributes = tlv(0x31, ...attributes);
+  const signature = signWith(input.privateKey, hash, signedAttributes);
+  const signatureAlgorithmDer = Buffer.from(algorithmIdentifier(signatureAlgorithm(input.privateKey, hash)).toSchema().toBER());
+  const digestAlgorithm = derAlgorithmIdentifier(input.hashAlgorithm.oid);
+  const signerInfo = sequence(
+    integer(1),
+    sequence(signer.issuer, signer.serial), // sid: IssuerAndSerialNumber
+    digestAlgorithm,
+    tlv(0xa0, ...attributes), // signedAttrs [0] IMPLICIT: exactly the bytes signed, under the context tag
+    signatureAlgorithmDer,
+    octetString(signature),
+  );
+  const signedData = sequence(
+    integer(1),
+    tlv(0x31, digestAlgorithm),
+    sequence(oid(CMS_OID.data)), // encapContentInfo without eContent: detached
+    tlv(0xa0, input.signerCertificate.der, ...input.chain), // certificates [0] IMPLICIT
+    tlv(0x31, signerInfo),
+  );
+  return sequence(oid(CMS_OID.signedData), explicit(0, signedData));
+}
+
+/** Attribute ::= SEQUENCE { attrType OID, attrValues SET OF ANY } with one value */
+function derAttribute(type: string, value: Buffer): Buffer {
+  return sequence(oid(type), tlv(0x31, value));
 }

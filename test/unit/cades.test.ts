@@ -307,4 +307,14 @@ describe('the oracle rejects what it must', () => {
     assert.equal(result.ok, false);
     assert.match(result.output, /content verify error/i);
   });
+  test('buildCadesBaselineB (DER writer) equals the pkijs composition byte for byte (RSA PKCS#1 v1.5 is deterministic)', () => {
+    for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
+      for (const signingTime of [new Date('2026-11-22T06:00:00Z'), new Date('2051-01-01T00:00:00Z'), undefined]) {
+        const input = signerInput('RSA-3072', hashAlgorithm, signingTime);
+        const signerInfo = signSignerInfo({ ...input, signedAttributes: baselineSignedAttributes(input) });
+        const composed = encodeSignedData({ hashAlgorithm, signerInfo, certificates: [input.signerCertificate.der, ...input.chain] });
+        assert.ok(buildCadesBaselineB(input).equals(composed), `${hashAlgorithm.name}, signing-time ${signingTime?.toISOString() ?? 'absent'}`);
+      }
+    }
+  });
 });
