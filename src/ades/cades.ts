@@ -13,7 +13,7 @@ import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { algorithmIdentifier, signatureAlgorithm, signWith, type SignHash } from '../pki/keys.ts';
 import { SIGNATURE_OIDS, type HashAlgorithm } from './algorithms.ts';
-import { algorithmIdentifier as derAlgorithmIdentifier, certificateParts, explicit, integer, octetString, oid, sequence, tlv, x509Time } from '../util/der.ts';
+import { algorithmIdentifier as derAlgorithmIdentifier, explicit, integer, octetString, oid, partsOf, sequence, tlv, x509Time } from '../util/der.ts';
 
 export const CMS_OID = {
   data: '1.2.840.113549.1.7.1',
@@ -259,7 +259,7 @@ export function buildCadesBaselineB(input: CmsSignerInput): Buffer {
   if (input.hash.length !== input.hashAlgorithm.length) {
     throw new RangeError(`document hash has ${input.hash.length} bytes, ${input.hashAlgorithm.name} has ${input.hashAlgorithm.length}`);
   }
-  const signer = certificateParts(input.signerCertificate.der);
+  const signer = partsOf(input.signerCertificate.der); // read once per certificate, not once per hash
   const issuerSerial = sequence(sequence(tlv(0xa4, signer.issuer)), signer.serial); // IssuerSerial, issuer as [4] directoryName
   const attributes = [
     derAttribute(CMS_OID.contentType, oid(CMS_OID.data)),
