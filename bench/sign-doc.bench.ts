@@ -1,19 +1,42 @@
 /**
- * `npm run bench`: signDoc throughput and latency over real mutual TLS against the sandbox, and the in-process
- * cost of pipeline steps 3-9 for one hash next to the raw node:crypto cost of the same cryptographic
- * operations, measured in the same run. It prints figures; it never fails on timing.
+ * `npm run bench`: what one signDoc costs the QTSP, measured on the QTSP alone.
  *
- * Environment knobs: BENCH_SECONDS (default 5), BENCH_CONCURRENCY (default 16), BENCH_ITERATIONS (default 2000),
- * BENCH_SANDBOX=inprocess (the sandbox on the QTSP's event loop instead of a child process), BENCH_WORKER=false
- * (no in-process delivery workers: records wait for `qtsp worker`, as a production deployment would run it).
+ * Three kinds of process, as in production: the sandbox (the bank's AS, the platform) runs `qtsp sandbox`, the
+ * QTSP runs `qtsp serve` (bench/qtsp-process.ts), and the load generator (bench/load-generator.ts) first
+ * obtains one SAD per signDoc call from the sandbox, each for fresh random document digests (one consent per
+ * call), and then spends them over keep-alive mutual TLS. SAD acquisition therefore never runs in the QTSP,
+ * and the QTSP's CPU time (user + system of its process and its children, /proc/PID/stat) divided by the calls
+ * served is its cost per signDoc. Then, in this process, the step costs of the pipeline and the raw
+ * node:crypto floor of the same operations, and the ratios between them. Figures only: it never fails on timing.
+ *
+ *   npm run bench                       quick mode (about a minute): B-B, B-T, B-LT x 1 and 10 hashes, software keys
+ *   npm run bench -- --full             more calls per row, and the half-load latency run for every row
+ *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a B-B one-hash run, written as a
+ *                                       .cpuprofile in profiles/ (Chrome DevTools or speedscope) and summarised per
+ *                                       module and per pipeline step
+ *   npm run bench -- --workers N        the QTSP with server.workers = N (one process per core) beside the
+ *                                       single-process figures
+ * Environment: BENCH_REQUESTS (calls per one-hash row), BENCH_CONCURRENCY (closed-loop connections, default 8),
+ * BENCH_LEVELS (e.g. AdES-B-B,AdES-B-T), BENCH_HASHES (e.g. 1,10), BENCH_KEYS (software[,softhsm]),
+ * BENCH_WORKER=inprocess (the delivery workers inside the QTSP process; default: off, as a deployment runs
+ * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000).
  */
-import { createHash, generateKeyPairSync, sign, verify, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import * as https from 'node:https';
-import { tmpdir } from 'node:os';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { createHash, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { startEcosystem, startEcosystemWithSandboxProcess } from '../src/cli/ecosystem.ts';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { prepare, qtspConfigInput, startSandboxProcess, type SandboxInfo } from '../src/cli/ecosystem.ts';
+import { envName, loadConfig } from '../src/config/load.ts';
+import type { ConfigInput } from '../src/config/schema.ts';
+import { provideRedis } from '../src/util/redis-server.ts';
+import { custodyVariant, type CustodyVariant } from './custody.ts';
+import { startQtsp } from '../src/service.ts';
 import { introspect, verifyIntrospectionResponse } from '../src/introspection/client.ts';
 import { authorizeSigning } from '../src/rp/flow.ts';
 import { checkConsent } from '../src/signing/consent.ts';
@@ -23,23 +46,168 @@ import { parseSignDocRequest } from '../src/signing/request.ts';
 import { x5tS256 } from '../src/trust/fingerprint.ts';
 import { validateSad } from '../src/trust/sad.ts';
 import { fromPem } from '../src/util/base64.ts';
-import { httpRequest } from '../src/util/http-client.ts';
 import { generateKeyPair } from '../src/pki/keys.ts';
+import { SoftwareSigningKey } from '../src/crypto/signature.ts';
 import { mintSignerCertificate } from '../src/pki/signer-certificate.ts';
 import { buildCadesBaselineB } from '../src/ades/cades.ts';
-import { SHA256 } from '../src/ades/algorithms.ts';
-import { pino } from 'pino';
+import { SHA256 } from '../src/crypto/algorithms.ts';
+import type { LoadCommand, RunResult } from './load-generator.ts';
+import { summariseProfile } from './profile-summary.ts';
+import { startPostgres } from '../test/helpers/postgres.ts';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const { values: flags } = parseArgs({ options: { full: { type: 'boolean', default: false }, profile: { type: 'boolean', default: false }, workers: { type: 'string' } } });
+const FULL = flags.full!;
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? (FULL ? 2000 : 300));
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const LEVELS = (process.env.BENCH_LEVELS ?? 'AdES-B-B,AdES-B-T,AdES-B-LT').split(',');
+const HASHES = (process.env.BENCH_HASHES ?? '1,10').split(',').map(Number);
+const KEYS = (process.env.BENCH_KEYS ?? 'software').split(',');
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
-const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
-const SANDBOX_IN_PROCESS = process.env.BENCH_SANDBOX === 'inprocess';
-const WORKER = process.env.BENCH_WORKER !== 'false';
+const WORKER_IN_PROCESS = process.env.BENCH_WORKER === 'inprocess';
+const WORKERS = flags.workers ? Number(flags.workers) : undefined;
+const CLK_TCK = 100; // USER_HZ: the unit of utime/stime in /proc/PID/stat on Linux
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const silent = pino({ level: 'silent' });
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+/** Key custody variants (bench/custody.ts): software keys, or every key in a SoftHSM2 token (BENCH_KEYS=software,softhsm). */
+const variants = new Map<string, CustodyVariant | string>();
+async function custodySettings(keys: string, dataDir: string, base: ConfigInput): Promise<CustodyVariant | string> {
+  if (!variants.has(keys)) variants.set(keys, await custodyVariant(keys, dataDir, base));
+  return variants.get(keys)!;
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// processes
+
+/** user + system CPU seconds of a process and all its descendants (cluster workers), from /proc */
+function treeCpuSeconds(pid: number): number {
+  let ticks = 0;
+  const visit = (p: number) => {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+    } catch {
+      return; // exited
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of proc(5))
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${p}/task`);
+    } catch {
+      return;
+    }
+    for (const t of tasks) {
+      let children = '';
+      try {
+        children = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const c of children.split(' ').filter(Boolean)) visit(Number(c));
+    }
+  };
+  visit(pid);
+  return ticks / CLK_TCK;
+}
+
+function flatten(input: Record<string, unknown>, path: string[] = [], out: Record<string, string> = {}): Record<string, string> {
+  for (const [k, v] of Object.entries(input)) {
+    if (v === undefined) continue;
+    if (v && typeof v === 'object' && !Array.isArray(v)) flatten(v as Record<string, unknown>, [...path, k], out);
+    else out[envName([...path, k])] = String(v);
+  }
+  return out;
+}
+
+interface QtspProcess {
+  readonly pid: number;
+  readonly signDocUrl: string;
+  command(msg: unknown): Promise<{ type: string; [k: string]: unknown }>;
+  stop(): Promise<void>;
+}
+
+async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, string>): Promise<QtspProcess> {
+  const env: NodeJS.ProcessEnv = { ...process.env, ...flatten(input as Record<string, unknown>), ...extraEnv, QTSP_LOG_LEVEL: 'silent' };
+  delete env.REDIS_URL;
+  const child = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'qtsp-process.ts')], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
+  const signDocUrl = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      const m = /^qtsp serving signDoc at (\S+)/.exec(line);
+      if (m) resolve(m[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`the QTSP process exited with ${code} before it listened`)));
+  });
+  return {
+    pid: child.pid!,
+    signDocUrl,
+    command: (msg) => ask(child, msg),
+    stop: () => stopChild(child),
+  };
+}
+
+function ask(child: ChildProcess, msg: unknown): Promise<{ type: string; [k: string]: unknown }> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: { type: string; message?: string }) => {
+      child.off('exit', onExit);
+      if (m.type === 'error') reject(new Error(m.message));
+      else resolve(m);
+    };
+    const onExit = (code: number | null) => {
+      child.off('message', onMessage);
+      reject(new Error(`child exited with ${code}`));
+    };
+    child.once('message', onMessage);
+    child.once('exit', onExit);
+    child.send(msg as object);
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+async function startLoadGenerator(info: SandboxInfo, signDocUrl: string): Promise<{ pid: number; send(cmd: LoadCommand): Promise<{ type: string; [k: string]: unknown }>; stop(): Promise<void> }> {
+  const child = fork(join(HERE, 'load-generator.ts'), [], { execArgv: ['--import', 'tsx'], env: { ...process.env, BENCH_LOAD_SETUP: JSON.stringify({ endpoints: info.endpoints, signDocUrl }) } });
+  await new Promise<void>((resolve, reject) => {
+    child.once('message', () => resolve());
+    child.once('exit', (code) => reject(new Error(`load generator exited with ${code}`)));
+  });
+  return { pid: child.pid!, send: (cmd) => ask(child, cmd), stop: () => stopChild(child) };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// over the wire
+
+interface Row {
+  readonly keys: string;
+  readonly store: string;
+  readonly level: string;
+  readonly hashes: number;
+  readonly workers: number;
+  readonly saturated?: RunResult & { qtspCpuMs: number; sandboxCpuMs: number; loadCpuMs: number };
+  readonly halfLoad?: RunResult & { rate: number };
+  readonly note?: string;
+}
+
+type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
+
+async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: number }, level: string, hashes: number, count: number, run: Extract<LoadCommand, { type: 'run' }>): Promise<RunResult & { qtspCpuMs: number; sandboxCpuMs: number; loadCpuMs: number }> {
+  await load.send({ type: 'prefetch', count, hashes, level, parallel: 4 });
+  const q0 = treeCpuSeconds(pids.qtsp);
+  const s0 = treeCpuSeconds(pids.sandbox);
+  const l0 = treeCpuSeconds(load.pid);
+  const result = (await load.send(run)) as unknown as RunResult;
+  const per = (a: number, b: number) => ((b - a) * 1000) / Math.max(1, result.ok);
+  return { ...result, qtspCpuMs: per(q0, treeCpuSeconds(pids.qtsp)), sandboxCpuMs: per(s0, treeCpuSeconds(pids.sandbox)), loadCpuMs: per(l0, treeCpuSeconds(load.pid)) };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// in process: step costs and the crypto floor
 
 /** mean ms per call of fn over n calls, after a warm-up */
 async function timeIt(n: number, fn: () => unknown): Promise<number> {
@@ -49,106 +217,219 @@ async function timeIt(n: number, fn: () => unknown): Promise<number> {
   return (performance.now() - t0) / n;
 }
 
-const fmt = (ms: number) => `${ms.toFixed(3)} ms`;
+interface StepCosts {
+  readonly verifyAndConsent: number;
+  readonly core: number;
+  readonly perHash: number;
+  readonly durable: number;
+  /** fresh signer key in the QTSP's key custody + certificate (issuing CA key in the custody) + CAdES-B-B + destroy */
+  readonly custodyCore: number;
+  readonly floor: { rs256Verify: number; keygen: number; ecdsaSign: number; signDoc: number; perHash: number };
+}
 
-async function main(): Promise<void> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bench-'));
-  const options = {
-    config: { dataDir, server: { port: 0, publicationPort: 0 }, delivery: { inProcessWorker: WORKER } },
-    defaultMetrics: false,
-    logger: pino({ level: 'silent' }),
-  };
-  // the sandbox (the bank's AS and the platform) runs in a child process unless BENCH_SANDBOX=inprocess
-  const eco = SANDBOX_IN_PROCESS ? await startEcosystem(options) : await startEcosystemWithSandboxProcess(options);
+async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCosts> {
+  const qtsp = await startQtsp(loadConfig(input, {}), { logger: silent, defaultMetrics: false });
   try {
-    const doc = randomBytes(1024);
-    const hash = createHash('sha256').update(doc).digest('base64');
-    const auth = await authorizeSigning(eco.endpoints, { documentDigests: [{ hash, label: 'bench' }], hashAlgorithmOID: SHA256.oid });
-    const body = JSON.stringify({ SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256.oid }, profile: PROFILE, signature_format: 'C' });
-
-    // --- 1. over the wire: signDoc with mutual TLS, CONCURRENCY connections, SECONDS seconds
-    const agent = new https.Agent({
-      keepAlive: true,
-      maxSockets: CONCURRENCY,
-      ca: readFileSync(eco.endpoints.tlsCaFile),
-      cert: readFileSync(eco.endpoints.rp.certFile),
-      key: readFileSync(eco.endpoints.rp.keyFile),
-    });
-    const latencies: number[] = [];
-    let failures = 0;
-    const deadline = performance.now() + SECONDS * 1000;
-    const worker = async () => {
-      while (performance.now() < deadline) {
-        const t0 = performance.now();
-        const res = await httpRequest(eco.qtsp.signDocUrl, { method: 'POST', agent, timeoutMs: 60_000, headers: { 'content-type': 'application/json' }, body });
-        if (res.status === 200) latencies.push(performance.now() - t0);
-        else failures++;
-      }
-    };
-    const wall0 = performance.now();
-    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-    const wall = (performance.now() - wall0) / 1000;
-    agent.destroy();
-    latencies.sort((a, b) => a - b);
-
-    // --- 2. in process: steps 3-9 for one hash (trust caches warm, introspection response already received)
-    const deps = eco.qtsp.deps;
-    const fp = x5tS256(fromPem(readFileSync(eco.endpoints.rp.certFile, 'utf8'))[0]!);
-    const request = parseSignDocRequest(JSON.parse(body));
+    const deps = qtsp.deps;
+    const hash = createHash('sha256').update(randomBytes(1024)).digest('base64');
+    const auth = await authorizeSigning(info.endpoints, { documentDigests: [{ hash, label: 'bench' }], hashAlgorithmOID: SHA256.oid });
+    const body = { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256.oid }, profile: 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#', signature_format: 'C' };
+    const fp = x5tS256(fromPem(readFileSync(info.endpoints.rp.certFile, 'utf8'))[0]!);
+    const request = parseSignDocRequest(body);
     const sad = await validateSad(auth.accessToken, fp, deps.sad);
     const { jwt } = await introspect(sad, deps.introspection);
-    const issuer = sad.issuer;
-    const pipeline = await timeIt(ITERATIONS, async () => {
-      const s = await validateSad(auth.accessToken, fp, deps.sad); // 3
-      const { payload } = await verifyIntrospectionResponse(jwt, issuer, deps.introspection); // 4 (verification part)
-      const consent = checkConsent(payload, request, deps.qtspId, fp); // 5
-      const keys = generateKeyPair('P-256'); // 7
-      const cert = mintSignerCertificate({ claims: consent.claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600 });
-      buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: cert, chain: [deps.issuingCa.der], privateKey: keys.privateKey, signingTime: new Date() }); // 8
-      return s; // 9: the key goes out of scope
+    // steps 3 (SAD), 4 (verification of the introspection response, not the call) and 5 (consent)
+    const verifyAndConsent = await timeIt(ITERATIONS, async () => {
+      const s = await validateSad(auth.accessToken, fp, deps.sad);
+      const { payload } = await verifyIntrospectionResponse(jwt, s.issuer, deps.introspection);
+      return checkConsent(payload, request, deps.qtspId, fp);
     });
-
-    // --- 2a. the signing core alone: fresh key + signer certificate + CAdES-B-B (what FIELD-NOTES compares)
     const claims = { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12', nationalities: ['DE'] };
-    const core = await timeIt(ITERATIONS, () => {
-      const keys = generateKeyPair('P-256');
-      const cert = mintSignerCertificate({ claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600 });
-      return buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: cert, chain: [deps.issuingCa.der], privateKey: keys.privateKey, signingTime: new Date() });
+    const keys = generateKeyPair('P-256');
+    const cert = await mintSignerCertificate({ claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600, profile: deps.signerProfile, keyInQscd: false, consent: { issuer: 'https://as.bench', txn: 'bench' } });
+    const cms = () => buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: cert, chain: [deps.issuingCa.der], key: new SoftwareSigningKey(keys.privateKey), signingTime: new Date() });
+    // the signing core: fresh key + signer certificate + CAdES-B-B (what FIELD-NOTES compares with BouncyCastle)
+    const core = await timeIt(ITERATIONS, async () => {
+      const k = generateKeyPair('P-256');
+      const c = await mintSignerCertificate({ claims, publicKey: k.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600, profile: deps.signerProfile, keyInQscd: false, consent: { issuer: 'https://as.bench', txn: 'bench' } });
+      return buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: c, chain: [deps.issuingCa.der], key: new SoftwareSigningKey(k.privateKey), signingTime: new Date() });
     });
-
-    // --- 2b. the same with the real steps 5-10 (signConsented): store writes included
+    const perHash = await timeIt(ITERATIONS, cms); // one more CAdES-B-B with the same signer: the cost of an extra hash
+    // the same through the key custody the QTSP runs with (software, or a PKCS#11 token)
+    const custodyCore = await timeIt(Math.min(ITERATIONS, 500), async () => {
+      const key = await deps.keys.createSignerKey('P-256', 'ecdsa');
+      try {
+        const c = await mintSignerCertificate({ claims, publicKey: key.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600, profile: deps.signerProfile, keyInQscd: deps.keys.qscd, consent: { issuer: 'https://as.bench', txn: 'bench' } });
+        return await buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: c, chain: [deps.issuingCa.der], key, signingTime: new Date() });
+      } finally {
+        await key.destroy();
+      }
+    });
+    // steps 3-10 with the real store writes (signConsented: evidence and outbox, durable)
     const choice = chooseSigning('C', 'AdES-B-B', SHA256, undefined, undefined, deps.defaultAlgorithm);
+    let consents = 0;
     const durable = await timeIt(Math.min(ITERATIONS, 1000), async () => {
-      const s = await validateSad(auth.accessToken, fp, deps.sad); // 3
-      const intro = await verifyIntrospectionResponse(jwt, s.issuer, deps.introspection); // 4 (verification part)
-      return signConsented(request, choice, intro, fp, deps); // 5-10
+      const s = await validateSad(auth.accessToken, fp, deps.sad);
+      const intro = await verifyIntrospectionResponse(jwt, s.issuer, deps.introspection);
+      // one consent signs each document once (signing/once.ts): every iteration stands for a consent of its own
+      return signConsented(request, choice, { ...intro, payload: { ...intro.payload, txn: `${intro.payload.txn}-${++consents}` } }, fp, deps);
     });
-
-    // --- 3. the floor: the same cryptographic operations in raw node:crypto
+    // the floor: the same cryptographic operations in raw node:crypto
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const msg = randomBytes(600);
     const rsaSig = sign('sha256', msg, rsa.privateKey);
-    const floorVerify = await timeIt(ITERATIONS, () => verify('sha256', msg, rsa.publicKey, rsaSig));
-    const floorKeygen = await timeIt(ITERATIONS, () => generateKeyPairSync('ec', { namedCurve: 'P-256' }));
+    const rs256Verify = await timeIt(ITERATIONS, () => verify('sha256', msg, rsa.publicKey, rsaSig));
+    const keygen = await timeIt(ITERATIONS, () => generateKeyPairSync('ec', { namedCurve: 'P-256' }));
     const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-    const floorSign = await timeIt(ITERATIONS, () => sign('sha256', msg, { key: ec.privateKey, dsaEncoding: 'der' }));
-    const floor = 2 * floorVerify + floorKeygen + 2 * floorSign; // SAD + introspection verify, key, cert + CMS signatures
-
-    const rps = latencies.length / wall;
-    console.log(`signDoc over mutual TLS: ${CONCURRENCY} connections, ${SECONDS} s, 1 hash per request, CAdES-B-B, P-256`);
-    console.log(`  (sandbox ${SANDBOX_IN_PROCESS ? 'in the same process' : 'in a child process'}, delivery workers ${WORKER ? 'in process' : 'off'}, load generator in the QTSP's process)`);
-    console.log(`  requests/s         ${rps.toFixed(1)}   (${latencies.length} ok, ${failures} failed)`);
-    console.log(`  latency p50        ${fmt(percentile(latencies, 50))}`);
-    console.log(`  latency p99        ${fmt(percentile(latencies, 99))}`);
-    console.log(`in process, steps 3-9 per request (mean of ${ITERATIONS}):`);
-    console.log(`  pipeline           ${fmt(pipeline)}   (${(1000 / pipeline).toFixed(0)}/s on one core)`);
-    console.log(`  raw crypto floor   ${fmt(floor)}   (2 x RS256 verify ${fmt(floorVerify)}, P-256 keygen ${fmt(floorKeygen)}, 2 x ECDSA sign ${fmt(floorSign)})`);
-    console.log(`  ratio              ${(pipeline / floor).toFixed(1)} x the crypto floor`);
-    console.log(`fresh P-256 key + signer certificate + CAdES-B-B: ${fmt(core)}   (FIELD-NOTES bar, BouncyCastle 1.72 on this machine: 0.56 ms)`);
-    console.log(`with the durable writes (steps 3-10: evidence and mediation outbox in SQLite, synchronous=FULL):`);
-    console.log(`  pipeline           ${fmt(durable)}   (${(1000 / durable).toFixed(0)}/s on one core)`);
+    const ecdsaSign = await timeIt(ITERATIONS, () => sign('sha256', msg, { key: ec.privateKey, dsaEncoding: 'der' }));
+    // one signDoc: SAD + introspection verification, a key, the certificate's and the CMS's signatures
+    return { verifyAndConsent, core, perHash, durable, custodyCore, floor: { rs256Verify, keygen, ecdsaSign, signDoc: 2 * rs256Verify + keygen + 2 * ecdsaSign, perHash: ecdsaSign } };
   } finally {
-    await eco.close();
+    await qtsp.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// output
+
+const f = (n: number | undefined, digits = 2) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits));
+const pad = (s: string, n: number) => s.padStart(n);
+
+function printRows(rows: Row[], floor: StepCosts['floor']): void {
+  console.log('\nsignDoc over keep-alive mutual TLS, one fresh SAD per call (QTSP, sandbox and load generator in separate processes)');
+  console.log(`closed loop, ${CONCURRENCY} connections; CPU = user + system of each process tree per successful call`);
+  console.log(['keys', 'store', 'level', 'hashes', 'procs', 'signDoc/s', 'p50 ms', 'p99 ms', 'QTSP CPU ms', 'x floor', 'sandbox CPU ms', 'loadgen CPU ms', 'ok/failed'].map((h, i) => (i < 3 ? h.padEnd([9, 8, 10][i]!) : pad(h, h.length + 1))).join(' '));
+  for (const r of rows) {
+    if (!r.saturated) {
+      console.log(`${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 7)}   ${r.note ?? ''}`);
+      continue;
+    }
+    const s = r.saturated;
+    const floorMs = floor.signDoc + (r.hashes - 1) * floor.perHash;
+    console.log(
+      [r.keys.padEnd(9), r.store.padEnd(8), r.level.padEnd(10), pad(String(r.hashes), 7), pad(String(r.workers), 6), pad(f((s.ok / s.wallMs) * 1000, 1), 10), pad(f(s.p50), 7), pad(f(s.p99), 7), pad(f(s.qtspCpuMs, 3), 12), pad(f(s.qtspCpuMs / floorMs, 1), 8), pad(f(s.sandboxCpuMs), 15), pad(f(s.loadCpuMs), 15), pad(`${s.ok}/${s.failed}`, 10)].join(' '),
+    );
+    if (s.firstFailure) console.log(`    first failure: ${s.firstFailure}`);
+  }
+  const half = rows.filter((r) => r.halfLoad);
+  if (half.length) {
+    console.log('\nlatency under half the saturating load (open loop at half the signDoc/s above; latency from the scheduled start)');
+    for (const r of half) {
+      const h = r.halfLoad!;
+      console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): ${f(h.rate, 1)}/s offered, p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed)`);
+    }
+  }
+  for (const keys of KEYS) {
+    for (const level of LEVELS) {
+      const one = rows.find((r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes === 1 && r.workers === 1)?.saturated;
+      const many = rows.find((r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes > 1 && r.workers === 1);
+      if (!one || !many?.saturated) continue;
+      const extra = (many.saturated.qtspCpuMs - one.qtspCpuMs) / (many.hashes - 1);
+      console.log(`each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / floor.perHash, 1)} x the CMS signing floor (${f(floor.perHash, 3)} ms)`);
+    }
+  }
+}
+
+function printSteps(c: StepCosts, keys: string): void {
+  const fl = c.floor;
+  console.log(`\nin process, ${keys} keys (mean of ${ITERATIONS} loops), next to the raw node:crypto floor of the same operations:`);
+  console.log(`  signer key in the custody + signer certificate + CAdES-B-B + destroy  ${f(c.custodyCore, 3)} ms  (the issuing CA key and the signer key where the custody keeps them)`);
+  console.log(`  steps 3-5: SAD check, introspection response check, consent  ${f(c.verifyAndConsent, 3)} ms  (floor 2 x RS256 verify ${f(2 * fl.rs256Verify, 3)} ms: ${f(c.verifyAndConsent / (2 * fl.rs256Verify), 1)} x)`);
+  console.log(`  fresh P-256 key + signer certificate + CAdES-B-B                ${f(c.core, 3)} ms  (floor keygen + 2 x ECDSA ${f(fl.keygen + 2 * fl.ecdsaSign, 3)} ms: ${f(c.core / (fl.keygen + 2 * fl.ecdsaSign), 1)} x; BouncyCastle 1.72 here: 0.56 ms)`);
+  console.log(`  one more CAdES-B-B (an extra hash)                              ${f(c.perHash, 3)} ms  (floor ECDSA sign ${f(fl.ecdsaSign, 3)} ms: ${f(c.perHash / fl.ecdsaSign, 1)} x)`);
+  console.log(`  steps 3-10 with durable evidence and outbox writes (no HTTP)     ${f(c.durable, 3)} ms  (floor ${f(fl.signDoc, 3)} ms: ${f(c.durable / fl.signDoc, 1)} x)`);
+  console.log(`  raw floor: RS256 verify ${f(fl.rs256Verify, 3)} ms, P-256 keygen ${f(fl.keygen, 3)} ms, ECDSA P-256 sign ${f(fl.ecdsaSign, 3)} ms; one B-B one-hash signDoc ${f(fl.signDoc, 3)} ms`);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const t0 = performance.now();
+  const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bench-'));
+  const { base, port, publicationPort, signDocUrl } = await prepare({ config: { dataDir, server: { port: 0, publicationPort: 0 } } });
+  const sandbox = await startSandboxProcess(base, signDocUrl);
+  const redis = await provideRedis(undefined, {}, dataDir);
+  const rows: Row[] = [];
+  let profileFile: string | undefined;
+  let profileCalls = 0;
+  const input = qtspConfigInput({ dataDir, ops: { port: 0 }, server: { maxConnectionsPerAddress: 0 } /* one load generator, one address */, delivery: { inProcessWorker: WORKER_IN_PROCESS }, signer: { rsaPoolSize: 0 } }, sandbox.info, { port, publicationPort }, redis.url);
+  try {
+    const runAll = async (keys: string, workers: number, levels: string[], hashesList: number[], halfLoadFor: (level: string, hashes: number) => boolean, postgresUrl?: string) => {
+      const store = postgresUrl ? 'postgres' : 'sqlite';
+      const custody = await custodySettings(keys, dataDir, input);
+      if (typeof custody === 'string') {
+        rows.push({ keys, store, level: '-', hashes: 0, workers, note: custody });
+        return;
+      }
+      const storeEnv: Record<string, string> = postgresUrl ? { QTSP_STORE_DRIVER: 'postgres', QTSP_STORE_URL: postgresUrl } : {};
+      const qtsp = await startQtspProcess(input, { ...custody.env, ...storeEnv, QTSP_SERVER_WORKERS: String(workers) });
+      const load = await startLoadGenerator(sandbox.info, qtsp.signDocUrl);
+      const pids = { qtsp: qtsp.pid, sandbox: sandbox.pid };
+      try {
+        // warm-up: JIT, caches (IDP list, AS metadata and keys), connections
+        await measure(load, pids, 'AdES-B-B', 1, 100, { type: 'run', concurrency: CONCURRENCY });
+        for (const level of levels) {
+          for (const hashes of hashesList) {
+            const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes)));
+            const saturated = await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
+            let halfLoad: Row['halfLoad'];
+            if (halfLoadFor(level, hashes) && saturated.ok > 0) {
+              const rate = (saturated.ok / saturated.wallMs) * 1000 * 0.5;
+              const r = await measure(load, pids, level, hashes, Math.max(50, Math.round(rate * (FULL ? 10 : 4))), { type: 'run', rate });
+              halfLoad = { ...r, rate };
+            }
+            rows.push({ keys, store, level, hashes, workers, saturated, ...(halfLoad ? { halfLoad } : {}) });
+          }
+        }
+        if (flags.profile && workers === 1 && keys === 'software' && !postgresUrl) {
+          mkdirSync(join(process.cwd(), 'profiles'), { recursive: true });
+          profileFile = join(process.cwd(), 'profiles', `qtsp-signdoc-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
+          await load.send({ type: 'prefetch', count: REQUESTS, hashes: 1, level: 'AdES-B-B', parallel: 4 });
+          await qtsp.command({ type: 'profile-start', intervalUs: 200 });
+          const r = (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
+          await qtsp.command({ type: 'profile-stop', file: profileFile });
+          profileCalls = r.ok;
+        }
+      } finally {
+        await load.stop();
+        await qtsp.stop();
+      }
+    };
+    for (const keys of KEYS) await runAll(keys, 1, LEVELS, HASHES, (level, hashes) => FULL || (level === 'AdES-B-B' && hashes === 1));
+    if (WORKERS && WORKERS > 1) {
+      // several processes need PostgreSQL (serve-cluster.ts): the gain is shown against one process on the same store
+      const pg = await startPostgres();
+      try {
+        const url = await pg.freshSchemaUrl();
+        for (const n of [1, WORKERS]) await runAll('software', n, ['AdES-B-B'], [1], () => true, url);
+      } finally {
+        await pg.stop();
+      }
+    }
+    const stepsByKeys = new Map<string, StepCosts>();
+    for (const keys of KEYS) {
+      const custody = await custodySettings(keys, dataDir, input);
+      if (typeof custody !== 'string') stepsByKeys.set(keys, await stepCosts({ ...input, ...custody.config }, sandbox.info));
+    }
+    const steps = stepsByKeys.get('software') ?? [...stepsByKeys.values()][0]!;
+    printRows(rows, steps.floor);
+    for (const [keys, s] of stepsByKeys) printSteps(s, keys);
+    const bb = rows.find((r) => r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1)?.saturated;
+    if (bb) console.log(`\nQTSP CPU per B-B one-hash signDoc over the wire: ${f(bb.qtspCpuMs, 3)} ms = ${f(bb.qtspCpuMs / steps.floor.signDoc, 1)} x the crypto floor, ${f(bb.qtspCpuMs / steps.durable, 1)} x the in-process steps 3-10`);
+    if (profileFile) {
+      writeFileSync(profileFile.replace(/\.cpuprofile$/, '.txt'), summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
+      console.log(`\nCPU profile of the QTSP over ${profileCalls} B-B one-hash calls: ${profileFile}`);
+      console.log(summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
+    }
+    const cluster = rows.filter((r) => r.store === 'postgres' && r.saturated);
+    if (cluster.length === 2) {
+      const [a, b] = cluster.map((r) => (r.saturated!.ok / r.saturated!.wallMs) * 1000) as [number, number];
+      console.log(`\n${cluster[1]!.workers} QTSP processes vs 1 (PostgreSQL store, B-B, one hash): ${f(b / a, 2)} x the signDoc/s (${f(a, 1)} -> ${f(b, 1)}); this machine has ${availableParallelism()} cores, shared with the sandbox and the load generator`);
+    }
+    console.log(`\n(bench took ${f((performance.now() - t0) / 1000, 0)} s; delivery workers ${WORKER_IN_PROCESS ? 'inside the QTSP process' : 'not running (as beside `qtsp worker`)'})`);
+  } finally {
+    await sandbox.stop();
+    await redis.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -23,12 +23,19 @@ const STATUS: Record<SignDocErrorCode, number> = {
 export class SignDocError extends Error {
   override name = 'SignDocError';
   readonly status: number;
+  /**
+   * What went wrong in our terms (addresses, errno, the upstream's answer): logged by the HTTP layer, never
+   * sent. The description is what the relying party reads, in its terms (issue 11 item 6).
+   */
+  readonly detail: string | undefined;
   constructor(
     readonly code: SignDocErrorCode,
     readonly description: string,
+    options: { status?: number; detail?: string } = {},
   ) {
     super(`${code}: ${description}`);
-    this.status = STATUS[code];
+    this.status = options.status ?? STATUS[code];
+    this.detail = options.detail;
   }
 
   toBody(): { error: string; error_description: string } {
@@ -38,6 +45,7 @@ export class SignDocError extends Error {
 
 export const badRequest = (description: string) => new SignDocError('invalid_request', description);
 export const unauthorized = (description: string) => new SignDocError('invalid_token', description);
-export const badGateway = (description: string) => new SignDocError('bad_gateway', description);
-export const gatewayTimeout = (description: string) => new SignDocError('gateway_timeout', description);
+/** `detail`: for our log only (upstream URLs, addresses, errno); the description goes to the relying party */
+export const badGateway = (description: string, detail?: string) => new SignDocError('bad_gateway', description, detail === undefined ? {} : { detail });
+export const gatewayTimeout = (description: string, detail?: string) => new SignDocError('gateway_timeout', description, detail === undefined ? {} : { detail });
 export const temporarilyUnavailable = (description: string) => new SignDocError('temporarily_unavailable', description);

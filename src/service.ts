@@ -5,14 +5,19 @@
 import { existsSync } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
-import { createApp, listen, listenPublication, type RunningServer } from './http/server.ts';
+import { createApp, listen, listenPublication, withSignDocFastPath, type RunningServer } from './http/server.ts';
 import { pkiRouter } from './http/pki-routes.ts';
-import { createMetrics } from './http/metrics.ts';
-import { startDelivery, type Delivery } from './mediation/delivery.ts';
+import { createMetrics, operationalGauges, type OperationalSnapshot } from './http/metrics.ts';
+import { listenOps } from './http/ops.ts';
+import { watchReadiness } from './readiness.ts';
+import { startDeliveries } from './deliveries.ts';
+import type { Delivery } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { pkiExists, trustServicesExist } from './pki/init.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './pki/trust-services.ts';
-import { createSignerKeys } from './pki/key-pool.ts';
+import { openKeyCustody } from './pki/custody/open.ts';
+import type { KeyCustody } from './pki/custody/types.ts';
+import { signerProfile } from './pki/signer-certificate.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
 import { openStore, watchStore } from './store/open.ts';
 import { createOutgoingAgents } from './trust/agents.ts';
@@ -20,6 +25,9 @@ import { AuthorizationServers } from './trust/authorization-servers.ts';
 import { IdpDirectory } from './trust/idp-directory.ts';
 import { startKeyArchive, type KeyArchive } from './trust/key-archive.ts';
 import { logger as defaultLogger, type Logger } from './util/logger.ts';
+import { openToOthers } from './util/private-files.ts';
+import { runStopSteps } from './util/lifecycle.ts';
+import { DataDirInUseError, lockDataDir, type InstanceLock } from './util/instance-lock.ts';
 
 export interface QtspService extends RunningServer {
   readonly deps: SignDocDeps;
@@ -27,8 +35,21 @@ export interface QtspService extends RunningServer {
   readonly trust: { readonly idps: IdpDirectory; readonly servers: AuthorizationServers; readonly keyArchive: KeyArchive };
   /** the plain-HTTP publication server (OCSP, CRLs, CA certificates, TSA) */
   readonly publicationUrl: string;
+  /** the operations listener: /health/live, /health/ready, /metrics (plain HTTP, loopback by default) */
+  readonly opsUrl: string;
+  /** runs the readiness checks now instead of at their next interval (tests) */
+  readonly refreshReadiness: () => Promise<void>;
   /** outbox relay and (delivery.inProcessWorker) the workers of mediation records and notifications */
   readonly delivery: Delivery;
+}
+
+/** `promise`, or a rejection after `ms`: a scrape never waits on a dead store or Redis for longer */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 function requireFiles(config: Config): void {
@@ -47,9 +68,33 @@ function requireFiles(config: Config): void {
   if (!trustServicesExist(config.dataDir)) throw new ConfigError(`setting dataDir: no TSA or OCSP responder certificate in ${config.dataDir}/pki; run \`qtsp pki init\` to add them`);
 }
 
+/** Metrics, labelled qtsp_instance when this is one of several instances (instance.id). */
+function instanceMetrics(config: Config, defaultMetrics: boolean): ReturnType<typeof createMetrics> {
+  const metrics = createMetrics({ defaultMetrics });
+  if (config.instance.id !== undefined) metrics.registry.setDefaultLabels({ qtsp_instance: config.instance.id });
+  return metrics;
+}
+
+/** One serving process per data directory (util/instance-lock.ts); a second one is a configuration error. */
+function lockDataDirOrRefuse(dataDir: string): InstanceLock {
+  try {
+    return lockDataDir(dataDir);
+  } catch (err) {
+    if (err instanceof DataDirInUseError) throw new ConfigError(err.message);
+    throw err;
+  }
+}
+
+/** The data directory holds keys and personal data; we do not change the mode of an existing one, we say so. */
+function warnIfOpenToOthers(dataDir: string, logger: Logger): void {
+  const mode = openToOthers(dataDir);
+  if (!mode) return;
+  logger.warn({ event: 'datadir.open_to_others', dir: dataDir, mode }, `data directory ${dataDir} is accessible to group or others (mode ${mode}); it holds private keys and personal data: chmod 700 ${dataDir}`);
+}
+
 /** TSA, OCSP responder, CRLs: the issuing CA, TSA and responder certificates are registered in the store */
-async function startTrustServices(config: Config, store: Parameters<typeof registerServiceCertificates>[0], agent: import('node:https').Agent): Promise<TrustServices> {
-  const pki = createTrustServices({ config, store, agent });
+async function startTrustServices(config: Config, store: Parameters<typeof registerServiceCertificates>[0], agent: import('node:https').Agent, custody: KeyCustody): Promise<TrustServices> {
+  const pki = createTrustServices({ config, store, agent, custody });
   await registerServiceCertificates(store, pki);
   return pki;
 }
@@ -67,9 +112,54 @@ function pkiRoutes(config: Config, pki: TrustServices, logger: Logger) {
   });
 }
 
-export async function startQtsp(config: Config, options: { logger?: Logger; defaultMetrics?: boolean } = {}): Promise<QtspService> {
-  const logger = options.logger ?? defaultLogger;
+export interface StartOptions {
+  readonly logger?: Logger;
+  readonly defaultMetrics?: boolean;
+  readonly keyArchiveDir?: string;
+  readonly dataDirLockHeldByPrimary?: boolean;
+}
+
+/**
+ * `keyArchiveDir`: where this process keeps its clone of the key archive (default <dataDir>/key-archive); the
+ * processes of one cluster each keep their own (isomorphic-git does not lock a clone against other processes).
+ * `dataDirLockHeldByPrimary`: a cluster worker (cli/serve-cluster.ts) does not lock the data directory: its
+ * primary holds that lock for the whole cluster, which is one instance.
+ */
+export async function startQtsp(config: Config, options: StartOptions = {}): Promise<QtspService> {
   requireFiles(config);
+  const lock = options.dataDirLockHeldByPrimary ? { release: () => undefined } : lockDataDirOrRefuse(config.dataDir);
+  try {
+    const qtsp = await startLocked(config, options);
+    return {
+      ...qtsp,
+      close: async () => {
+        try {
+          await qtsp.close();
+        } finally {
+          lock.release();
+        }
+      },
+    };
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+async function startLocked(config: Config, options: StartOptions = {}): Promise<QtspService> {
+  const logger = options.logger ?? defaultLogger;
+  // first: a missing module, token or wrong PIN stops the start naming the setting; starts filling the RSA key pool
+  const keys = await openKeyCustody(config, { logger });
+  try {
+    return await startWithCustody(config, options, keys, logger);
+  } catch (err) {
+    await keys.close(); // idempotent: a failure after the listeners closed it already
+    throw err;
+  }
+}
+
+async function startWithCustody(config: Config, options: StartOptions, keys: KeyCustody, logger: Logger): Promise<QtspService> {
+  warnIfOpenToOthers(config.dataDir, logger);
   const agents = createOutgoingAgents(config);
   const timeoutMs = config.trust.httpTimeoutMs;
   const idps = new IdpDirectory({
@@ -82,7 +172,7 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     logger,
   });
   await idps.start(); // first list pull; a failing directory is logged and reported in readiness
-  const keyArchive = await startKeyArchive(config, agents.plain, logger); // clone or pull at start (spec 4.7)
+  const keyArchive = await startKeyArchive(config, agents.plain, logger, options.keyArchiveDir); // clone or pull at start (spec 4.7)
   const servers = new AuthorizationServers({
     agent: agents.plain,
     metadataTtlMs: config.trust.metadataCacheTtlSeconds * 1000,
@@ -97,10 +187,9 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     if (healthy) logger.info({ event: 'store.available', driver: store.driver }, 'evidence store answers again');
     else logger.error({ event: 'store.unavailable', driver: store.driver, error: reason }, 'evidence store does not answer; not ready');
   });
-  const pki = await startTrustServices(config, store, agents.plain);
-  const keys = createSignerKeys({ rsaPoolSize: config.signer.rsaPoolSize, logger }); // starts filling the RSA key pool
+  const pki = await startTrustServices(config, store, agents.plain, keys);
   // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
-  const delivery = startDelivery(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: config.delivery.inProcessWorker });
+  const delivery = startDeliveries(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: config.delivery.inProcessWorker });
   const deps: SignDocDeps = {
     qtspId: config.qtspId,
     sad: { idps, servers, clockSkewSeconds },
@@ -108,29 +197,64 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     issuingCa: pki.issuing, // with the AIA and CRL DP extensions of signer certificates
     ades: { timestamps: pki.timestamps, revocation: pki.revocation },
     signerValiditySeconds: config.signer.validitySeconds,
+    signerProfile: signerProfile({ defaultCountry: config.signer.defaultCountry, pdsUrls: config.signer.pdsUrls }),
     keys,
     defaultAlgorithm: config.signer.defaultAlgorithm,
     store,
     mediation: { ownerId: config.mediation.ownerId, recorded: () => delivery.wake() },
     logger,
-    metrics: createMetrics({ defaultMetrics: options.defaultMetrics ?? true }),
+    metrics: instanceMetrics(config, options.defaultMetrics ?? true),
   };
-  const readiness = () => {
-    const trust = [keyArchive.readiness(), idps.readiness()];
-    const reasons = storeHealth.healthy ? [] : [`evidence store (${store.driver}) does not answer: ${storeHealth.reason}`];
-    reasons.push(...trust.flatMap((r) => r.reasons));
-    return { ready: storeHealth.healthy && trust.every((r) => r.ready), reasons };
+  const readiness = watchReadiness({
+    store: { driver: store.driver, health: storeHealth },
+    idps,
+    keyArchive,
+    servers,
+    keys,
+    issuingKey: pki.issuing.key,
+    intervalMs: config.store.pingIntervalMs,
+    logger,
+  });
+  await readiness.refresh(); // the first report at start reflects real probes
+  const gauges = operationalGauges(deps.metrics.registry, () => withTimeout(operationalSnapshot(), config.ops.metricsTimeoutMs));
+  const operationalSnapshot = async (): Promise<OperationalSnapshot> => {
+    const topics: Record<string, { outbox?: Record<string, number>; oldestUndelivered?: Date | null; queue?: Record<string, number> }> = {};
+    let redisUp = true;
+    const status = await withTimeout(delivery.status(), config.ops.metricsTimeoutMs).catch(() => undefined);
+    for (const [topic, t] of Object.entries(status ?? {})) {
+      const oldest = await store.outboxPending(topic, 1, new Date()).catch(() => undefined);
+      topics[topic] = {
+        outbox: t.outbox,
+        ...(oldest ? { oldestUndelivered: oldest[0]?.createdAt ?? null } : {}),
+        ...(t.queue ? { queue: { waiting: t.queue.waiting, active: t.queue.active, delayed: t.queue.delayed, failed: t.queue.failed } } : {}),
+      };
+      if (!t.queue) redisUp = false;
+    }
+    if (!status) redisUp = false; // the store did not answer: Redis unknown, reported down rather than up
+    return {
+      topics,
+      storeUp: storeHealth.healthy,
+      redisUp,
+      ready: readiness.report().ready,
+      idpListAgeSeconds: idps.listAgeSeconds(),
+      keyArchiveHeadAgeSeconds: keyArchive.headAgeSeconds(),
+      keyArchiveLastPullAgeSeconds: keyArchive.lastPullAgeSeconds(),
+    };
   };
   const admin = adminRouter({ store, allowedFingerprints: config.notification.adminClientFingerprints, queued: () => delivery.wake() });
   const publicationRoutes = pkiRoutes(config, pki, logger);
-  const app = createApp(config, deps, readiness, [publicationRoutes, admin]);
+  const app = createApp(config, deps, [publicationRoutes, admin]);
   let server: RunningServer;
   let publication: { url: string; close(): Promise<void> } | undefined;
+  let ops: { url: string; close(): Promise<void> } | undefined;
   try {
-    publication = await listenPublication(config, [publicationRoutes]);
-    server = await listen(config, app);
+    ops = await listenOps(config, { readiness: () => readiness.report(), metrics: deps.metrics, beforeScrape: () => gauges.update(), logger });
+    publication = await listenPublication(config, [publicationRoutes], logger);
+    server = await listen(config, withSignDocFastPath(config, deps, app), logger);
   } catch (err) {
     await publication?.close();
+    await ops?.close();
+    readiness.stop();
     idps.stop();
     await keyArchive.stop();
     await delivery.close();
@@ -139,23 +263,41 @@ export async function startQtsp(config: Config, options: { logger?: Logger; defa
     await keys.close();
     throw err;
   }
-  logger.info({ event: 'qtsp.started', url: server.signDocUrl, publication: publication.url, qtsp_id: config.qtspId }, 'qtsp listening');
+  logger.info({ event: 'qtsp.started', url: server.signDocUrl, publication: publication.url, ops: ops.url, qtsp_id: config.qtspId }, 'qtsp listening');
+  const opsServer = ops;
   return {
     ...server,
     publicationUrl: publication.url,
+    opsUrl: ops.url,
+    refreshReadiness: () => readiness.refresh(),
     deps,
     trust: { idps, servers, keyArchive },
     delivery,
     close: async () => {
-      await server.close();
-      await publication.close();
-      await delivery.close(); // before the store: running deliveries still mark their outcome
-      idps.stop();
-      await keyArchive.stop();
-      await keys.close(); // stops the key generation workers; keys nobody took are dropped
-      storeHealth.stop();
-      await store.close();
-      agents.destroy();
+      // each step bounded, each runs even when an earlier one failed or hung (Redis or PostgreSQL gone)
+      const { drainTimeoutMs, shutdownTimeoutMs } = config.lifecycle;
+      const stepTimeoutMs = Math.max(1000, Math.floor((shutdownTimeoutMs - drainTimeoutMs) / 5));
+      await runStopSteps(
+        [
+          // refuses new connections at once; signDoc calls in progress finish (their evidence is written)
+          // the operations listener closes too: a probe that cannot connect takes this instance out of the pool
+          ['drain signDoc calls', () => Promise.all([server.close(), publication.close(), opsServer.close()]).then(() => undefined), drainTimeoutMs + 1000],
+          ['close the delivery queues', () => delivery.close()], // before the store: running deliveries still mark their outcome
+          ['stop the trust sources', async () => {
+            readiness.stop();
+            idps.stop();
+            await keyArchive.stop();
+          }],
+          ['close the key custody', () => keys.close()], // pooled keys nobody took are dropped (PKCS#11: destroyed, sessions closed)
+          ['flush and close the store', async () => {
+            storeHealth.stop();
+            await store.close();
+          }],
+          ['close outgoing connections', () => agents.destroy()],
+        ],
+        stepTimeoutMs,
+        logger,
+      );
     },
   };
 }

@@ -1,10 +1,11 @@
 /**
- * CAdES baseline levels above B-B (ETSI EN 319 122-1 V1.3.1, clause 6): the B-B SignerInfo of cades.ts, plus
+ * CAdES baseline levels above B-B (ETSI EN 319 122-1 V1.3.1, clause 6): the B-B SignerInfo (crypto/cms.ts), plus
  *   B-T   signature-time-stamp (1.2.840.113549.1.9.16.2.14, 5.3): an RFC 3161 token over the signature value;
  *   B-LT  every certificate (signer chain and TSA chain) in SignedData.certificates, and revocation data for
  *         every certificate that is not self-signed in SignedData.crls: OCSP responses as
  *         OtherRevocationInfoFormat id-ri-ocsp-response (1.3.6.1.5.5.7.16.2, RFC 5940), CRLs where OCSP does
- *         not apply (the issuing CA and the TSA, issued by the root) (6.3, 6.4);
+ *         not apply (the issuing CA and the TSA, issued by the root) (6.3, 6.4); all of it issued strictly
+ *         after the signature time-stamp's genTime, as EU DSS checks for fresh revocation data;
  *   B-LTA archive-time-stamp-v3 (0.4.0.1733.2.4, 5.5.3) carrying ats-hash-index-v3 (0.4.0.19122.1.5, 5.5.2)
  *         in the token's unsigned attributes.
  * certificate-values / revocation-values are not used: baseline signatures must not (6.3, FIELD-NOTES).
@@ -16,9 +17,10 @@
  */
 import { badGateway, SignDocError } from '../errors.ts';
 import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
-import { digest, type HashAlgorithm } from './algorithms.ts';
-import type { BuiltSignature, RevocationInfo, SignatureInput } from './builders.ts';
-import { baselineSignedAttributes, CMS_OID, signSignerInfo } from './cades.ts';
+import { genTimeOf } from '../pki/tsa.ts';
+import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
+import type { BuiltSignature, RevocationInfo, SignatureInput } from './types.ts';
+import { baselineSignedAttributes, CMS_OID, signSignerInfo } from '../crypto/cms.ts';
 import { algorithmIdentifier, children, content, explicit, integer, octetString, oid, partsOf, raw, readWhole, sequence, setOf, tlv, type Tlv } from '../util/der.ts';
 
 export const CADES_OID = {
@@ -58,19 +60,22 @@ const unique = (list: readonly Buffer[]) => list.filter((b, i) => list.findIndex
 
 /**
  * Revocation data for every certificate that is not self-signed (EN 319 122-1 6.4: B-LT): the OCSP response
- * of its CA when the CA runs a responder, else the CA's CRL. The issuer is found by name among `certificates`.
+ * of its CA when the CA runs a responder, else the CA's CRL. The issuer is found by name among `certificates`
+ * and the provider's authorities.
+ * `after` (B-LT, B-LTA: the signature time-stamp's genTime): every piece is issued strictly after it.
  */
-export async function validationData(certificates: readonly Buffer[], revocation: RevocationProvider): Promise<RevocationInfo> {
+export async function validationData(certificates: readonly Buffer[], revocation: RevocationProvider, after?: Date): Promise<RevocationInfo> {
   const parts = certificates.map(partsOf);
+  const issuers = [...parts, ...(revocation.authorities ?? []).map(partsOf)]; // the root need not be in the signature
   const results = await Promise.all(
     parts
       .filter((p) => !p.issuer.equals(p.subject))
       .map(async (p) => {
-        const issuer = parts.find((q) => q.subject.equals(p.issuer));
+        const issuer = issuers.find((q) => q.subject.equals(p.issuer));
         if (!issuer) throw new SignDocError('server_error', 'the issuer of a certificate in the signature is missing');
-        const ocsp = await revocation.ocspResponse(p.der, issuer.der);
+        const ocsp = await revocation.ocspResponse(p.der, issuer.der, after);
         if (ocsp) return { ocsp };
-        const crl = await revocation.crl(issuer.der);
+        const crl = await revocation.crl(issuer.der, after);
         if (!crl) throw badGateway('no revocation data (OCSP or CRL) is available for a certificate of the signature');
         return { crl };
       }),
@@ -166,14 +171,14 @@ function encodeSignedData(p: SignedDataParts): Buffer {
 }
 
 /**
- * The B-B SignerInfo of cades.ts (signing-time included: CAdES; left out for the PAdES CMS profile, EN 319 142-1
+ * The B-B SignerInfo of crypto/cms.ts (signing-time included: CAdES; left out for the PAdES CMS profile, EN 319 142-1
  * 5.4: the PDF's /M holds the claimed time), as its six field TLVs.
  */
-function signedFields(input: SignatureInput, withoutSigningTime: boolean): Buffer[] {
-  const signerInfo = signSignerInfo({
+async function signedFields(input: SignatureInput, withoutSigningTime: boolean): Promise<Buffer[]> {
+  const signerInfo = await signSignerInfo({
     hashAlgorithm: input.hashAlgorithm,
     signerCertificate: input.signerCertificate,
-    privateKey: input.privateKey,
+    key: input.key,
     signedAttributes: baselineSignedAttributes(withoutSigningTime ? { ...input, signingTime: undefined } : input),
   });
   const der = Buffer.from(signerInfo.toSchema().toBER());
@@ -188,16 +193,18 @@ export async function buildCadesLevel(level: CadesLevel, input: SignatureInput, 
   const hash = input.hashAlgorithm;
   if (input.hash.length !== hash.length) throw new RangeError(`document hash has ${input.hash.length} bytes, ${hash.name} has ${hash.length}`);
   const timestamps = requireTimestamps(input.services);
-  const fields = signedFields(input, withoutSigningTime);
+  const fields = await signedFields(input, withoutSigningTime);
   const signatureValue = content(fields[5]!, readWhole(fields[5]!));
   const token = await timestamps.timestamp(digest(hash, signatureValue), hash);
+  const timeStampedAt = genTimeOf(token);
   const unsignedAttributes = [attribute(CADES_OID.signatureTimeStamp, token)];
   const signerChain = [input.signerCertificate.der, ...input.chain];
   if (level === 'T') {
-    return { signature: encodeSignedData({ hashAlgorithm: hash, certificates: signerChain, crls: [], signerInfoFields: fields, unsignedAttributes }) };
+    return { signature: encodeSignedData({ hashAlgorithm: hash, certificates: signerChain, crls: [], signerInfoFields: fields, unsignedAttributes }), timeStampedAt };
   }
   const certificates = unique([...signerChain, ...timestamps.chain]);
-  const revocation = await validationData(certificates, requireRevocation(input.services));
+  // issued after the signature time-stamp (EU DSS: revocation data fresh relative to the best signature time)
+  const revocation = await validationData(certificates, requireRevocation(input.services), timeStampedAt);
   const crls = [...revocation.ocsp.map(ocspRevocationInfo), ...revocation.crl];
   if (level === 'LTA') {
     const hashIndex = atsHashIndexV3(hash, certificates, crls, unsignedAttributes);
@@ -205,5 +212,5 @@ export async function buildCadesLevel(level: CadesLevel, input: SignatureInput, 
     const withIndex = addTokenUnsignedAttribute(archiveToken, attribute(CADES_OID.atsHashIndexV3, hashIndex));
     unsignedAttributes.push(attribute(CADES_OID.archiveTimeStampV3, withIndex));
   }
-  return { signature: encodeSignedData({ hashAlgorithm: hash, certificates, crls, signerInfoFields: fields, unsignedAttributes }), revocation };
+  return { signature: encodeSignedData({ hashAlgorithm: hash, certificates, crls, signerInfoFields: fields, unsignedAttributes }), revocation, timeStampedAt };
 }

@@ -2,6 +2,18 @@
  * What this QTSP offers: signature formats, conformance levels and signature algorithms (spec 2.12). A request
  * for anything else is a 400 that names what we do offer, never a wrong signature.
  *
+ * One rule decides which format x document hash x signer key combinations we offer (issue 11 item 10): a
+ * combination is offered only where an independent validator in our test suite verifies it. OFFER below is
+ * that rule written out, the only place that says it; test/unit/offer-matrix.test.ts runs each format's
+ * validator over every combination, offered (it must verify) and not offered (it fails, which is why).
+ *
+ * | format | validator                                  | hashes                      | signer keys                       |
+ * |--------|--------------------------------------------|-----------------------------|-----------------------------------|
+ * | C      | openssl cms -verify -cades (OpenSSL 3.0)   | SHA-256/384/512, SHA3-*     | ECDSA P-256, P-384, RSA-3072      |
+ * |        |                                            |                             | PKCS#1 v1.5, RSA-3072 RSASSA-PSS  |
+ * | P      | pdfsig (poppler 22.12, NSS): no SHA-3      | SHA-256/384/512             | the same four                     |
+ * | X      | xmlsec1 1.2.37: no SHA-3, no RSASSA-PSS     | SHA-256/384/512             | ECDSA P-256, P-384, RSA PKCS#1    |
+ *
  * signAlgo rules (spec 2.12 signAlgo / signAlgoParams; ETSI TS 119 432 lets signAlgo name a signature algorithm
  * or a key algorithm). The signature's hash is always the document hash algorithm (documentDigests.
  * hashAlgorithmOID, which is also the CMS digestAlgorithm): a signAlgo naming another hash is a 400.
@@ -27,18 +39,66 @@
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { badRequest } from '../errors.ts';
-import { MGF1_OID, RSASSA_PSS_OID, SIGNER_ALGORITHMS, type KeyAlgorithm, type SignatureScheme, type SignerAlgorithm } from '../pki/keys.ts';
-import type { HashAlgorithm } from './algorithms.ts';
-import { SIGNATURE_OIDS } from './algorithms.ts';
+import { SIGNER_ALGORITHMS, type KeyAlgorithm, type SignatureScheme, type SignerAlgorithm } from '../pki/keys.ts';
+import { MGF1_OID, RSASSA_PSS_OID } from '../crypto/signature.ts';
+import type { HashAlgorithm } from '../crypto/algorithms.ts';
+import { SIGNATURE_OIDS } from '../crypto/algorithms.ts';
 import { BUILDERS } from './builders.ts';
-import { XADES_HASH_NAMES, xadesSupportsHash } from './xades.ts';
-import type { ConformanceLevel, SignatureFormat } from '../signing/request.ts';
+import { CONFORMANCE_LEVELS, type ConformanceLevel, type SignatureFormat } from './formats.ts';
 
-const LEVELS: readonly ConformanceLevel[] = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'];
+const ALL_KEYS: readonly SignerAlgorithm[] = ['ECDSA-P256', 'ECDSA-P384', 'RSA-3072', 'RSA-PSS-3072'];
+const SHA2 = ['SHA-256', 'SHA-384', 'SHA-512'] as const;
+const SHA3 = ['SHA3-256', 'SHA3-384', 'SHA3-512'] as const;
+
+/** What one format offers under the rule, and the validator that earns it. */
+export interface FormatOffer {
+  /** the independent validator in our test suite that verifies every offered combination */
+  readonly validator: string;
+  /** document hashes (HashAlgorithm.name) */
+  readonly hashes: readonly string[];
+  readonly keys: readonly SignerAlgorithm[];
+  /** what the validator cannot verify, and so what we do not offer */
+  readonly limits?: string;
+}
+
+/**
+ * The rule, as one table: a format x hash x key combination is offered only where the format's independent
+ * validator verifies it (every combination of the hashes and keys of a row; nothing else).
+ */
+export const OFFER: Readonly<Record<SignatureFormat, FormatOffer>> = {
+  C: { validator: 'openssl cms -verify -cades (OpenSSL 3.0)', hashes: [...SHA2, ...SHA3], keys: ALL_KEYS },
+  P: { validator: 'pdfsig (poppler 22.12, NSS)', hashes: SHA2, keys: ALL_KEYS, limits: 'NSS has no SHA-3' },
+  X: {
+    validator: 'xmlsec1 1.2.37',
+    hashes: SHA2,
+    keys: ['ECDSA-P256', 'ECDSA-P384', 'RSA-3072'],
+    limits: 'xmlsec1 1.2 knows neither the SHA-3 nor the RSASSA-PSS URIs of RFC 6931',
+  },
+};
+
+const KEY_NAMES: Readonly<Record<SignerAlgorithm, string>> = {
+  'ECDSA-P256': 'ECDSA P-256',
+  'ECDSA-P384': 'ECDSA P-384',
+  'RSA-3072': 'RSA-3072 PKCS#1 v1.5',
+  'RSA-PSS-3072': 'RSA-3072 RSASSA-PSS',
+};
+
+/** Whether the rule offers this combination. */
+export function isOffered(format: SignatureFormat, hash: HashAlgorithm, algorithm: SignerAlgorithm): boolean {
+  return OFFER[format].hashes.includes(hash.name) && OFFER[format].keys.includes(algorithm);
+}
+
+function formatOfferText(format: SignatureFormat): string {
+  const o = OFFER[format];
+  return (
+    `signature_format ${format} is offered with ${o.hashes.join(', ')} document hashes and ${o.keys.map((k) => KEY_NAMES[k]).join(', ')} signer keys ` +
+    `(what ${o.validator} verifies${o.limits ? `; ${o.limits}` : ''})`
+  );
+}
 
 /** format -> levels with a registered builder */
 export const OFFERED: Readonly<Record<SignatureFormat, readonly ConformanceLevel[]>> = Object.fromEntries(
-  (Object.keys(BUILDERS) as SignatureFormat[]).map((f) => [f, LEVELS.filter((l) => BUILDERS[f][l])]),
+  (Object.keys(BUILDERS) as SignatureFormat[]).map((f) => [f, CONFORMANCE_LEVELS.filter((l) => BUILDERS[f][l])]),
 ) as Record<SignatureFormat, ConformanceLevel[]>;
 
 export const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
@@ -94,18 +154,18 @@ const SIGN_ALGOS: ReadonlyMap<string, SignAlgoEntry> = new Map<string, SignAlgoE
   ]),
 ]);
 
-/** What a request with document hashes of `hash` may ask for, for the 400 messages. */
-export function offeredSignAlgos(hash: HashAlgorithm): string {
+/** What a request with document hashes of `hash` may ask for (among `keys`, the format's), for the 400 messages. */
+export function offeredSignAlgos(hash: HashAlgorithm, keys: readonly SignerAlgorithm[] = ALL_KEYS): string {
   const ecdsa = (SIGNATURE_OIDS.ecdsa as Record<string, string>)[hash.node];
   const rsa = (SIGNATURE_OIDS.rsa as Record<string, string>)[hash.node];
   const curve = ecdsaCurveFor(hash);
-  return (
-    `with ${hash.name} document hashes this QTSP offers signAlgo ` +
-    `${EC_PUBLIC_KEY} (ECDSA; signAlgoParams: namedCurve 1.2.840.10045.3.1.7 P-256 or 1.3.132.0.34 P-384), ` +
-    `${ecdsa} (ECDSA ${curve} with ${hash.name}), ` +
-    `${RSA_ENCRYPTION} or ${rsa} (RSA-3072 PKCS#1 v1.5 with ${hash.name}), ` +
-    `${RSASSA_PSS_OID} (RSA-3072 RSASSA-PSS; signAlgoParams: RSASSA-PSS-params with ${expectedPss(hash)})`
-  );
+  const offers = [
+    `${EC_PUBLIC_KEY} (ECDSA; signAlgoParams: namedCurve 1.2.840.10045.3.1.7 P-256 or 1.3.132.0.34 P-384)`,
+    `${ecdsa} (ECDSA ${curve} with ${hash.name})`,
+    ...(keys.includes('RSA-3072') ? [`${RSA_ENCRYPTION} or ${rsa} (RSA-3072 PKCS#1 v1.5 with ${hash.name})`] : []),
+    ...(keys.includes('RSA-PSS-3072') ? [`${RSASSA_PSS_OID} (RSA-3072 RSASSA-PSS; signAlgoParams: RSASSA-PSS-params with ${expectedPss(hash)})`] : []),
+  ];
+  return `with ${hash.name} document hashes this QTSP offers signAlgo ${offers.join(', ')}`;
 }
 
 function expectedPss(hash: HashAlgorithm): string {
@@ -150,7 +210,7 @@ function isHashIdentifier(ai: pkijs.AlgorithmIdentifier, hash: HashAlgorithm): b
   return ai.algorithmId === hash.oid && (ai.algorithmParams === undefined || ai.algorithmParams instanceof asn1js.Null);
 }
 
-/** RSASSA-PSS-params (RFC 4055 3.1) must be exactly what we sign with (keys.ts rsaPssParams); reasons name the field. */
+/** RSASSA-PSS-params (RFC 4055 3.1) must be exactly what we sign with (crypto/signature.ts rsaPssParams); reasons name the field. */
 export function checkRsaPssParams(signAlgoParams: string | undefined, hash: HashAlgorithm): void {
   const expected = `expected RSASSA-PSS-params with ${expectedPss(hash)}`;
   if (signAlgoParams === undefined) throw badRequest(`signAlgo ${RSASSA_PSS_OID} (RSASSA-PSS) needs signAlgoParams: ${expected}`);
@@ -179,18 +239,24 @@ export function checkRsaPssParams(signAlgoParams: string | undefined, hash: Hash
 /**
  * The signer algorithm for a request (rules in the header comment). Throws a 400 naming what we offer.
  */
-export function resolveSignAlgo(hash: HashAlgorithm, signAlgo?: string, signAlgoParams?: string, defaultAlgorithm: SignerAlgorithm = 'ECDSA-P256'): SignerAlgorithm {
+export function resolveSignAlgo(
+  hash: HashAlgorithm,
+  signAlgo?: string,
+  signAlgoParams?: string,
+  defaultAlgorithm: SignerAlgorithm = 'ECDSA-P256',
+  keys: readonly SignerAlgorithm[] = ALL_KEYS,
+): SignerAlgorithm {
   if (signAlgo === undefined) {
     if (signAlgoParams !== undefined) throw badRequest('signAlgoParams was sent without signAlgo');
-    return defaultAlgorithm; // RSA-PSS-3072 as default: our parameters for the document hash (keys.ts rsaPssParams)
+    return defaultAlgorithm; // RSA-PSS-3072 as default: our parameters for the document hash (crypto/signature.ts rsaPssParams)
   }
   const entry = SIGN_ALGOS.get(signAlgo);
-  if (!entry) throw badRequest(`signAlgo ${signAlgo} is not offered; ${offeredSignAlgos(hash)}`);
+  if (!entry) throw badRequest(`signAlgo ${signAlgo} is not offered; ${offeredSignAlgos(hash, keys)}`);
   if (entry.hash !== undefined && entry.hash !== hash.node) {
     const named = [...SIGN_ALGOS.values()].find((e) => e.hash === entry.hash)!;
     throw badRequest(
       `signAlgo ${signAlgo} (${entry.name}) hashes with ${NAMES[named.hash!]}, but the document hashes are ${hash.name}: ` +
-        `the signature hash is always the document hash algorithm; ${offeredSignAlgos(hash)}`,
+        `the signature hash is always the document hash algorithm; ${offeredSignAlgos(hash, keys)}`,
     );
   }
   switch (entry.kind) {
@@ -212,6 +278,12 @@ export function resolveSignAlgo(hash: HashAlgorithm, signAlgo?: string, signAlgo
   }
 }
 
+/**
+ * The whole choice for a request: the level must have a builder, and format x hash x key must be offered by
+ * the rule (OFFER). Without signAlgo the key is signer.defaultAlgorithm, or ECDSA P-256 where the format does
+ * not offer the configured default (an RSASSA-PSS default does not make XAdES unusable for RPs that leave the
+ * key to us). Throws a 400 naming what is offered.
+ */
 export function chooseSigning(
   format: SignatureFormat,
   level: ConformanceLevel,
@@ -223,13 +295,11 @@ export function chooseSigning(
   if (!OFFERED[format].includes(level)) {
     throw badRequest(`signature_format ${format} at ${level} is not offered; this QTSP signs ${offeredText()}`);
   }
-  if (format === 'X' && !xadesSupportsHash(hash)) {
-    throw badRequest(
-      `signature_format X is offered with ${XADES_HASH_NAMES.join(', ')} document hashes only, not ${hash.name}: ` +
-        'XML signature verifiers in common use (xmlsec1 1.2, WebCrypto) have no SHA-3; C and P are offered with all six hashes',
-    );
-  }
-  const algorithm = resolveSignAlgo(hash, signAlgo, signAlgoParams, defaultAlgorithm);
+  const offer = OFFER[format];
+  if (!offer.hashes.includes(hash.name)) throw badRequest(`${formatOfferText(format)}, not with ${hash.name} document hashes`);
+  const fallback = offer.keys.includes(defaultAlgorithm) ? defaultAlgorithm : offer.keys[0]!;
+  const algorithm = resolveSignAlgo(hash, signAlgo, signAlgoParams, fallback, offer.keys);
+  if (!isOffered(format, hash, algorithm)) throw badRequest(`${formatOfferText(format)}, not with ${KEY_NAMES[algorithm]} signer keys`);
   const { key, scheme } = SIGNER_ALGORITHMS[algorithm];
   return { format, level, algorithm, keyAlgorithm: key, scheme };
 }

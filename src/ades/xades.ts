@@ -14,16 +14,19 @@
  * Hash algorithms: SHA-256/384/512 only. XML-DSig has URIs for SHA-3 (RFC 6931 2.1.5,
  * http://www.w3.org/2007/05/xmldsig-more#sha3-256 ...), but neither xmlsec1 1.2 (Debian's, our oracle) nor
  * WebCrypto (xmldsigjs' digest engine) knows them: a SHA-3 XAdES would be a signature nobody here can check.
+ * RSASSA-PSS: the builder writes the RFC 6931 SignatureMethod URIs, but offer.ts does not offer X with PSS keys,
+ * since xmlsec1 1.2 cannot verify them either (the one rule of offer.ts).
  */
-import { constants, sign as nodeSign, webcrypto, type KeyObject } from 'node:crypto';
+import { webcrypto } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import { DOMImplementation, DOMParser, XMLSerializer } from '@xmldom/xmldom';
 import * as XAdES from 'xadesjs';
 import * as XmlDSig from 'xmldsigjs';
 import xpath from 'xpath';
-import { digest, type HashAlgorithm } from './algorithms.ts';
-import type { BuiltSignature, SignatureInput } from './builders.ts';
-import { PreEncoded, type CmsCertificate } from './cades.ts';
+import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
+import type { SigningKey } from '../crypto/signature.ts';
+import type { BuiltSignature, SignatureInput } from './types.ts';
+import { PreEncoded, type CmsCertificate } from '../crypto/cms.ts';
 import { SignDocError } from '../errors.ts';
 
 // xml-core (under xadesjs) has no DOM of its own in Node; xmldsigjs digests through WebCrypto (node's). Both
@@ -74,7 +77,7 @@ export function documentUri(hash: Buffer, hashAlgorithm: HashAlgorithm): string 
 /** How a key signs SignedInfo: the SignatureMethod URI and the node:crypto options that match it. */
 export interface XmlSignatureMethod {
   readonly uri: string;
-  readonly sign: (data: Uint8Array) => Buffer;
+  readonly sign: (data: Uint8Array) => Promise<Buffer>;
 }
 
 const SIGNATURE_METHOD_URIS = {
@@ -89,26 +92,20 @@ const SIGNATURE_METHOD_URIS = {
 type XmlHash = keyof (typeof SIGNATURE_METHOD_URIS)['ec'];
 
 /**
- * The signature algorithm follows the key, the hash is the document's (as in CAdES): an EC key signs
- * ecdsa-sha*, an RSA key rsa-sha*, an RSASSA-PSS key (id-RSASSA-PSS) sha*-rsa-MGF1. Signing is node:crypto,
- * like every other signature we make (keys.ts): no copy of the private key is exported into WebCrypto, and the
- * same code signs with a key object that only refers to an HSM key.
+ * The signature algorithm follows the key's scheme, the hash is the document's (as in CAdES): ECDSA signs
+ * ecdsa-sha* (r||s), RSA PKCS#1 v1.5 rsa-sha*, RSASSA-PSS sha*-rsa-MGF1 (salt as long as the hash). The key
+ * signs, wherever it lives (crypto/signature.ts SigningKey): nothing is exported into WebCrypto.
  */
-export function xmlSignatureMethod(key: KeyObject, hashAlgorithm: HashAlgorithm): XmlSignatureMethod {
+export function xmlSignatureMethod(key: SigningKey, hashAlgorithm: HashAlgorithm): XmlSignatureMethod {
   digestUri(hashAlgorithm);
   const hash = hashAlgorithm.node as XmlHash;
-  switch (key.asymmetricKeyType) {
-    case 'ec':
-      return { uri: SIGNATURE_METHOD_URIS.ec[hash], sign: (data) => nodeSign(hash, data, { key, dsaEncoding: 'ieee-p1363' }) };
-    case 'rsa':
-      return { uri: SIGNATURE_METHOD_URIS.rsa[hash], sign: (data) => nodeSign(hash, data, { key, padding: constants.RSA_PKCS1_PADDING }) };
+  switch (key.scheme) {
+    case 'ecdsa':
+      return { uri: SIGNATURE_METHOD_URIS.ec[hash], sign: (data) => key.sign(hash, data, 'ieee-p1363') };
+    case 'rsa-pkcs1-v1_5':
+      return { uri: SIGNATURE_METHOD_URIS.rsa[hash], sign: (data) => key.sign(hash, data) };
     case 'rsa-pss':
-      return {
-        uri: SIGNATURE_METHOD_URIS['rsa-pss'][hash],
-        sign: (data) => nodeSign(hash, data, { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: hashAlgorithm.length }),
-      };
-    default:
-      throw new TypeError(`unsupported key type ${key.asymmetricKeyType ?? '?'} for XAdES`);
+      return { uri: SIGNATURE_METHOD_URIS['rsa-pss'][hash], sign: (data) => key.sign(hash, data) };
   }
 }
 
@@ -148,7 +145,7 @@ class DetachedXadesSignature extends XAdES.SignedXml {
     const signatureMethod = new XmlDSig.SignatureMethod();
     signatureMethod.Algorithm = method.uri;
     this.XmlSignature.SignedInfo.SignatureMethod = signatureMethod;
-    this.XmlSignature.SignatureValue = new Uint8Array(method.sign(Buffer.from(this.TransformSignedInfo(), 'utf8')));
+    this.XmlSignature.SignatureValue = new Uint8Array(await method.sign(Buffer.from(this.TransformSignedInfo(), 'utf8')));
   }
 
   protected override async ApplySignOptions(signature: XmlDSig.Signature, algorithm: Algorithm, key: CryptoKey, options: XAdES.OptionsXAdES): Promise<void> {
@@ -219,7 +216,7 @@ async function signDetached(input: SignatureInput): Promise<DetachedXadesSignatu
   signed.XmlSignature.SignedInfo.References.Add(documentReference(input, referenceId));
   addSignedProperties(signed, input, referenceId);
   signed.XmlSignature.KeyInfo = keyInfo(input);
-  await signed.signWith(xmlSignatureMethod(input.privateKey, input.hashAlgorithm), input.hashAlgorithm, input.signingTime);
+  await signed.signWith(xmlSignatureMethod(input.key, input.hashAlgorithm), input.hashAlgorithm, input.signingTime);
   return signed;
 }
 

@@ -9,10 +9,14 @@ import { fileURLToPath } from 'node:url';
 import { freePort } from '../util/free-port.ts';
 import { loadConfig } from '../config/load.ts';
 import type { Config, ConfigInput } from '../config/schema.ts';
-import { pkiInit } from '../pki/init.ts';
+import { join } from 'node:path';
+import { openKeyCustody } from '../pki/custody/open.ts';
+import type { Pkcs11Custody } from '../pki/custody/pkcs11.ts';
+import { createSoftHsmToken } from '../pki/custody/softhsm.ts';
+import { keysInToken, pkiExists, pkiInit, pkiInitInToken, trustServicesExist } from '../pki/init.ts';
 import { publicBaseUrl } from '../pki/publication.ts';
 import type { RpEndpoints } from '../rp/flow.ts';
-import { startSandbox, type Sandbox } from '../sandbox/index.ts';
+import { startSandbox, type ExternalClient, type Sandbox } from '../sandbox/index.ts';
 import { startQtsp, type QtspService } from '../service.ts';
 import type { Logger } from '../util/logger.ts';
 import { provideRedis, type ProvidedRedis } from '../util/redis-server.ts';
@@ -30,6 +34,8 @@ export interface EcosystemOptions {
   readonly smtpPort?: number;
   readonly logger?: Logger;
   readonly defaultMetrics?: boolean;
+  /** relying parties to register at the sandbox platform besides its default RP (`--clients FILE`, `--client JSON`) */
+  readonly clients?: readonly ExternalClient[];
 }
 
 export interface Ecosystem {
@@ -69,7 +75,7 @@ export function sandboxInfo(sandbox: Sandbox): SandboxInfo {
 }
 
 /** The QTSP's configuration pointed at a sandbox; explicit settings in `input` win. */
-function qtspConfigInput(input: ConfigInput, info: SandboxInfo, ports: { port: number; publicationPort: number }, redisUrl: string): ConfigInput {
+export function qtspConfigInput(input: ConfigInput, info: SandboxInfo, ports: { port: number; publicationPort: number }, redisUrl: string): ConfigInput {
   return {
     ...withPorts(input, ports.port, ports.publicationPort),
     trust: { idpDirectoryUrl: info.idpDirectoryUrl, keyArchiveUrl: info.keyArchiveUrl, keyArchiveSignerKeyFile: info.keyArchiveSignerKeyFile, ...input.trust },
@@ -79,14 +85,44 @@ function qtspConfigInput(input: ConfigInput, info: SandboxInfo, ports: { port: n
   };
 }
 
+/**
+ * keys.provider softhsm (the sandbox switch, e.g. QTSP_KEYS_PROVIDER=softhsm npm start): a SoftHSM2 token under
+ * <dataDir>/softhsm (created on first start, its own softhsm2.conf, a random PIN in a 0600 file), and the
+ * pkcs11 settings pointing at it. SOFTHSM2_CONF is set for this process: the module reads it when initialised.
+ */
+export function withSoftHsm(options: EcosystemOptions): EcosystemOptions {
+  const given = loadConfig(options.config ?? {}, options.env ?? {});
+  if (given.keys.provider !== 'softhsm') return options;
+  const token = createSoftHsmToken(join(given.dataDir, 'softhsm'), 'qtsp-sandbox');
+  process.env['SOFTHSM2_CONF'] = token.conf;
+  const keys = { ...options.config?.keys, provider: 'pkcs11' as const, pkcs11Module: token.module, tokenLabel: token.label, pinFile: token.pinFile };
+  return { ...options, config: { ...options.config, keys } };
+}
+
+/** The CA material: software keys in files, or (keys.provider pkcs11) the CA and service keys made in the token. */
+async function initPki(base: Config): Promise<void> {
+  const init = { dataDir: base.dataDir, qtspId: base.qtspId, publicBaseUrl: publicBaseUrl(base) };
+  if (base.keys.provider === 'software') {
+    pkiInit(init);
+    return;
+  }
+  if (pkiExists(base.dataDir) && keysInToken(base.dataDir) && trustServicesExist(base.dataDir)) return;
+  const custody = (await openKeyCustody(base, { forInit: true })) as Pkcs11Custody;
+  try {
+    await pkiInitInToken({ ...init, token: custody });
+  } finally {
+    await custody.close();
+  }
+}
+
 /** Ports chosen up front (the sandbox's SP record names our signDoc URL) and the CA material in place. */
-async function prepare(options: EcosystemOptions): Promise<{ base: Config; port: number; publicationPort: number; signDocUrl: string }> {
+export async function prepare(options: EcosystemOptions): Promise<{ base: Config; port: number; publicationPort: number; signDocUrl: string }> {
   const env = options.env ?? {};
   const given = loadConfig(options.config ?? {}, env);
   const port = given.server.port === 0 ? await freePort(given.server.host) : given.server.port;
   const publicationPort = given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
   const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
-  pkiInit({ dataDir: base.dataDir, qtspId: base.qtspId, publicBaseUrl: publicBaseUrl(base) });
+  await initPki(base);
   const host = base.server.host.includes(':') ? `[${base.server.host}]` : base.server.host;
   return { base, port, publicationPort, signDocUrl: `https://${host}:${port}${base.server.signDocPath}` };
 }
@@ -97,7 +133,8 @@ async function startQtspFor(options: EcosystemOptions, info: SandboxInfo, ports:
   return { config, qtsp };
 }
 
-export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ecosystem> {
+export async function startEcosystem(given: EcosystemOptions = {}): Promise<Ecosystem> {
+  const options = withSoftHsm(given);
   const { base, port, publicationPort, signDocUrl } = await prepare(options);
   const redis = await provideRedis(base.redis.url, options.env ?? process.env, base.dataDir);
   const sandbox = await startSandbox({
@@ -108,6 +145,7 @@ export async function startEcosystem(options: EcosystemOptions = {}): Promise<Ec
     mediationPort: options.mediationPort ?? 0,
     smtpPort: options.smtpPort ?? 0,
     qtsp: { id: base.qtspId, clientCertFile: base.client.certFile, signDocUrl },
+    ...(options.clients ? { clients: options.clients } : {}),
   }).catch(async (err: unknown) => {
     await redis.stop();
     throw err;
@@ -140,31 +178,12 @@ const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
  * The same wiring with the sandbox in a child process (`qtsp sandbox`): the benchmark measures the QTSP
  * without the bank's work (RS256 signing of every introspection response, its TLS) on the same event loop.
  */
-export async function startEcosystemWithSandboxProcess(options: EcosystemOptions = {}): Promise<Omit<Ecosystem, 'sandbox'>> {
+export async function startEcosystemWithSandboxProcess(given: EcosystemOptions = {}): Promise<Omit<Ecosystem, 'sandbox'>> {
+  const options = withSoftHsm(given);
   const { base, port, publicationPort, signDocUrl } = await prepare(options);
-  const child = spawn(process.execPath, [QTSP_BIN, 'sandbox', '--data-dir', base.dataDir, '--signdoc-url', signDocUrl], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, QTSP_QTSP_ID: base.qtspId, QTSP_LOG_LEVEL: 'silent' },
-  });
-  const stopChild = () =>
-    new Promise<void>((resolve) => {
-      if (child.exitCode !== null) return resolve();
-      child.once('exit', () => resolve());
-      child.kill('SIGTERM');
-    });
-  let info: SandboxInfo;
-  try {
-    info = await new Promise<SandboxInfo>((resolve, reject) => {
-      const lines = createInterface({ input: child.stdout! });
-      lines.on('line', (line) => {
-        if (line.startsWith(SANDBOX_READY)) resolve(JSON.parse(line.slice(SANDBOX_READY.length)) as SandboxInfo);
-      });
-      child.once('exit', (code) => reject(new Error(`qtsp sandbox exited with ${code} before it was ready`)));
-    });
-  } catch (err) {
-    await stopChild();
-    throw err;
-  }
+  const sandbox = await startSandboxProcess(base, signDocUrl);
+  const info = sandbox.info;
+  const stopChild = sandbox.stop;
   const redis = await provideRedis(base.redis.url, options.env ?? process.env, base.dataDir);
   try {
     const { config, qtsp } = await startQtspFor(options, info, { port, publicationPort }, redis);
@@ -182,6 +201,34 @@ export async function startEcosystemWithSandboxProcess(options: EcosystemOptions
   } catch (err) {
     await stopChild();
     await redis.stop();
+    throw err;
+  }
+}
+
+/** `qtsp sandbox` in a child process for the QTSP of `base` (CA material in place): its addresses once it listens. */
+export async function startSandboxProcess(base: Config, signDocUrl: string, extraArgs: readonly string[] = []): Promise<{ info: SandboxInfo; pid: number; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, [QTSP_BIN, 'sandbox', '--data-dir', base.dataDir, '--signdoc-url', signDocUrl, ...extraArgs], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    // the child ends with us, also when we are killed with SIGKILL (lifecycle.exitWithParent)
+    env: { ...process.env, QTSP_QTSP_ID: base.qtspId, QTSP_LOG_LEVEL: 'silent', QTSP_LIFECYCLE_EXIT_WITH_PARENT: 'true' },
+  });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
+  try {
+    const info = await new Promise<SandboxInfo>((resolve, reject) => {
+      const lines = createInterface({ input: child.stdout! });
+      lines.on('line', (line) => {
+        if (line.startsWith(SANDBOX_READY)) resolve(JSON.parse(line.slice(SANDBOX_READY.length)) as SandboxInfo);
+      });
+      child.once('exit', (code) => reject(new Error(`qtsp sandbox exited with ${code} before it was ready`)));
+    });
+    return { info, pid: child.pid!, stop };
+  } catch (err) {
+    await stop();
     throw err;
   }
 }

@@ -9,10 +9,9 @@
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
-import { hashByOid } from '../ades/algorithms.ts';
+import { hashByOid } from '../crypto/algorithms.ts';
 import { loadConfig } from '../config/load.ts';
-import { openStore } from '../store/open.ts';
-import { sqlitePath } from '../store/sqlite.ts';
+import { openStore, sqlitePath } from '../store/open.ts';
 import type { CertificateStatus, SigningTransaction, Store, StoredCertificate } from '../store/types.ts';
 import { toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
@@ -43,6 +42,7 @@ export function formatSigning(t: SigningTransaction, certificate: StoredCertific
     `  relying party     ${t.clientId} (client_state ${t.clientState})`,
     `  format, level     ${t.signatureFormat}, ${t.conformanceLevel}`,
     `  AS key vouched by ${t.keySource ?? 'not recorded'}`,
+    `  signer key kept in ${t.keyCustody ?? 'not recorded (software)'}`,
     `  hashes            ${t.hashes.length} x ${alg?.name ?? 'unknown algorithm'} (${t.hashAlgorithmOid})`,
     ...t.hashes.map((h, i) => `    [${i}] ${h}`),
     `  signer certificate serial ${t.certificateSerialHex}`,
@@ -79,14 +79,26 @@ async function show(store: Store, txn: string, json: boolean): Promise<number> {
   return 0;
 }
 
+/**
+ * `show TXN ...` / `verify TXN ...`. The AS chooses txn values (the sandbox's are base64url, and one in 64
+ * starts with '-'), so the word after the subcommand is the txn whatever it starts with, unless it is a long
+ * option (then the txn comes later, or after `--`).
+ */
+function splitArgs(args: readonly string[]): { sub: string | undefined; txn: string | undefined; rest: string[] } {
+  const [sub, second] = args;
+  return second !== undefined && !second.startsWith('--') ? { sub, txn: second, rest: args.slice(2) } : { sub, txn: undefined, rest: args.slice(1) };
+}
+
 export async function runEvidence(args: string[]): Promise<number> {
+  const split = splitArgs(args);
   const { positionals, values } = parseArgs({
-    args,
+    args: split.rest,
     allowPositionals: true,
     options: { 'data-dir': { type: 'string' }, json: { type: 'boolean', default: false } },
   });
-  const [sub, txn] = positionals;
-  if (!txn || positionals.length !== 2) {
+  const sub = split.sub;
+  const txn = split.txn ?? positionals[0];
+  if (!txn || positionals.length !== (split.txn === undefined ? 1 : 0)) {
     process.stderr.write(USAGE);
     return 2;
   }

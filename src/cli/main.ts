@@ -21,13 +21,18 @@ import { runPki } from './pki.ts';
 import { runSign } from './sign.ts';
 
 const USAGE = `usage:
-  qtsp dev                         start the sandbox ecosystem and the QTSP (sandbox defaults)
+  qtsp dev [--clients FILE] [--client JSON]
+                                   start the sandbox ecosystem and the QTSP (sandbox defaults); --clients
+                                   registers relying parties at the sandbox platform (README)
   qtsp serve                       start the QTSP alone (configuration: QTSP_* environment variables)
-  qtsp sandbox --signdoc-url URL   start the sandbox ecosystem alone (prints its addresses as JSON)
+  qtsp sandbox --signdoc-url URL [--clients FILE] [--client JSON]
+                                   start the sandbox ecosystem alone (prints its addresses as JSON)
   qtsp pki init [--rsa] [--force]  create root CA, issuing CA and our TLS client certificate
   qtsp pki root                    print the root CA certificate (PEM)
-  qtsp sign FILE... [--hash-alg sha-256] [--format C] [--level AdES-B-B] [--data-dir DIR]
-                                   sign files as a relying party against the sandbox
+  qtsp sign FILE... | --hash B64... [--hash-alg sha-256] [--format C|P|X] [--level B-B] [--sign-algo ALG]
+            [--data-dir DIR]       sign files or given hashes as a relying party against the sandbox that
+                                   runs with data directory DIR (default QTSP_DATA_DIR, else ./data);
+                                   qtsp sign --help for every option
   qtsp evidence show TXN [--data-dir DIR] [--json]
                                    print the stored signing(s), certificate(s) and introspection JWT of a txn
   qtsp evidence verify TXN [--data-dir DIR]

@@ -7,8 +7,9 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
-import { deliveryStatus, type TopicStatus } from '../mediation/delivery.ts';
-import { DeliveryQueues, redisConnection, TOPICS, withTimeout } from '../mediation/queue.ts';
+import { DELIVERY_TOPICS } from '../deliveries.ts';
+import { deliveryStatus, type TopicStatus } from '../delivery/delivery.ts';
+import { DeliveryQueues, redisConnection, withTimeout } from '../delivery/queue.ts';
 import { MEDIATION_TOPIC } from '../mediation/record.ts';
 import { openStore } from '../store/open.ts';
 import { knownRedisUrl } from '../util/redis-server.ts';
@@ -34,7 +35,7 @@ export function formatStatus(status: Record<string, TopicStatus>): string {
 async function connectQueues(url: string, config: Config): Promise<DeliveryQueues> {
   const connection = redisConnection(url, { blocking: false, onError: () => undefined });
   await withTimeout(new Promise((resolve) => connection.once('ready', resolve)), config.redis.commandTimeoutMs, 'connect').catch(() => undefined);
-  return new DeliveryQueues(connection, config, () => undefined);
+  return new DeliveryQueues(connection, DELIVERY_TOPICS, config, () => undefined);
 }
 
 export async function runMediation(args: string[]): Promise<number> {
@@ -50,7 +51,7 @@ export async function runMediation(args: string[]): Promise<number> {
   try {
     const status = queues
       ? await deliveryStatus(store, queues)
-      : Object.fromEntries(await Promise.all(TOPICS.map(async (t) => [t, { outbox: await store.outboxCounts(t), queueError: 'no Redis known (redis.url, REDIS_URL, or a running qtsp dev)' }])));
+      : Object.fromEntries(await Promise.all(DELIVERY_TOPICS.map(async (t) => [t, { outbox: await store.outboxCounts(t), queueError: 'no Redis known (redis.url, REDIS_URL, or a running qtsp dev)' }])));
     process.stdout.write(values.json ? JSON.stringify(status, null, 2) + '\n' : formatStatus(status));
     return 0;
   } finally {

@@ -1,40 +1,80 @@
 /**
- * `qtsp serve` (the QTSP alone) and `qtsp dev` (sandbox ecosystem + QTSP, the embedded sandbox defaults that
+ * `qtsp serve` (the QTSP alone; with server.workers, one process per worker: serve-cluster.ts) and `qtsp dev` (sandbox ecosystem + QTSP, the embedded sandbox defaults that
  * `npm start` runs). Both stop cleanly on SIGINT/SIGTERM.
  */
+import cluster from 'node:cluster';
 import { join } from 'node:path';
+import { describeLocation } from '../pki/custody/types.ts';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config/load.ts';
+import { ConfigError, loadConfig } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
+import { untilStopped } from '../util/lifecycle.ts';
+import { logger } from '../util/logger.ts';
 import { pkiPaths } from '../pki/init.ts';
 import { startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
+import { runClusterPrimary, runClusterWorker, workerCount } from './serve-cluster.ts';
 import { SANDBOX_READY, sandboxInfo, startEcosystem } from './ecosystem.ts';
-import { startSandbox } from '../sandbox/index.ts';
+import { externalClients, startSandbox, type ExternalClient, type PlatformClient } from '../sandbox/index.ts';
 
-function untilSignal(stop: () => Promise<void>): Promise<number> {
-  return new Promise((resolve) => {
-    const handler = (signal: string) => {
-      process.stdout.write(`\n${signal}: stopping\n`);
-      stop().then(() => resolve(0), () => resolve(1));
-    };
-    process.once('SIGINT', handler);
-    process.once('SIGTERM', handler);
-  });
+/** SIGTERM/SIGINT (and, with lifecycle.exitWithParent, the end of the parent) run `stop`, bounded (util/lifecycle.ts). */
+function untilSignal(config: Config, name: string, stop: () => Promise<void>): Promise<number> {
+  const { shutdownTimeoutMs, exitWithParent } = config.lifecycle;
+  return untilStopped(stop, { shutdownTimeoutMs, exitWithParent, logger, name });
+}
+
+/** One of several instances (instance.id) must share one Redis: a local redis-server would serve it alone. */
+export function refuseUnsharedRedis(config: Config, env: NodeJS.ProcessEnv): void {
+  if (config.instance.id === undefined || config.redis.url || env['REDIS_URL']) return;
+  throw new ConfigError(
+    `setting redis.url (QTSP_REDIS_URL): instance.id (QTSP_INSTANCE_ID=${config.instance.id}) declares one of several instances, ` +
+      'which must share one Redis (set QTSP_REDIS_URL or REDIS_URL); a local redis-server would serve this instance alone',
+  );
 }
 
 export async function runServe(_args: string[]): Promise<number> {
   const config = loadConfig();
+  refuseUnsharedRedis(config, process.env);
+  const workers = workerCount(config);
+  if (cluster.isWorker) return runClusterWorker(config, (stop) => untilSignal(config, `qtsp serve worker ${process.pid}`, stop));
+  if (workers !== 1) return runClusterPrimary(config, workers, (stop) => untilSignal(config, 'qtsp serve', stop));
   // redis.url, else REDIS_URL, else a local redis-server on a free loopback port (files in <dataDir>/redis)
   const redis = await provideRedis(config.redis.url, process.env, config.dataDir);
   const qtsp = await startQtsp({ ...config, redis: { ...config.redis, url: redis.url } }).catch(async (err: unknown) => {
     await redis.stop();
     throw err;
   });
-  process.stdout.write(`qtsp serving signDoc at ${qtsp.signDocUrl}\n`);
-  return untilSignal(async () => {
+  // the handlers first: whoever reads these lines may signal us at once
+  const stopped = untilSignal(config, 'qtsp serve', async () => {
     await qtsp.close();
     await redis.stop();
   });
+  process.stdout.write(`qtsp serving signDoc at ${qtsp.signDocUrl}\n`);
+  process.stdout.write(`qtsp publishing OCSP, CRLs, TSA at ${qtsp.publicationUrl}\n`);
+  process.stdout.write(`qtsp operations (health, metrics) at ${qtsp.opsUrl}\n`);
+  return stopped;
+}
+
+/** `--clients FILE` and `--client JSON` (both repeatable): relying parties to register (src/sandbox/client-file.ts). */
+const CLIENT_OPTIONS = {
+  clients: { type: 'string', multiple: true },
+  client: { type: 'string', multiple: true },
+} as const;
+
+function clientsOf(values: { clients?: string[] | undefined; client?: string[] | undefined }): ExternalClient[] {
+  return externalClients(values.clients ?? [], values.client ?? []);
+}
+
+/** What a relying-party library needs to be pointed at the sandbox (README "Your own relying party"). */
+function rpLines(s: { issuer: string; serviceConfigurationUrl: string; tlsCaFile: string }, qtspId: string, clients: readonly PlatformClient[]): string[] {
+  return [
+    'for a relying-party library:',
+    `  issuer               ${s.issuer}`,
+    `  service config       ${s.serviceConfigurationUrl}?iss=${encodeURIComponent(s.issuer)}`,
+    `  CA bundle (TLS)      ${s.tlsCaFile}`,
+    `  qtsp_id              ${qtspId}`,
+    ...clients.map((c) => `  client               ${c.clientId} (${c.state}) redirect_uris ${c.redirectUris.join(' ')}`),
+  ];
 }
 
 export async function runDev(args: string[]): Promise<number> {
@@ -45,20 +85,25 @@ export async function runDev(args: string[]): Promise<number> {
       'platform-port': { type: 'string', default: '8442' },
       'mediation-port': { type: 'string', default: '8443' },
       'smtp-port': { type: 'string', default: '2525' },
+      ...CLIENT_OPTIONS,
     },
   });
+  const clients = clientsOf(values);
   const eco = await startEcosystem({
+    clients,
     env: process.env,
     asPort: Number(values['as-port']),
     platformPort: Number(values['platform-port']),
     mediationPort: Number(values['mediation-port']),
     smtpPort: Number(values['smtp-port']),
   });
+  const stopped = untilSignal(eco.config, 'qtsp dev', () => eco.close()); // handlers before the banner
   process.stdout.write(
     [
       'qtsp sandbox is running',
       `  signDoc              ${eco.qtsp.signDocUrl}`,
       `  OCSP, CRLs, TSA      ${eco.qtsp.publicationUrl} (plain HTTP: /ocsp, /crl/*.crl, /ca/*.crt, /tsa)`,
+      `  operations           ${eco.qtsp.opsUrl} (plain HTTP, this machine only: /health/live, /health/ready, /metrics)`,
       `  bank AS (issuer)     ${eco.sandbox.issuer}`,
       `  IDP directory        ${eco.sandbox.idpDirectoryUrl}`,
       `  service config       ${eco.sandbox.serviceConfigurationUrl}`,
@@ -66,11 +111,13 @@ export async function runDev(args: string[]): Promise<number> {
       `  SMTP sink            ${eco.sandbox.smtp.url} (mail kept in ${join(eco.config.dataDir, 'sandbox', 'mail')})`,
       `  Redis                ${eco.redis.url}${eco.redis.local ? ' (local redis-server)' : ''}`,
       `  root CA              ${pkiPaths(eco.config.dataDir).rootCert}`,
-      'try, in another terminal:  npm run qtsp -- sign README.md',
+      `  keys                 ${eco.qtsp.deps.keys.kind === 'software' ? 'software (keys.provider software)' : `${describeLocation(eco.qtsp.deps.keys.location)} (PKCS#11)`}`,
+      ...rpLines(eco.sandbox, eco.config.qtspId, eco.sandbox.clients()),
+      'try, in another terminal:  ./bin/qtsp.js sign README.md',
       '',
     ].join('\n'),
   );
-  return untilSignal(() => eco.close());
+  return stopped;
 }
 
 /**
@@ -81,22 +128,25 @@ export async function runDev(args: string[]): Promise<number> {
 export async function runSandbox(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { 'data-dir': { type: 'string' }, 'signdoc-url': { type: 'string' }, 'as-port': { type: 'string', default: '0' }, 'platform-port': { type: 'string', default: '0' } },
+    options: { 'data-dir': { type: 'string' }, 'signdoc-url': { type: 'string' }, 'as-port': { type: 'string', default: '0' }, 'platform-port': { type: 'string', default: '0' }, 'mediation-port': { type: 'string', default: '0' }, 'smtp-port': { type: 'string', default: '0' }, ...CLIENT_OPTIONS },
   });
   if (!values['signdoc-url']) {
-    process.stderr.write('usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N]\n');
+    process.stderr.write('usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N] [--mediation-port N] [--smtp-port N] [--clients FILE]... [--client JSON]...\n');
     return 2;
   }
+  const clients = clientsOf(values);
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
   const sandbox = await startSandbox({
     dataDir: config.dataDir,
     host: config.server.host,
     asPort: Number(values['as-port']),
     platformPort: Number(values['platform-port']),
-    mediationPort: 0,
-    smtpPort: 0,
+    mediationPort: Number(values['mediation-port']),
+    smtpPort: Number(values['smtp-port']),
     qtsp: { id: config.qtspId, clientCertFile: config.client.certFile, signDocUrl: values['signdoc-url'] },
+    clients,
   });
+  const stopped = untilSignal(config, 'qtsp sandbox', () => sandbox.close()); // handlers before the ready line
   process.stdout.write(`${SANDBOX_READY}${JSON.stringify(sandboxInfo(sandbox))}\n`);
-  return untilSignal(() => sandbox.close());
+  return stopped;
 }

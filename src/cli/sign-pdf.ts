@@ -5,7 +5,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import type { HashAlgorithm } from '../ades/algorithms.ts';
+import type { HashAlgorithm } from '../crypto/algorithms.ts';
 import type { RpEndpoints } from '../rp/flow.ts';
 import { PADES_LEVELS, signPdfs, type PadesLevel } from '../rp/pades.ts';
 
@@ -14,7 +14,14 @@ export function signedPdfName(file: string): string {
   return /\.pdf$/i.test(file) ? file.replace(/\.pdf$/i, '.signed.pdf') : `${file}.signed.pdf`;
 }
 
-export async function signPdfFiles(files: readonly string[], level: string, hash: HashAlgorithm, endpoints: RpEndpoints, step: (msg: string) => void): Promise<number> {
+export async function signPdfFiles(
+  files: readonly string[],
+  level: string,
+  hash: HashAlgorithm,
+  endpoints: RpEndpoints,
+  step: (msg: string) => void,
+  algo: { signAlgo?: string; signAlgoParams?: string } = {},
+): Promise<number> {
   if (!(PADES_LEVELS as readonly string[]).includes(level)) {
     process.stderr.write(`unknown --level ${level} for PAdES; use one of ${PADES_LEVELS.join(', ')}\n`);
     return 2;
@@ -25,7 +32,7 @@ export async function signPdfFiles(files: readonly string[], level: string, hash
     process.stderr.write(`${notPdf} is not a PDF; --format P signs PDF files\n`);
     return 2;
   }
-  const result = await signPdfs(endpoints, { pdfs, labels: files.map((f) => basename(f)), level: level as PadesLevel, hashAlgorithm: hash, onStep: step });
+  const result = await signPdfs(endpoints, { pdfs, labels: files.map((f) => basename(f)), level: level as PadesLevel, hashAlgorithm: hash, onStep: step, ...algo });
   const outputs = files.map((f, i) => {
     const out = signedPdfName(f);
     writeFileSync(out, result.pdfs[i]!);

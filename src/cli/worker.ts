@@ -6,10 +6,11 @@
  */
 import { loadConfig, ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
-import { startDelivery } from '../mediation/delivery.ts';
+import { startDeliveries } from '../deliveries.ts';
 import { openStore } from '../store/open.ts';
 import { createOutgoingAgents } from '../trust/agents.ts';
 import { IdpDirectory } from '../trust/idp-directory.ts';
+import { runStopSteps, untilStopped } from '../util/lifecycle.ts';
 import { logger } from '../util/logger.ts';
 import { knownRedisUrl } from '../util/redis-server.ts';
 
@@ -20,16 +21,6 @@ export function withRedis(config: Config, env: NodeJS.ProcessEnv = process.env):
   return { ...config, redis: { ...config.redis, url } };
 }
 
-function untilSignal(stop: () => Promise<void>): Promise<number> {
-  return new Promise((resolve) => {
-    const handler = (signal: string) => {
-      process.stdout.write(`${signal}: stopping\n`);
-      stop().then(() => resolve(0), () => resolve(1));
-    };
-    process.once('SIGINT', handler);
-    process.once('SIGTERM', handler);
-  });
-}
 
 export async function runWorker(_args: string[]): Promise<number> {
   const config = withRedis(loadConfig());
@@ -42,11 +33,16 @@ export async function runWorker(_args: string[]): Promise<number> {
     maxStaleMs: config.trust.idpMaxStaleSeconds * 1000,
     timeoutMs: config.trust.httpTimeoutMs,
   });
-  const delivery = startDelivery(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: true });
+  const delivery = startDeliveries(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: true });
+  const { shutdownTimeoutMs, exitWithParent } = config.lifecycle;
+  const stepTimeoutMs = Math.max(1000, Math.floor(shutdownTimeoutMs / 3));
+  // the handlers before the line that says we run: whoever reads it may signal us at once
+  const stopped = untilStopped(
+    async () => {
+      await runStopSteps([['close the delivery queues', () => delivery.close()], ['flush and close the store', () => store.close()], ['close outgoing connections', () => agents.destroy()]], stepTimeoutMs, logger);
+    },
+    { shutdownTimeoutMs, exitWithParent, logger, name: 'qtsp worker' },
+  );
   process.stdout.write(`qtsp worker delivering: mediation records to ${config.mediation.url}, notifications via ${config.notification.smtpUrl}\n`);
-  return untilSignal(async () => {
-    await delivery.close();
-    await store.close();
-    agents.destroy();
-  });
+  return stopped;
 }

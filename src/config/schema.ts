@@ -4,6 +4,7 @@
  * server.port -> QTSP_SERVER_PORT, trust.idpDirectoryUrl -> QTSP_TRUST_IDP_DIRECTORY_URL.
  */
 import { z } from 'zod';
+import { ISO_3166_ALPHA2, ISO_639_1 } from '../util/iso-codes.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
@@ -12,6 +13,15 @@ const url = z.url({ protocol: /^https?$/ });
 const booleanSetting = z.union([z.boolean(), z.stringbool()]);
 /** a list, also as one comma-separated environment variable */
 const stringList = z.preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v), z.array(z.string().min(1)));
+/** `key=value,key=value` (an environment variable) as an object; an entry without `=` keeps an empty value */
+function parseKeyValues(text: string): Record<string, string> {
+  const entries = text.split(',').map((s) => s.trim()).filter(Boolean);
+  return Object.fromEntries(entries.map((entry) => (entry.includes('=') ? [entry.slice(0, entry.indexOf('=')).trim(), entry.slice(entry.indexOf('=') + 1).trim()] : [entry, ''])));
+}
+/** a map, also as one environment variable `key=value,key=value` */
+const keyValueList = (value: z.ZodType<string>) => z.preprocess((v) => (typeof v === 'string' ? parseKeyValues(v) : v), z.record(z.string(), value));
+/** a PDS location URL: https (EN 319 412-5 QCS-4.3.4-03), printable ASCII (PdsLocation.url is an IA5String) */
+const pdsUrl = z.url({ protocol: /^https$/ }).regex(/^[\x21-\x7e]+$/, 'must be written in ASCII (percent-encode other characters)');
 
 export const configSchema = z.strictObject({
   /** Directory for CA material, the sandbox's files and the embedded store. */
@@ -21,6 +31,17 @@ export const configSchema = z.strictObject({
     .string()
     .regex(/^sp:[a-z0-9.-]+:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'must be sp:<stage.><platform_domain>:<uuid_v4>')
     .default('sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31'),
+  instance: z
+    .strictObject({
+      /**
+       * Name of this instance when several `qtsp serve` share the load behind a layer-4 load balancer (the
+       * metrics label qtsp_instance). Setting it declares a multi-instance deployment, which needs what
+       * instances can share: store.driver postgres and a Redis given by redis.url or REDIS_URL (README:
+       * Several instances). Each instance keeps its own data directory (key-archive clone, caches).
+       */
+      id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, ., _ and - only (at most 64)').optional(),
+    })
+    .prefault({}),
   server: z
     .strictObject({
       /** Address the signDoc HTTPS server listens on. */
@@ -38,6 +59,31 @@ export const configSchema = z.strictObject({
       /** Most hashes accepted in one signDoc request. */
       maxHashes: positiveInt.default(100),
       /**
+       * Most connections open at once on each public listener (signDoc, publication); past it new connections
+       * are closed at once. Keep it well below the process's file-descriptor limit (`ulimit -n`).
+       */
+      maxConnections: positiveInt.default(4096),
+      /**
+       * Most connections open at once from one client address on each public listener; 0: no such limit. Behind
+       * a load balancer that passes TCP through without the PROXY protocol every connection comes from the
+       * balancer's address: set 0 there (or at least the balancer's own per-server maxconn) and limit per client
+       * at the balancer.
+       */
+      maxConnectionsPerAddress: z.coerce.number().int().min(0).default(256),
+      /**
+       * Time a client has from connecting to the end of its request headers, TLS handshake included (ms). A
+       * client that connects and sends nothing is closed after this.
+       */
+      headersTimeoutMs: positiveInt.default(10_000),
+      /** Time a client has to send a whole request, body included (ms); past it: 408 and the connection is closed. */
+      requestTimeoutMs: positiveInt.default(30_000),
+      /**
+       * Processes serving signDoc on this machine (`qtsp serve` only; node:cluster, one shared port): 1 (one
+       * process), N, or 0 for one per CPU core. More than one needs store.driver postgres: the SQLite store
+       * is one file with one writing process, so `qtsp serve` refuses several workers on it.
+       */
+      workers: z.coerce.number().int().min(0).max(256).default(1),
+      /**
        * Port of the plain-HTTP publication server (/ocsp, /crl/..., /ca/..., /tsa): OCSP and CRLs are fetched
        * over plain HTTP by validators (RFC 6960 A.1, RFC 5280 4.2.1.13; NSS, and so pdfsig, cannot fetch
        * https OCSP URLs). Their answers are signed, so TLS adds nothing. 0 picks a free port.
@@ -48,6 +94,21 @@ export const configSchema = z.strictObject({
        * CRL distribution point extensions of every certificate we issue. Default: http://host:publicationPort.
        */
       publicBaseUrl: url.optional(),
+    })
+    .refine((s) => s.headersTimeoutMs <= s.requestTimeoutMs, { message: 'must not exceed server.requestTimeoutMs', path: ['headersTimeoutMs'] })
+    .prefault({}),
+  ops: z
+    .strictObject({
+      /**
+       * Address of the operations listener: GET /health/live, /health/ready and /metrics, plain HTTP. Loopback by
+       * default: it answers anyone who can connect, so bind it to a private interface (or keep it on loopback and
+       * scrape through a local agent); never to the public network. The signDoc port does not serve these.
+       */
+      host: z.string().min(1).default('127.0.0.1'),
+      /** Port of the operations listener; 0 picks a free one. */
+      port: port.default(8438),
+      /** How long /metrics waits for the store and Redis before reporting them down (ms). */
+      metricsTimeoutMs: positiveInt.default(5000),
     })
     .prefault({}),
   client: z
@@ -108,6 +169,51 @@ export const configSchema = z.strictObject({
       defaultAlgorithm: z.enum(['ECDSA-P256', 'ECDSA-P384', 'RSA-3072', 'RSA-PSS-3072']).default('ECDSA-P256'),
       /** Fresh RSA-3072 keys kept ready (generated in worker threads); 0: each RSA request generates its own. */
       rsaPoolSize: z.coerce.number().int().min(0).max(64).default(4),
+      /**
+       * countryName of signer certificates whose identity claims carry no (valid) address country: the country
+       * of the identity scheme, where the banks that vouch for the identity verified it. EN 319 412-2
+       * NAT-4.2.4-1 requires countryName in every natural-person certificate. ISO 3166-1 alpha-2, upper case;
+       * default DE, the country of the sandbox's banks.
+       */
+      defaultCountry: z
+        .string()
+        .refine((code) => ISO_3166_ALPHA2.has(code), 'must be an assigned ISO 3166-1 alpha-2 country code in upper case, such as DE or AT')
+        .default('DE'),
+      /**
+       * PKI disclosure statements (EN 319 411-1 Annex A) named in the QcPDS statement of every signer certificate
+       * (EN 319 412-5 4.3.4): ISO 639-1 language code (lower case) -> https URL; in the environment
+       * `en=https://...,de=https://...`. Empty (default): no QcPDS statement, which EN 319 412-5 Table 2 makes
+       * optional. When set, one entry must be English (Table 2, QcPDS condition a); one URL per language (b).
+       */
+      pdsUrls: keyValueList(pdsUrl)
+        .refine((map) => Object.keys(map).every((lang) => ISO_639_1.has(lang)), 'each key must be an ISO 639-1 language code in lower case, such as en or de')
+        .refine((map) => Object.keys(map).length === 0 || 'en' in map, 'must include an English PDS (en=https://...): EN 319 412-5 Table 2')
+        .default({}),
+    })
+    .prefault({}),
+  keys: z
+    .strictObject({
+      /**
+       * Where private keys live (src/pki/custody/): 'software' (node:crypto keys in this process, PKCS#8 files
+       * in <dataDir>/pki: the sandbox default), 'pkcs11' (a hardware security module: issuing CA, TSA and OCSP
+       * responder keys made in the token by `qtsp pki init --pkcs11`, every signer key generated in the token
+       * and destroyed after its request), or 'softhsm' (`qtsp dev` only: pkcs11 on a SoftHSM2 token it
+       * creates under <dataDir>/softhsm; the pkcs11 settings below are then filled in).
+       */
+      provider: z.enum(['software', 'pkcs11', 'softhsm']).default('software'),
+      /** Path of the PKCS#11 module (e.g. /usr/lib/softhsm/libsofthsm2.so); required for pkcs11. */
+      pkcs11Module: z.string().min(1).optional(),
+      /** Label of the token holding our keys; required for pkcs11. */
+      tokenLabel: z.string().min(1).max(32).optional(),
+      /** File whose first line is the token's user PIN (owner-readable only); required for pkcs11. Never logged. */
+      pinFile: z.string().min(1).optional(),
+      /**
+       * The operator declares the token a qualified signature creation device (certified, EN 419 221-5 /
+       * EU list of QSCDs). Only then do signer certificates carry QcSSCD and QCP-n-qscd; otherwise QCP-n.
+       */
+      tokenIsQscd: booleanSetting.default(false),
+      /** PKCS#11 sessions kept open: signing operations run in parallel up to this many. */
+      sessions: positiveInt.max(64).default(4),
     })
     .prefault({}),
   tsa: z
@@ -148,8 +254,13 @@ export const configSchema = z.strictObject({
       driver: z.enum(['sqlite', 'postgres']).default('sqlite'),
       /** PostgreSQL connection URL (postgres://user:password@host:port/database); required when driver is postgres. */
       url: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
-      /** How often readiness re-checks that the store answers (ms). */
+      /** How often readiness re-checks that the store answers and accepts a write (ms). */
       pingIntervalMs: positiveInt.default(5000),
+      /**
+       * Largest size of the SQLite file (bytes; 0: as large as the disk allows). Past it every write fails as on
+       * a full disk (signDoc 503, not ready): a cap that keeps the evidence store from filling a shared disk.
+       */
+      sqliteMaxBytes: z.coerce.number().int().min(0).default(0),
     })
     .refine((s) => s.driver !== 'postgres' || s.url !== undefined, { message: 'required when store.driver is postgres', path: ['url'] })
     .prefault({}),
@@ -166,13 +277,35 @@ export const configSchema = z.strictObject({
       commandTimeoutMs: positiveInt.default(2000),
     })
     .prefault({}),
+  lifecycle: z
+    .strictObject({
+      /**
+       * On SIGTERM or SIGINT: how long signDoc calls already in progress may take to finish (ms). New
+       * connections are refused at once; calls still running after this are cut.
+       */
+      drainTimeoutMs: positiveInt.default(10_000),
+      /**
+       * Bound of the whole stop (ms): draining, closing the queues, flushing and closing the store. A step that
+       * hangs (Redis or PostgreSQL already gone) does not hold the exit longer than this.
+       */
+      shutdownTimeoutMs: positiveInt.default(20_000),
+      /**
+       * Stop when the process that started this one ends, also when it was killed with SIGKILL (`npm start`
+       * sets it; so do the processes qtsp starts itself). Off for a service run by systemd or a container.
+       */
+      exitWithParent: booleanSetting.default(false),
+    })
+    .prefault({}),
   delivery: z
     .strictObject({
       /** Run the delivery workers (mediation records, notifications) in the QTSP process; false: `qtsp worker` runs them. */
       inProcessWorker: booleanSetting.default(true),
       /** How often the relay moves outbox entries to the queues (ms); every signature also wakes it. */
       relayIntervalMs: positiveInt.default(1000),
-      /** Queued entries still not delivered after this long are handed to the queue again (a Redis that lost data). */
+      /**
+       * Queued entries still not delivered after this long are handed to the queue again: the backstop for jobs
+       * Redis lost without restarting (a restart is noticed by its run_id and handled at once, delivery/relay.ts).
+       */
       requeueAfterMs: positiveInt.default(15 * 60_000),
       /** Delivery attempts per record before it is marked failed (kept in the outbox, shown by `qtsp mediation status`). */
       attempts: positiveInt.max(100).default(15),
@@ -212,6 +345,15 @@ export const configSchema = z.strictObject({
       adminClientFingerprints: stringList.default([]),
     })
     .prefault({}),
+}).superRefine((c, ctx) => {
+  // SQLite is one file on one machine; instances on several machines can only share PostgreSQL
+  if (c.instance.id !== undefined && c.store.driver === 'sqlite') {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['store', 'driver'],
+      message: `sqlite serves one instance on one machine, but instance.id (QTSP_INSTANCE_ID=${c.instance.id}) declares one of several instances: set QTSP_STORE_DRIVER=postgres and QTSP_STORE_URL, shared by all instances`,
+    });
+  }
 });
 
 export type ConfigInput = z.input<typeof configSchema>;

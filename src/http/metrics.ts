@@ -1,16 +1,10 @@
 /**
  * Operator metrics in Prometheus text format (prom-client), served at GET /metrics. One registry per
- * service instance, so tests running several instances in one process do not share counters.
+ * service instance, so tests running several instances in one process do not share counters. The interface
+ * is util/metrics.ts.
  */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-
-export interface Metrics {
-  readonly registry: Registry;
-  readonly requests: Counter<'status'>;
-  readonly signatures: Counter;
-  readonly certificates: Counter;
-  readonly duration: Histogram<'status'>;
-}
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Metrics } from '../util/metrics.ts';
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
@@ -27,5 +21,62 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
+  };
+}
+
+/** What an on-call person needs to see, read once per scrape (service.ts gathers it). */
+export interface OperationalSnapshot {
+  /** per delivery topic; undefined counts when the store did not answer */
+  readonly topics: Record<string, {
+    readonly outbox?: Record<string, number>;
+    /** createdAt of the oldest entry not delivered yet (pending or queued); null when none */
+    readonly oldestUndelivered?: Date | null;
+    /** undefined when Redis did not answer */
+    readonly queue?: Record<string, number>;
+  }>;
+  readonly storeUp: boolean;
+  readonly redisUp: boolean;
+  readonly ready: boolean;
+  /** seconds; undefined before the first good answer */
+  readonly idpListAgeSeconds?: number;
+  readonly keyArchiveHeadAgeSeconds?: number;
+  readonly keyArchiveLastPullAgeSeconds?: number;
+}
+
+/**
+ * Gauges of the operational state, set from one snapshot per scrape (`update` before `registry.metrics()`).
+ * A value that could not be read is left out rather than reported as 0: an absent series alerts as "no
+ * data", a false 0 would look healthy.
+ */
+export function operationalGauges(registry: Registry, snapshot: () => Promise<OperationalSnapshot>): { update(): Promise<void> } {
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Gauge<L>({ name, help, labelNames, registers: [registry] });
+  const outbox = gauge('qtsp_outbox_entries', 'outbox entries by delivery topic and state (pending: not handed to the queue yet; queued; delivered; failed: given up)', ['topic', 'state']);
+  const oldest = gauge('qtsp_outbox_oldest_undelivered_age_seconds', 'age of the oldest outbox entry not delivered yet (pending or queued), 0 when none', ['topic']);
+  const queue = gauge('qtsp_queue_jobs', 'jobs in the Redis delivery queue by state', ['topic', 'state']);
+  const storeUp = gauge('qtsp_store_up', '1 when the evidence store commits a write, else 0');
+  const redisUp = gauge('qtsp_redis_up', '1 when Redis answered the last queue query, else 0');
+  const ready = gauge('qtsp_ready', '1 when /health/ready answers 200, else 0');
+  const idpAge = gauge('qtsp_idp_list_age_seconds', 'time since the IDP directory list was last pulled successfully');
+  const headAge = gauge('qtsp_key_archive_head_age_seconds', 'time since the verified key archive HEAD was committed');
+  const pullAge = gauge('qtsp_key_archive_last_pull_age_seconds', 'time since the key archive was last pulled successfully');
+  const optional = (g: Gauge, value: number | undefined) => (value === undefined ? g.reset() : g.set(value));
+  return {
+    async update() {
+      const s = await snapshot();
+      outbox.reset();
+      oldest.reset();
+      queue.reset();
+      for (const [topic, t] of Object.entries(s.topics)) {
+        for (const [state, n] of Object.entries(t.outbox ?? {})) outbox.set({ topic, state }, n);
+        if (t.oldestUndelivered !== undefined) oldest.set({ topic }, t.oldestUndelivered ? Math.max(0, (Date.now() - t.oldestUndelivered.getTime()) / 1000) : 0);
+        for (const [state, n] of Object.entries(t.queue ?? {})) queue.set({ topic, state }, n);
+      }
+      storeUp.set(s.storeUp ? 1 : 0);
+      redisUp.set(s.redisUp ? 1 : 0);
+      ready.set(s.ready ? 1 : 0);
+      optional(idpAge, s.idpListAgeSeconds);
+      optional(headAge, s.keyArchiveHeadAgeSeconds);
+      optional(pullAge, s.keyArchiveLastPullAgeSeconds);
+    },
   };
 }

@@ -42,9 +42,9 @@ function tsaRoutes(router: express.Router, s: PkiHttpServices): void {
   router.post(
     PKI_PATHS.tsa,
     (req, res, next) => (req.is(TIMESTAMP_QUERY) ? next() : tsaRejected(res, `Content-Type must be ${TIMESTAMP_QUERY}`)),
-    express.raw({ type: TIMESTAMP_QUERY, limit: MAX_BODY }),
-    (req, res) => {
-      const answer = s.tsa.respond(req.body as Buffer);
+    express.raw({ type: TIMESTAMP_QUERY, limit: MAX_BODY, inflate: false }), // compressed: refused (server.ts)
+    async (req, res) => {
+      const answer = await s.tsa.respond(req.body as Buffer);
       tsaReply(res, answer.granted ? 200 : 400, answer.body);
     },
   );
@@ -64,7 +64,7 @@ function ocspRoutes(router: express.Router, s: PkiHttpServices): void {
   router.post(
     PKI_PATHS.ocsp,
     (req, res, next) => (req.is(OCSP_REQUEST) ? next() : ocspReply(res, 400, errorResponse('malformedRequest'))),
-    express.raw({ type: OCSP_REQUEST, limit: MAX_BODY }),
+    express.raw({ type: OCSP_REQUEST, limit: MAX_BODY, inflate: false }),
     async (req, res) => answerOcsp(res, s, req.body as Buffer, false),
   );
   // RFC 6960 A.1: GET {url}/{url-encoding of base-64 encoding of the DER OCSPRequest}; '/' of Base64 may

@@ -4,9 +4,10 @@
  * AS's key by kid, iss, aud == our qtsp_id, active, iat, exp) and keep verbatim as evidence.
  */
 import type { Agent } from 'node:https';
-import { compactVerify, decodeProtectedHeader } from 'jose';
+import { decodeProtectedHeader } from 'jose';
 import { badGateway, gatewayTimeout, unauthorized } from '../errors.ts';
 import { TrustSourceError, type AuthorizationServers } from '../trust/authorization-servers.ts';
+import { verifyRs256 } from '../trust/jws.ts';
 import type { ValidatedSad } from '../trust/sad.ts';
 import { httpRequest, HttpTimeoutError } from '../util/http-client.ts';
 
@@ -50,7 +51,7 @@ async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<strin
   try {
     endpoint = (await ctx.servers.getMetadata(sad.issuer)).introspection_endpoint;
   } catch (err) {
-    if (err instanceof TrustSourceError) throw badGateway(`cannot reach the SAD issuer: ${err.message}`);
+    if (err instanceof TrustSourceError) throw badGateway('the authorization server could not be reached (its metadata is unavailable)', `AS metadata of ${sad.issuer}: ${err.message}`);
     throw err;
   }
   const body = new URLSearchParams({ client_id: ctx.qtspId, token: sad.token }).toString();
@@ -66,7 +67,7 @@ async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<strin
     });
   } catch (err) {
     if (err instanceof HttpTimeoutError) throw gatewayTimeout(`token introspection at the AS did not answer within ${ctx.timeoutMs} ms`);
-    throw badGateway(`token introspection at the AS failed: ${(err as Error).message}`);
+    throw badGateway('the authorization server could not be reached for token introspection', `introspection at ${endpoint}: ${(err as Error).message}`);
   }
   if (res.status === 401) throw badGateway('the AS refused our client authentication at token introspection');
   if (res.status !== 200) throw badGateway(`token introspection at the AS answered HTTP ${res.status}`);
@@ -91,15 +92,14 @@ async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionCo
   try {
     resolved = await ctx.servers.resolveKey(issuer, header.kid);
   } catch (err) {
-    if (err instanceof TrustSourceError) throw badGateway(`cannot obtain the keys of the AS: ${err.message}`);
+    if (err instanceof TrustSourceError) throw badGateway('the signing keys of the authorization server could not be obtained', `keys of ${issuer}: ${err.message}`);
     throw err;
   }
   if (!resolved) throw unauthorized('introspection response is signed with a key the AS does not publish');
   const key = resolved.key;
   let payload: unknown;
   try {
-    const { payload: bytes } = await compactVerify(jwt, key, { algorithms: ['RS256'] });
-    payload = JSON.parse(new TextDecoder().decode(bytes));
+    payload = JSON.parse(verifyRs256(jwt, key).toString('utf8'));
   } catch {
     throw unauthorized('introspection response signature does not verify');
   }

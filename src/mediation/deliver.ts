@@ -7,7 +7,7 @@ import type { Agent } from 'node:https';
 import type { OutboxEntry } from '../store/types.ts';
 import { httpRequest, jsonBody } from '../util/http-client.ts';
 import type { Logger } from '../util/logger.ts';
-import { PermanentDeliveryError, type Deliver } from './worker.ts';
+import { PermanentDeliveryError, type Deliver } from '../delivery/worker.ts';
 
 export interface MediationTarget {
   /** records endpoint */

@@ -1,7 +1,7 @@
 /**
  * The QTSP's mediation record `remote_signature_creation` (spec 6.2), built for one signDoc call before its
  * signature data is returned, and handed to the store with the evidence (one database transaction) as an
- * outbox entry whose id is the record's reference_id. Delivery happens later (relay.ts, worker.ts); the
+ * outbox entry whose id is the record's reference_id. Delivery happens later (delivery/relay.ts, delivery/worker.ts); the
  * response never waits for it (6.2: "The failure must not affect the response to the caller").
  *
  * The record carries exactly the fields 6.2 lists: delivery_time, transaction_id, owner_id, credentialID,

@@ -10,7 +10,7 @@
  * if the write fails, the signatures are withheld (503), so no signature leaves unbilled.
  */
 import { temporarilyUnavailable } from '../errors.ts';
-import type { Store } from '../store/types.ts';
+import type { DocumentClaim, KeptSignature, Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
 import { mediationOutboxEntries, type SignatureReport } from './record.ts';
 
@@ -28,14 +28,20 @@ export interface ReportContext {
   readonly logger: Logger;
 }
 
-export async function reportSignature(report: SignatureReport, ctx: ReportContext): Promise<void> {
+/**
+ * `kept`: the signatures of this call and the claim on their documents (signing/once.ts), kept with the record
+ * in one database transaction: a signature is kept for a retry exactly when it is billed.
+ */
+export async function reportSignature(report: SignatureReport, ctx: ReportContext, kept?: { claim: DocumentClaim; signatures: readonly KeptSignature[] }): Promise<void> {
+  // client_state demo: no record (spec 6.2, 3); the signatures are still kept
   const entries = mediationOutboxEntries(report, { qtspId: ctx.qtspId, ownerId: ctx.mediation.ownerId });
-  if (entries.length === 0) return; // client_state demo: no record (spec 6.2, 3)
+  if (entries.length === 0 && !kept) return;
   try {
-    await ctx.store.addOutbox(entries);
+    if (kept) await ctx.store.keepSignatures({ ...kept, outbox: entries });
+    else await ctx.store.addOutbox(entries);
   } catch (err) {
     ctx.logger.error({ event: 'mediation.record_not_stored', txn: report.txn, error: (err as Error).message }, 'mediation record could not be stored; signatures withheld');
     throw temporarilyUnavailable('the evidence store is unavailable; the signatures were not returned');
   }
-  ctx.mediation.recorded();
+  if (entries.length) ctx.mediation.recorded();
 }

@@ -45,7 +45,7 @@ export function adminRouter(o: AdminOptions): express.Router {
     ADMIN_NOTIFICATIONS_PATH,
     authenticate(o.allowedFingerprints),
     (req, _res, next) => next(req.is('application/json') ? undefined : new NotificationRequestError(415, 'invalid_request', 'Content-Type must be application/json')),
-    express.json({ limit: '64kb', strict: true }),
+    express.json({ limit: '64kb', strict: true, inflate: false }),
     async (req: Request, res: Response) => {
       const body = (req.body ?? {}) as Record<string, unknown>;
       const { id } = await requestNotification(o.store, { txn: body['txn'], message: body['message'], iss: body['iss'] });

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import nodemailer, { type Transporter } from 'nodemailer';
 import * as pkijs from 'pkijs';
 import type { KeyedCertificate } from '../pki/authority.ts';
-import { PermanentDeliveryError, type Deliver } from '../mediation/worker.ts';
+import type { Config } from '../config/schema.ts';
+import { PermanentDeliveryError, type Deliver } from '../delivery/worker.ts';
 import type { OutboxEntry } from '../store/types.ts';
 import type { IdpDirectory } from '../trust/idp-directory.ts';
 import { fromPem } from '../util/base64.ts';
@@ -33,6 +34,11 @@ export interface NotificationSender {
 
 /** a plain addr-spec, nothing that could smuggle a header or a second recipient */
 const ADDRESS = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?$/;
+
+/** Where the IDPs' encryption certificates are kept (setting notification.recipientCertDir). */
+export function recipientCertDir(config: Pick<Config, 'dataDir' | 'notification'>): string {
+  return config.notification.recipientCertDir ?? join(config.dataDir, 'notification-recipients');
+}
 
 export function recipientCertificateFile(dir: string, iss: string): string {
   return join(dir, `${encodeURIComponent(iss)}.pem`);

@@ -9,8 +9,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import * as pkijs from 'pkijs';
-import { loadKeyed, saveKeyed, type KeyedCertificate } from '../pki/authority.ts';
-import { loadCaMaterial, pkiPaths } from '../pki/init.ts';
+import { SoftwareSigningKey } from '../crypto/signature.ts';
+import { certifiedKey, loadKeyed, saveKeyed, type KeyedCertificate, type SoftwareKeyedCertificate } from '../pki/authority.ts';
+import { pkiPaths } from '../pki/init.ts';
 import { generateKeyPair } from '../pki/keys.ts';
 import { basicConstraintsExtension, buildName, extKeyUsageExtension, issueCertificate, keyUsageExtension, OID, rawExtension, spkiOf } from '../pki/x509.ts';
 
@@ -29,7 +30,7 @@ export function certificateEmails(certificate: pkijs.Certificate): string[] {
   return names.filter((n) => n.type === 1).map((n) => String(n.value));
 }
 
-function issueMailCertificate(root: KeyedCertificate, address: string): KeyedCertificate {
+function issueMailCertificate(root: KeyedCertificate, address: string): SoftwareKeyedCertificate {
   const keys = generateKeyPair('P-256');
   const now = Date.now();
   const san = new pkijs.GeneralNames({ names: [new pkijs.GeneralName({ type: 1, value: address })] });
@@ -51,7 +52,7 @@ function issueMailCertificate(root: KeyedCertificate, address: string): KeyedCer
     ],
     keyIdentifiers: true,
   });
-  return { der, certificate, privateKey: keys.privateKey, issuer: root.issuer };
+  return { ...certifiedKey(der, new SoftwareSigningKey(keys.privateKey), certificate), privateKey: keys.privateKey };
 }
 
 /** The mail certificate for `address`, created (or replaced, when the address changed) from the root CA. */
@@ -62,7 +63,7 @@ export function ensureMailCertificate(dataDir: string, address: string): KeyedCe
     const expired = existing.certificate.notAfter.value.getTime() < Date.now() + 24 * 3600_000;
     if (!expired && certificateEmails(existing.certificate).includes(address)) return existing;
   }
-  const created = issueMailCertificate(loadCaMaterial(dataDir).root, address);
+  const created = issueMailCertificate(loadKeyed(pkiPaths(dataDir).rootCert, pkiPaths(dataDir).rootKey), address);
   saveKeyed(created, paths.cert, paths.key);
   return created;
 }

@@ -3,15 +3,15 @@
  * S/MIME (FIELD-NOTES, Mail): the message is composed here and sent raw.
  *   signed:    multipart/signed; protocol="application/pkcs7-signature"; micalg=sha-256 (RFC 8551 3.5.3),
  *              a detached CMS SignedData over the inner MIME part exactly as transmitted (CRLF line ends,
- *              base64 body, so no transport can alter it), built with our CAdES parts (ades/cades.ts:
+ *              base64 body, so no transport can alter it), built with our CMS parts (crypto/cms.ts:
  *              DER-sorted signed attributes, signing-certificate-v2).
  *   encrypted: application/pkcs7-mime; smime-type=enveloped-data (RFC 8551 3.3), pkijs EnvelopedData with
  *              AES-256-CBC around the whole signed entity (sign, then encrypt: 3.6).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import * as pkijs from 'pkijs';
-import { SHA256 } from '../ades/algorithms.ts';
-import { baselineSignedAttributes, encodeSignedData, signSignerInfo } from '../ades/cades.ts';
+import { SHA256 } from '../crypto/algorithms.ts';
+import { baselineSignedAttributes, encodeSignedData, signSignerInfo } from '../crypto/cms.ts';
 import type { KeyedCertificate } from '../pki/authority.ts';
 
 const CRLF = '\r\n';
@@ -50,22 +50,22 @@ function boundary(): string {
 }
 
 /** Detached CMS SignedData over `content` with SHA-256 (micalg=sha-256), our certificate and its chain inside. */
-export function detachedSignature(content: Uint8Array, signer: KeyedCertificate, chain: readonly Buffer[], signingTime: Date): Buffer {
+export async function detachedSignature(content: Uint8Array, signer: KeyedCertificate, chain: readonly Buffer[], signingTime: Date): Promise<Buffer> {
   const hash = createHash('sha256').update(content).digest();
   const signerCertificate = { der: signer.der, certificate: signer.certificate };
-  const signerInfo = signSignerInfo({
+  const signerInfo = await signSignerInfo({
     hashAlgorithm: SHA256,
     signerCertificate,
-    privateKey: signer.privateKey,
+    key: signer.key,
     signedAttributes: baselineSignedAttributes({ hash, signerCertificate, signingTime }),
   });
   return encodeSignedData({ hashAlgorithm: SHA256, signerInfo, certificates: [signer.der, ...chain] });
 }
 
 /** multipart/signed around `part` (RFC 8551 3.5.3): the signature covers `part` byte for byte. */
-export function signedEntity(part: Buffer, signer: KeyedCertificate, chain: readonly Buffer[], signingTime = new Date()): Buffer {
+export async function signedEntity(part: Buffer, signer: KeyedCertificate, chain: readonly Buffer[], signingTime = new Date()): Promise<Buffer> {
   const b = boundary();
-  const signature = detachedSignature(part, signer, chain, signingTime);
+  const signature = await detachedSignature(part, signer, chain, signingTime);
   const head = mimeEntity(
     [['Content-Type', `multipart/signed; protocol="application/pkcs7-signature"; micalg=sha-256; boundary="${b}"`]],
     `This is a cryptographically signed message in MIME format.${CRLF}${CRLF}--${b}${CRLF}`,

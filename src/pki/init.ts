@@ -7,13 +7,24 @@
  *   ocsp-responder.pem / .key.pem delegated OCSP responder of the issuing CA (RFC 6960 4.2.2.2)
  * The last two are also created for data directories made before they existed (ensureTrustServiceCertificates).
  * Keys are PKCS#8 PEM files readable by the owner only (software custody, sandbox).
+ *
+ * `qtsp pki init --pkcs11` (pkiInitInToken): the issuing CA, TSA and OCSP responder keys are generated inside
+ * the token instead (custody/pkcs11.ts), no key file is written for them, and keys-in-token.json records the
+ * token. The root CA stays a software key in both cases: it signs only at init (and its CRL); a real operator's
+ * root lives offline, apart from the online HSM.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { X509Certificate, type KeyObject } from 'node:crypto';
+import { SoftwareSigningKey } from '../crypto/signature.ts';
+import { ConfigError } from '../config/load.ts';
+import { fromPem, toPem } from '../util/base64.ts';
+import { ensurePrivateDir } from '../util/private-files.ts';
 import { join } from 'node:path';
-import { createRootCa, createTlsCertificate, loadKeyed, saveKeyed, type KeyedCertificate } from './authority.ts';
-import { defaultHashFor, generateKeyPair, keyAlgorithmOf, type KeyAlgorithm } from './keys.ts';
+import { certifiedKey, createRootCa, createTlsCertificate, loadKeyed, saveKeyed, type KeyedCertificate, type SoftwareKeyedCertificate } from './authority.ts';
+import { describeLocation, type KeyCustody, type LongLivedKeyMaker, type LongLivedKeyName } from './custody/types.ts';
+import { generateKeyPair, type KeyAlgorithm } from './keys.ts';
 import { DEFAULT_PUBLIC_BASE_URL, ocspNoCheckExtension, pkiUrls, PKIX_OID, rootCaPointers, type PkiUrls } from './publication.ts';
-import { basicConstraintsExtension, buildName, extKeyUsageExtension, issueCertificate, keyIdentifier, keyUsageExtension, OID, spkiOf, type NameAttribute } from './x509.ts';
+import { basicConstraintsExtension, buildName, extKeyUsageExtension, issueCertificate, issueCertificateAsync, keyUsageExtension, OID, spkiOf, type CertificateRequest, type NameAttribute } from './x509.ts';
 
 export interface PkiPaths {
   readonly dir: string;
@@ -56,9 +67,19 @@ export interface PkiInitOptions {
   readonly publicBaseUrl?: string;
 }
 
+/** keys-in-token.json: written by `qtsp pki init --pkcs11`; the long-lived keys other than the root are in that token */
+export function tokenMarkerFile(dataDir: string): string {
+  return join(pkiPaths(dataDir).dir, 'keys-in-token.json');
+}
+
+export function keysInToken(dataDir: string): boolean {
+  return existsSync(tokenMarkerFile(dataDir));
+}
+
 export function pkiExists(dataDir: string): boolean {
   const p = pkiPaths(dataDir);
-  return [p.rootCert, p.rootKey, p.issuingCert, p.issuingKey, p.clientCert, p.clientKey].every((f) => existsSync(f));
+  const keyFiles = keysInToken(dataDir) ? [] : [p.issuingKey];
+  return [p.rootCert, p.rootKey, p.issuingCert, p.clientCert, p.clientKey, ...keyFiles].every((f) => existsSync(f));
 }
 
 const ORG = { type: OID.organizationName, value: 'qtsp sandbox trust service' };
@@ -70,41 +91,104 @@ const COUNTRY = { type: OID.countryName, value: 'DE' };
  */
 export function pkiInit(options: PkiInitOptions): boolean {
   const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
+  ensurePrivateDir(options.dataDir); // 0700 when we create it: it will hold keys and the evidence store
   if (pkiExists(options.dataDir) && !options.force) {
     ensureTrustServiceCertificates(options.dataDir, urls);
     return false;
   }
   const p = pkiPaths(options.dataDir);
   const algorithm = options.algorithm ?? 'P-256';
-  const root = createRootCa([COUNTRY, ORG, { type: OID.commonName, value: 'qtsp Sandbox Root CA' }], algorithm);
-  // as authority.ts createSubCa, plus where its status is published (AIA caIssuers, CRL DP of the root)
-  const issuing = issueBy(root, 'qtsp Sandbox Qualified Signing CA', 10, [basicConstraintsExtension(true, 0), keyUsageExtension(['keyCertSign', 'cRLSign']), ...rootCaPointers(urls)]);
+  const root = createRootCa(ROOT_SUBJECT, algorithm);
+  const issuing = issueBy(root, PROFILES['issuing-ca'](urls));
   const client = createTlsCertificate(undefined, { commonName: options.qtspId, usage: 'client' });
   saveKeyed(root, p.rootCert, p.rootKey);
   saveKeyed(issuing, p.issuingCert, p.issuingKey);
   saveKeyed(client, p.clientCert, p.clientKey);
+  rmSync(tokenMarkerFile(options.dataDir), { force: true });
   ensureTrustServiceCertificates(options.dataDir, urls, true);
+  return true;
+}
+
+const ROOT_SUBJECT: NameAttribute[] = [COUNTRY, ORG, { type: OID.commonName, value: 'qtsp Sandbox Root CA' }];
+
+export interface PkiInitInTokenOptions extends PkiInitOptions {
+  /** the token custodian (custody/pkcs11.ts), opened without requiring the long-lived keys */
+  readonly token: LongLivedKeyMaker & Pick<KeyCustody, 'location'>;
+}
+
+/**
+ * `qtsp pki init --pkcs11`: the issuing CA, TSA and OCSP responder keys generated inside the token (sensitive,
+ * never extractable token objects), their certificates written as by pkiInit; the root CA and our TLS client
+ * certificate stay software (kept when they exist). Returns whether it created anything.
+ */
+export async function pkiInitInToken(options: PkiInitInTokenOptions): Promise<boolean> {
+  const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
+  ensurePrivateDir(options.dataDir);
+  if (pkiExists(options.dataDir) && keysInToken(options.dataDir) && trustServicesExist(options.dataDir) && !options.force) return false;
+  const p = pkiPaths(options.dataDir);
+  const algorithm = options.algorithm ?? 'P-256';
+  const keepRoot = existsSync(p.rootCert) && existsSync(p.rootKey) && !options.force;
+  const root = keepRoot ? loadKeyed(p.rootCert, p.rootKey) : createRootCa(ROOT_SUBJECT, algorithm);
+  const inToken = async (name: LongLivedKeyName, ca: KeyedCertificate): Promise<KeyedCertificate> => {
+    const key = await options.token.generateLongLivedKey(name, algorithm);
+    const { der, certificate } = await issueCertificateAsync(requestFor(ca, PROFILES[name](urls), key.publicKey));
+    return certifiedKey(der, key, certificate);
+  };
+  const issuing = await inToken('issuing-ca', root);
+  const tsa = await inToken('tsa', root);
+  const responder = await inToken('ocsp-responder', issuing);
+  if (!keepRoot) saveKeyed(root, p.rootCert, p.rootKey);
+  if (!existsSync(p.clientCert) || !existsSync(p.clientKey) || options.force) saveKeyed(createTlsCertificate(undefined, { commonName: options.qtspId, usage: 'client' }), p.clientCert, p.clientKey);
+  for (const [cert, der, keyFile] of [[p.issuingCert, issuing.der, p.issuingKey], [p.tsaCert, tsa.der, p.tsaKey], [p.ocspCert, responder.der, p.ocspKey]] as const) {
+    writeFileSync(cert, toPem(der, 'CERTIFICATE'));
+    rmSync(keyFile, { force: true }); // a software key of before must not linger beside the token's
+  }
+  writeFileSync(tokenMarkerFile(options.dataDir), `${JSON.stringify({ keys: 'pkcs11', token: describeLocation(options.token.location), createdAt: new Date().toISOString() }, null, 2)}\n`);
   return true;
 }
 
 const YEAR_MS = 365 * 24 * 3600 * 1000;
 
-/** A certificate issued by `ca` for a fresh key of the CA's algorithm (a sub-CA or one of our trust services). */
-function issueBy(ca: KeyedCertificate, commonName: string, years: number, extensions: Parameters<typeof issueCertificate>[0]['extensions']): KeyedCertificate {
-  const keys = generateKeyPair(keyAlgorithmOf(ca.privateKey));
-  const subject: NameAttribute[] = [COUNTRY, ORG, { type: OID.commonName, value: commonName }];
+/** What each long-lived certificate is: subject, lifetime (years), extensions. */
+interface Profile {
+  readonly commonName: string;
+  readonly years: number;
+  readonly extensions: CertificateRequest['extensions'];
+}
+
+const PROFILES = {
+  // as authority.ts createSubCa, plus where its status is published (AIA caIssuers, CRL DP of the root)
+  'issuing-ca': (urls: PkiUrls): Profile => ({ commonName: 'qtsp Sandbox Qualified Signing CA', years: 10, extensions: [basicConstraintsExtension(true, 0), keyUsageExtension(['keyCertSign', 'cRLSign']), ...rootCaPointers(urls)] }),
+  tsa: (urls: PkiUrls): Profile => ({
+    commonName: 'qtsp Sandbox Time-Stamping Unit',
+    years: 10,
+    extensions: [basicConstraintsExtension(false), keyUsageExtension(['digitalSignature']), extKeyUsageExtension([PKIX_OID.timeStamping], true), ...rootCaPointers(urls)],
+  }),
+  'ocsp-responder': (): Profile => ({
+    commonName: 'qtsp Sandbox OCSP Responder',
+    years: 2,
+    extensions: [basicConstraintsExtension(false), keyUsageExtension(['digitalSignature']), extKeyUsageExtension([PKIX_OID.ocspSigning]), ocspNoCheckExtension()],
+  }),
+} satisfies Record<LongLivedKeyName, (urls: PkiUrls) => Profile>;
+
+function requestFor(ca: KeyedCertificate, profile: Profile, publicKey: KeyObject): CertificateRequest {
   const now = Date.now();
-  const { der, certificate } = issueCertificate({
-    subject: buildName(subject),
-    publicKey: spkiOf(keys.publicKey),
+  return {
+    subject: buildName([COUNTRY, ORG, { type: OID.commonName, value: profile.commonName }] satisfies NameAttribute[]),
+    publicKey: spkiOf(publicKey),
     issuer: ca.issuer,
     notBefore: new Date(now - 3600_000),
-    notAfter: new Date(now + years * YEAR_MS),
-    extensions,
+    notAfter: new Date(now + profile.years * YEAR_MS),
+    extensions: profile.extensions,
     keyIdentifiers: true,
-  });
-  const issuer = { name: certificate.subject, keyId: keyIdentifier(certificate.subjectPublicKeyInfo), privateKey: keys.privateKey, hash: defaultHashFor(keys.algorithm) };
-  return { der, certificate, privateKey: keys.privateKey, issuer };
+  };
+}
+
+/** A certificate issued by a software `ca` for a fresh software key of the CA's algorithm. */
+function issueBy(ca: SoftwareKeyedCertificate, profile: Profile): SoftwareKeyedCertificate {
+  const keys = generateKeyPair(ca.key.algorithm);
+  const { der, certificate } = issueCertificate(requestFor(ca, profile, keys.publicKey));
+  return { ...certifiedKey(der, new SoftwareSigningKey(keys.privateKey, keys.algorithm), certificate), privateKey: keys.privateKey };
 }
 
 /**
@@ -115,37 +199,23 @@ function issueBy(ca: KeyedCertificate, commonName: string, years: number, extens
  */
 export function ensureTrustServiceCertificates(dataDir: string, urls: PkiUrls, replace = false): void {
   const p = pkiPaths(dataDir);
+  if (keysInToken(dataDir)) return; // `qtsp pki init --pkcs11` made them
   const missing = (cert: string, key: string) => replace || !existsSync(cert) || !existsSync(key);
   if (!missing(p.tsaCert, p.tsaKey) && !missing(p.ocspCert, p.ocspKey)) return;
   const { root, issuing } = loadCaMaterial(dataDir);
-  if (missing(p.tsaCert, p.tsaKey)) {
-    const tsa = issueBy(root, 'qtsp Sandbox Time-Stamping Unit', 10, [
-      basicConstraintsExtension(false),
-      keyUsageExtension(['digitalSignature']),
-      extKeyUsageExtension([PKIX_OID.timeStamping], true),
-      ...rootCaPointers(urls),
-    ]);
-    saveKeyed(tsa, p.tsaCert, p.tsaKey);
-  }
-  if (missing(p.ocspCert, p.ocspKey)) {
-    const responder = issueBy(issuing, 'qtsp Sandbox OCSP Responder', 2, [
-      basicConstraintsExtension(false),
-      keyUsageExtension(['digitalSignature']),
-      extKeyUsageExtension([PKIX_OID.ocspSigning]),
-      ocspNoCheckExtension(),
-    ]);
-    saveKeyed(responder, p.ocspCert, p.ocspKey);
-  }
+  if (missing(p.tsaCert, p.tsaKey)) saveKeyed(issueBy(root, PROFILES.tsa(urls)), p.tsaCert, p.tsaKey);
+  if (missing(p.ocspCert, p.ocspKey)) saveKeyed(issueBy(issuing, PROFILES['ocsp-responder']()), p.ocspCert, p.ocspKey);
 }
 
 export function trustServicesExist(dataDir: string): boolean {
   const p = pkiPaths(dataDir);
-  return [p.tsaCert, p.tsaKey, p.ocspCert, p.ocspKey].every((f) => existsSync(f));
+  const keyFiles = keysInToken(dataDir) ? [] : [p.tsaKey, p.ocspKey];
+  return [p.tsaCert, p.ocspCert, ...keyFiles].every((f) => existsSync(f));
 }
 
 export interface CaMaterial {
-  readonly root: KeyedCertificate;
-  readonly issuing: KeyedCertificate;
+  readonly root: SoftwareKeyedCertificate;
+  readonly issuing: SoftwareKeyedCertificate;
 }
 
 export function loadCaMaterial(dataDir: string): CaMaterial {
@@ -154,8 +224,35 @@ export function loadCaMaterial(dataDir: string): CaMaterial {
 }
 
 export interface TrustServiceMaterial {
+  readonly tsa: SoftwareKeyedCertificate;
+  readonly ocspResponder: SoftwareKeyedCertificate;
+}
+
+export interface CustodyMaterial {
+  readonly root: SoftwareKeyedCertificate;
+  readonly issuing: KeyedCertificate;
   readonly tsa: KeyedCertificate;
   readonly ocspResponder: KeyedCertificate;
+}
+
+const spkiDer = (key: KeyObject) => key.export({ type: 'spki', format: 'der' });
+
+/**
+ * The long-lived certificates with their keys from the custodian: each certificate must certify the key the
+ * custodian holds under its name (a token initialised for another data directory is refused at start).
+ */
+export function loadCustodyMaterial(dataDir: string, custody: Pick<KeyCustody, 'longLivedKey' | 'location'>): CustodyMaterial {
+  const p = pkiPaths(dataDir);
+  const withKey = (file: string, name: LongLivedKeyName): KeyedCertificate => {
+    const der = fromPem(readFileSync(file, 'utf8'))[0];
+    if (!der) throw new Error(`no certificate in ${file}`);
+    const key = custody.longLivedKey(name);
+    if (!spkiDer(new X509Certificate(der).publicKey).equals(spkiDer(key.publicKey))) {
+      throw new ConfigError(`setting keys.provider: the ${name} key of the key custody (${describeLocation(custody.location)}) is not the key certified in ${file}; run \`qtsp pki init\` for this custody`);
+    }
+    return certifiedKey(der, key);
+  };
+  return { root: loadKeyed(p.rootCert, p.rootKey), issuing: withKey(p.issuingCert, 'issuing-ca'), tsa: withKey(p.tsaCert, 'tsa'), ocspResponder: withKey(p.ocspCert, 'ocsp-responder') };
 }
 
 export function loadTrustServiceMaterial(dataDir: string): TrustServiceMaterial {

@@ -247,6 +247,11 @@ export class RsaKeyPool {
 
 /** Where signDoc gets its per-request key pairs (step 7). */
 export interface SignerKeySource {
+  /**
+   * Whether the keys handed out are generated in, and stay in, a token the configuration declares a qualified
+   * signature creation device: what the signer certificate may claim (QcSSCD, QCP-n-qscd). Software keys: false.
+   */
+  readonly keysInQscd: boolean;
   /** a fresh key pair, never handed out before */
   take(algorithm: KeyAlgorithm): Promise<KeyPair>;
   close(): Promise<void>;
@@ -260,6 +265,7 @@ export function createSignerKeys(options: { rsaPoolSize: number; threads?: numbe
   const rsa = new RsaKeyPool({ size: options.rsaPoolSize, ...(options.threads ? { threads: options.threads } : {}), ...(options.logger ? { logger: options.logger } : {}) });
   return {
     rsa,
+    keysInQscd: false, // keys in process memory: never a QSCD
     take: (algorithm) => (algorithm === 'RSA-3072' ? rsa.take() : Promise.resolve(generateKeyPair(algorithm))),
     close: () => rsa.close(),
   };

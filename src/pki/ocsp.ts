@@ -4,7 +4,9 @@
  *
  * Status comes from the certificate store: issued -> good, revoked -> revoked with time and reason, never
  * issued by this CA -> unknown (RFC 6960 2.2). CertIDs with SHA-1 or SHA-2 hashes are recognised and echoed
- * as the requester sent them; the nonce extension (RFC 8954) is echoed. A request that cannot be parsed gets
+ * as the requester sent them; the nonce extension (RFC 8954) is echoed. The responses we embed in signatures
+ * ourselves (certIdFor) name the certificate with a SHA-1 CertID, the RFC 5019 profile that validators look
+ * up by default. A request that cannot be parsed gets
  * malformedRequest, one for a CA we do not answer for gets unauthorized (RFC 6960 2.3).
  *
  * Responses are composed with der.ts: the CertID and nonce go back byte for byte as received, and the
@@ -30,7 +32,7 @@ import {
 } from '../util/der.ts';
 import type { CertificateStatus, RevocationReason, Store } from '../store/types.ts';
 import type { KeyedCertificate } from './authority.ts';
-import { signatureAlgorithm, signWith } from './keys.ts';
+import { signatureAlgorithm } from '../crypto/signature.ts';
 
 export const OCSP_OID = {
   basic: '1.3.6.1.5.5.7.48.1.1',
@@ -62,7 +64,7 @@ const CERT_ID_HASHES: Readonly<Record<string, string>> = {
   '2.16.840.1.101.3.4.2.2': 'sha384',
   '2.16.840.1.101.3.4.2.3': 'sha512',
 };
-const SHA256_OID = '2.16.840.1.101.3.4.2.1';
+const SHA1_OID = '1.3.14.3.2.26';
 
 export type StatusSource = Pick<Store, 'certificateStatus'>;
 
@@ -136,30 +138,40 @@ export class OcspResponder {
     try {
       const statuses = await Promise.all(parsed.queries.map((q) => this.#o.status.certificateStatus(this.caKeyId, q.serialHex)));
       const singles = parsed.queries.map((q, i) => ({ certId: q.certId, status: statuses[i]! }));
-      return { httpStatus: 200, body: this.sign(singles, parsed.nonce) };
+      return { httpStatus: 200, body: await this.sign(singles, parsed.nonce) };
     } catch {
       // the store failed: RFC 6960 2.3 tryLater, never a guess
       return { httpStatus: 200, body: errorResponse('tryLater') };
     }
   }
 
-  /** A CertID for one of our CA's certificates (SHA-256 hashes; RFC 6960 4.1.1). */
+  /**
+   * A CertID for one of our CA's certificates, with SHA-1 hashes (RFC 6960 4.1.1; the RFC 5019 profile):
+   * `openssl ocsp` and other validators build a SHA-1 CertID to find the status in an embedded response and
+   * report "no status" for a SHA-256 one. SHA-1 only names the certificate here (issuer name and key hashes
+   * next to the serial); the response's integrity rests on the responder's signature, not on these hashes.
+   */
   certIdFor(certificate: CertificateParts): Buffer {
-    const hashes = this.#issuerHashes.get(SHA256_OID)!;
-    return sequence(algorithmIdentifier(SHA256_OID), octetString(hashes.subarray(0, 32)), octetString(hashes.subarray(32)), certificate.serial);
+    const hashes = this.#issuerHashes.get(SHA1_OID)!;
+    return sequence(algorithmIdentifier(SHA1_OID, true), octetString(hashes.subarray(0, 20)), octetString(hashes.subarray(20)), certificate.serial);
   }
 
   /** A signed, successful OCSPResponse for the given CertIDs and statuses (RFC 6960 4.2.1). */
-  sign(singles: readonly { certId: Buffer; status: CertificateStatus }[], nonce?: Buffer): Buffer {
+  async sign(singles: readonly { certId: Buffer; status: CertificateStatus }[], nonce?: Buffer): Promise<Buffer> {
+    return (await this.signed(singles, nonce)).der;
+  }
+
+  /** sign(), and the response's producedAt (= thisUpdate): whole seconds, as RFC 5280 4.1.2.5.2 has GeneralizedTime */
+  async signed(singles: readonly { certId: Buffer; status: CertificateStatus }[], nonce?: Buffer): Promise<{ der: Buffer; producedAt: Date }> {
     const now = wholeSeconds(this.#clock());
     const nextUpdate = new Date(now.getTime() + this.#o.validitySeconds * 1000);
     const responses = singles.map((s) => sequence(s.certId, certStatus(s.status), generalizedTime(now), explicit(0, generalizedTime(nextUpdate))));
     const extensions = nonce ? [explicit(1, sequence(sequence(oid(OCSP_OID.nonce), octetString(nonce))))] : [];
     const tbs = sequence(this.#responderId, generalizedTime(now), sequence(...responses), ...extensions);
-    const key = this.#o.responder.privateKey;
+    const key = this.#o.responder.key;
     const alg = signatureAlgorithm(key, this.#o.responder.issuer.hash);
-    const basic = sequence(tbs, algorithmIdentifier(alg.oid, alg.nullParams), bitString(signWith(key, alg.hash, tbs)), explicit(0, sequence(this.#o.responder.der)));
-    return sequence(enumerated(RESPONSE_STATUS.successful), explicit(0, sequence(oid(OCSP_OID.basic), octetString(basic))));
+    const basic = sequence(tbs, algorithmIdentifier(alg.oid, alg.nullParams), bitString(await key.sign(alg.hash, tbs)), explicit(0, sequence(this.#o.responder.der)));
+    return { der: sequence(enumerated(RESPONSE_STATUS.successful), explicit(0, sequence(oid(OCSP_OID.basic), octetString(basic)))), producedAt: now };
   }
 }
 

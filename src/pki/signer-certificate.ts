@@ -1,29 +1,38 @@
 /**
  * The per-request signer certificate (spec 2.16): a fresh key pair's public key, certified by the issuing CA
  * with the identity claims of the token introspection (spec 2.11), as a qualified certificate for electronic
- * signatures (ETSI EN 319 412-2 / -5).
+ * signatures (ETSI EN 319 412-2 / -5, policies of EN 319 411-2).
  *
  * Claims the IDP did not provide are omitted (spec 2.11: "the QTSP must tolerate missing claims"), and so are
  * claim values that are malformed: a qualified certificate must not carry garbage, and a bad claim must not
- * fail the signature either. Nothing in here throws on claim content.
+ * fail the signature either. Nothing in here throws on claim content. What EN 319 412-2 NAT-4.2.4-1 requires
+ * of every subject is always there: countryName (from the address claim, else the configured country of the
+ * identity scheme), commonName (the names, shortened to 64 characters when longer), and givenName and/or
+ * surname, or else a pseudonym.
  *
- * Runs once per signDoc request: the constant extensions are encoded once at module load, and nothing we
- * build is parsed again.
+ * Honest certificates: QcSSCD and the policy QCP-n-qscd say that the private key lives in a qualified
+ * signature creation device. They are written only when the caller states that the key was generated in a
+ * token the configuration declares a QSCD (keyInQscd); every other certificate gets QCP-n and no QcSSCD.
+ *
+ * Runs once per signDoc request: the constant extensions are encoded once per profile, and nothing we build
+ * is parsed again.
  */
-import { randomBytes, type KeyObject } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import type { KeyedCertificate } from './authority.ts';
 import {
   basicConstraintsExtension,
   buildName,
-  issueCertificate,
+  issueCertificateAsync,
   keyUsageExtension,
+  nameText,
   OID,
   rawExtension,
   spkiOf,
   type NameAttribute,
 } from './x509.ts';
+import { ISO_3166_ALPHA2, ISO_639_1 } from '../util/iso-codes.ts';
 
 export interface IdentityClaims {
   given_name?: string;
@@ -41,6 +50,8 @@ export type ClaimName = keyof IdentityClaims;
 export interface SignerCertificate {
   readonly der: Buffer;
   readonly certificate: pkijs.Certificate;
+  /** the subject as OpenSSL prints it, lines joined by ", " (x509.ts nameText; what the store records) */
+  readonly subjectText: string | undefined;
   /** claim names that went into the certificate, in IdentityClaims order */
   readonly providedClaims: ClaimName[];
 }
@@ -51,11 +62,28 @@ export interface SignerCertificate {
  */
 export type IssuingCa = KeyedCertificate & { readonly signerPointers?: readonly pkijs.Extension[] };
 
+/** The AS transaction (consent) a certificate is minted for. */
+export interface ConsentReference {
+  /** the AS (introspection iss) */
+  readonly issuer: string;
+  /** the AS's transaction id (introspection txn) */
+  readonly txn: string;
+}
+
 export interface MintSignerCertificateInput {
   readonly claims: IdentityClaims;
   readonly publicKey: KeyObject;
   readonly issuingCa: IssuingCa;
   readonly validitySeconds: number;
+  /** the deployment's certificate profile (signerProfile: default country, PDS locations) */
+  readonly profile: SignerProfile;
+  /**
+   * Whether the private key was generated in, and stays in, a token that the configuration declares a QSCD.
+   * Only then does the certificate claim QcSSCD and QCP-n-qscd (EN 319 412-5 Table 2, EN 319 411-2 5.3).
+   */
+  readonly keyInQscd: boolean;
+  /** the consent the certificate is minted for: a subject without names gets a pseudonym derived from it */
+  readonly consent: ConsentReference;
   readonly now?: Date;
 }
 
@@ -63,9 +91,12 @@ export interface MintSignerCertificateInput {
 export const QC_OID = {
   qcCompliance: '0.4.0.1862.1.1',
   qcSSCD: '0.4.0.1862.1.4',
+  qcPDS: '0.4.0.1862.1.5',
   qcType: '0.4.0.1862.1.6',
   qcTypeESign: '0.4.0.1862.1.6.1',
-  /** QCP-n-qscd: qualified certificate for natural persons, key in a QSCD (EN 319 411-2 5.3) */
+  /** QCP-n: EU qualified certificate issued to a natural person (EN 319 411-2 5.3) */
+  qcpN: '0.4.0.194112.1.0',
+  /** QCP-n-qscd: the same, with the private key in a QSCD (EN 319 411-2 5.3) */
   qcpNQscd: '0.4.0.194112.1.2',
 } as const;
 
@@ -78,23 +109,6 @@ const BACKDATE_MS = 60_000;
  * certificate, and so the CMS that carries it, small and its size predictable (FIELD-NOTES, CMS).
  */
 const MAX_CHARS = { name: 128, commonName: 64, streetAddress: 128, postalCode: 40, placeOfBirthPart: 128 } as const;
-
-/**
- * ISO 3166-1 alpha-2, officially assigned codes (249). Written out rather than asked of ICU: ICU's region list
- * also knows EU, UN, ZZ, XK, withdrawn codes (SU, YU, ...) and exceptional reservations (UK, EA, ...), none of
- * which is a country of citizenship or a countryName (RFC 3739 3.2.2, X.520).
- */
-const ISO_3166_ALPHA2 = new Set(
-  (
-    'AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR BS BT BV BW BY BZ ' +
-    'CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC EE EG EH ER ES ET FI FJ FK FM FO FR ' +
-    'GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS GT GU GW GY HK HM HN HR HT HU ID IE IL IM IN IO IQ IR IS IT JE JM JO ' +
-    'JP KE KG KH KI KM KN KP KR KW KY KZ LA LB LC LI LK LR LS LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ MR ' +
-    'MS MT MU MV MW MX MY MZ NA NC NE NF NG NI NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM PN PR PS PT PW PY QA RE RO ' +
-    'RS RU RW SA SB SC SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV ' +
-    'TW TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW'
-  ).split(' '),
-);
 
 /**
  * Characters that never belong in a name or an address: C0/C1 controls, lone surrogates (they would be
@@ -178,20 +192,74 @@ interface SubjectResult {
   readonly claims: ClaimName[];
 }
 
+/** Length in characters (code points), as X.520 upper bounds count them. */
+function charCount(text: string): number {
+  return [...text].length;
+}
+
+const graphemes = new Intl.Segmenter('und', { granularity: 'grapheme' });
+
+/** The longest prefix of whole user-perceived characters that fits `max` code points, trailing spaces removed. */
+function truncate(text: string, max: number): string {
+  let out = '';
+  for (const { segment } of graphemes.segment(text)) {
+    if (charCount(out) + charCount(segment) > max) break;
+    out += segment;
+  }
+  return out.trimEnd();
+}
+
 /**
- * Subject DN (spec 2.16): givenName, surname, and from address streetAddress, postalCode and countryName.
- * address.locality has no place in the spec's list (localityName 2.5.4.7 is not one of its OIDs): not used.
- * EN 319 412-2 4.2.4 wants givenName and/or surname, or else a pseudonym: without names, a random pseudonym
- * stands in, so the subject is never empty and never identifies by address alone.
+ * commonName from the names (EN 319 412-2 NAT-4.2.4-1: always present). RFC 5280's ub-common-name is 64
+ * characters; a longer name is shortened, not dropped: first the given names become initials ("Maximiliane
+ * Friederike" -> "M. F."), keeping the surname whole, as names are shortened on identity documents; if that
+ * is still too long, the name is cut at 64 characters on a character boundary. givenName and surname always
+ * carry the full names.
  */
-function subjectOf(claims: IdentityClaims): SubjectResult {
+export function commonNameOf(given: string | undefined, family: string | undefined): string {
+  const full = [given, family].filter(Boolean).join(' ');
+  if (charCount(full) <= MAX_CHARS.commonName) return full;
+  if (given && family) {
+    const initials = given
+      .split(/\s+/)
+      .map((name) => `${[...graphemes.segment(name)][0]!.segment}.`)
+      .join(' ');
+    const abbreviated = `${initials} ${family}`;
+    if (charCount(abbreviated) <= MAX_CHARS.commonName) return abbreviated;
+  }
+  return truncate(full, MAX_CHARS.commonName);
+}
+
+/**
+ * The pseudonym of a subject the claims name neither by given name nor by surname (EN 319 412-2 4.2.4: a
+ * pseudonym then stands in, and commonName carries it). Decision: derived from the consent (AS issuer and
+ * txn), not from the person (sub) and not random:
+ * - not from sub: a pseudonym stable per person would let every relying party link all signatures of a user
+ *   who chose not to disclose a name; one per consent links nothing beyond the one transaction;
+ * - not random: anyone holding the evidence record (iss, txn) can recompute it and so tie the certificate to
+ *   its transaction, and through the stored introspection response to the identity the bank vouched for
+ *   (the QTSP can always reveal who stood behind a pseudonym, eIDAS Art. 5(2));
+ * - not a refusal: spec 2.11 makes the QTSP tolerate missing claims.
+ * 24 hex digits (96 bits) of SHA-256 over a domain-separated encoding.
+ */
+export function pseudonymOf(consent: ConsentReference): string {
+  return createHash('sha256').update(`qtsp signer pseudonym v1\0${consent.issuer}\0${consent.txn}`).digest('hex').slice(0, 24);
+}
+
+/**
+ * Subject DN (spec 2.16, EN 319 412-2 4.2.4): countryName, from address streetAddress and postalCode, then
+ * givenName and surname or else a pseudonym, then commonName. countryName is the address claim's country,
+ * else the configured country of the identity scheme. address.locality has no place in the spec's list
+ * (localityName 2.5.4.7 is not one of its OIDs): not used.
+ */
+function subjectOf(claims: IdentityClaims, profile: SignerProfile, consent: ConsentReference): SubjectResult {
   const attributes: NameAttribute[] = [];
   const provided: ClaimName[] = [];
   const address = isObject(claims.address) ? claims.address : {};
   const country = cleanCountryCode(address['country']);
   const street = cleanStreetAddress(address['street_address']);
   const postalCode = cleanText(address['postal_code'], MAX_CHARS.postalCode);
-  if (country) attributes.push({ type: OID.countryName, value: country });
+  attributes.push({ type: OID.countryName, value: country ?? profile.defaultCountry });
   if (street) attributes.push({ type: OID.streetAddress, value: street });
   if (postalCode) attributes.push({ type: OID.postalCode, value: postalCode });
 
@@ -200,11 +268,10 @@ function subjectOf(claims: IdentityClaims): SubjectResult {
   if (given) attributes.push({ type: OID.givenName, value: given });
   if (family) attributes.push({ type: OID.surname, value: family });
   if (given || family) {
-    // RFC 5280 ub-common-name: a longer name keeps givenName/surname and goes without commonName
-    const commonName = [given, family].filter(Boolean).join(' ');
-    if ([...commonName].length <= MAX_CHARS.commonName) attributes.push({ type: OID.commonName, value: commonName });
+    attributes.push({ type: OID.commonName, value: commonNameOf(given, family) });
   } else {
-    attributes.push({ type: OID.pseudonym, value: randomBytes(12).toString('hex') });
+    const pseudonym = pseudonymOf(consent);
+    attributes.push({ type: OID.pseudonym, value: pseudonym }, { type: OID.commonName, value: pseudonym });
   }
 
   if (given) provided.push('given_name');
@@ -238,13 +305,47 @@ function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date): { exte
   return { extension: rawExtension(OID.subjectDirectoryAttributes, sda.toSchema()), claims: provided };
 }
 
-/** QCStatements (RFC 3739 3.2.6, EN 319 412-5 4.2): EU qualified, key in a QSCD, type esign. */
-function qcStatementsExtension(): pkijs.Extension {
+/** One PDS location (EN 319 412-5 4.3.4): an https URL and the ISO 639-1 code of the document's language. */
+export interface PdsLocation {
+  readonly url: string;
+  readonly language: string;
+}
+
+/** The deployment's settings for signer certificates (configuration signer.defaultCountry, signer.pdsUrls). */
+export interface SignerProfileSettings {
+  /** ISO 3166-1 alpha-2 country of the identity scheme: countryName when the claims carry no address country */
+  readonly defaultCountry: string;
+  /** ISO 639-1 language -> https URL of the PKI disclosure statement in that language; empty: no QcPDS */
+  readonly pdsUrls: Readonly<Record<string, string>>;
+}
+
+/** A profile ready for minting: checked settings and the constant extensions, encoded once per QSCD case. */
+export interface SignerProfile {
+  readonly defaultCountry: string;
+  readonly pdsLocations: readonly PdsLocation[];
+  /** the claim-independent extensions of a certificate whose key is (true) or is not (false) in a QSCD */
+  readonly constantExtensions: (keyInQscd: boolean) => readonly pkijs.Extension[];
+}
+
+/** QcPDS PdsLocations ::= SEQUENCE SIZE (1..MAX) OF PdsLocation { url IA5String, language PrintableString (SIZE(2)) } */
+function qcPdsStatement(locations: readonly PdsLocation[]): pkijs.QCStatement {
+  const pdsLocations = locations.map(
+    ({ url, language }) => new asn1js.Sequence({ value: [new asn1js.IA5String({ value: url }), new asn1js.PrintableString({ value: language })] }),
+  );
+  return new pkijs.QCStatement({ id: QC_OID.qcPDS, type: new asn1js.Sequence({ value: pdsLocations }) });
+}
+
+/**
+ * QCStatements (RFC 3739 3.2.6; EN 319 412-5 4.2, Table 2 for EU qualified certificates): QcCompliance;
+ * QcSSCD only when the key is in a QSCD; QcPDS when PDS locations are configured; QcType esign.
+ */
+function qcStatementsExtension(keyInQscd: boolean, pdsLocations: readonly PdsLocation[]): pkijs.Extension {
   // assigned, not passed: pkijs 4's typings declare the QCStatements constructor with QCStatement's parameters
   const statements = new pkijs.QCStatements();
   statements.values = [
     new pkijs.QCStatement({ id: QC_OID.qcCompliance }),
-    new pkijs.QCStatement({ id: QC_OID.qcSSCD }),
+    ...(keyInQscd ? [new pkijs.QCStatement({ id: QC_OID.qcSSCD })] : []),
+    ...(pdsLocations.length ? [qcPdsStatement(pdsLocations)] : []),
     // QcType ::= SEQUENCE OF OBJECT IDENTIFIER (EN 319 412-5 4.2.3)
     new pkijs.QCStatement({
       id: QC_OID.qcType,
@@ -254,40 +355,56 @@ function qcStatementsExtension(): pkijs.Extension {
   return rawExtension(OID.qcStatements, statements.toSchema());
 }
 
-function certificatePoliciesExtension(): pkijs.Extension {
+/** EN 319 411-2 5.3: QCP-n-qscd when the key is in a QSCD, QCP-n otherwise. */
+function certificatePoliciesExtension(keyInQscd: boolean): pkijs.Extension {
   const policies = new pkijs.CertificatePolicies({
-    certificatePolicies: [new pkijs.PolicyInformation({ policyIdentifier: QC_OID.qcpNQscd })],
+    certificatePolicies: [new pkijs.PolicyInformation({ policyIdentifier: keyInQscd ? QC_OID.qcpNQscd : QC_OID.qcpN })],
   });
   return rawExtension(OID.certificatePolicies, policies.toSchema());
 }
 
 /**
- * The same for every signer certificate; encoded once. keyUsage nonRepudiation alone (EN 319 412-2 4.3.2:
- * content commitment for a signature certificate); basicConstraints CA:false.
+ * Checks the settings (the configuration schema checks them too; this guards other callers) and encodes the
+ * constant extensions of both QSCD cases once. keyUsage nonRepudiation alone (EN 319 412-2 4.3.2: content
+ * commitment for a signature certificate); basicConstraints CA:false.
  */
-const CONSTANT_EXTENSIONS: readonly pkijs.Extension[] = [
-  keyUsageExtension(['nonRepudiation']),
-  basicConstraintsExtension(false),
-  certificatePoliciesExtension(),
-  qcStatementsExtension(),
-];
+export function signerProfile(settings: SignerProfileSettings): SignerProfile {
+  if (!ISO_3166_ALPHA2.has(settings.defaultCountry)) {
+    throw new TypeError(`signer.defaultCountry: ${JSON.stringify(settings.defaultCountry)} is not an assigned ISO 3166-1 alpha-2 code in upper case`);
+  }
+  const pdsLocations = Object.entries(settings.pdsUrls).map(([language, url]) => ({ language, url }));
+  for (const { language, url } of pdsLocations) {
+    if (!ISO_639_1.has(language)) throw new TypeError(`signer.pdsUrls: ${JSON.stringify(language)} is not an ISO 639-1 language code in lower case`);
+    // QCS-4.3.4-03: https; IA5String: ASCII
+    if (!/^https:\/\/[\x21-\x7e]+$/.test(url) || !URL.canParse(url)) throw new TypeError(`signer.pdsUrls.${language}: the PDS URL must be an https URL in ASCII`);
+  }
+  if (pdsLocations.length && !pdsLocations.some((l) => l.language === 'en')) {
+    throw new TypeError('signer.pdsUrls: an English PDS is required when PDS locations are given (EN 319 412-5 Table 2)');
+  }
+  const common = [keyUsageExtension(['nonRepudiation']), basicConstraintsExtension(false)];
+  const byCase = new Map<boolean, readonly pkijs.Extension[]>(
+    [true, false].map((qscd) => [qscd, [...common, certificatePoliciesExtension(qscd), qcStatementsExtension(qscd, pdsLocations)]]),
+  );
+  return { defaultCountry: settings.defaultCountry, pdsLocations, constantExtensions: (keyInQscd) => byCase.get(keyInQscd)! };
+}
 
-export function mintSignerCertificate(input: MintSignerCertificateInput): SignerCertificate {
+export async function mintSignerCertificate(input: MintSignerCertificateInput): Promise<SignerCertificate> {
   const now = input.now ?? new Date();
   const claims: IdentityClaims = isObject(input.claims) ? input.claims : {};
-  const subject = subjectOf(claims);
+  const subject = subjectOf(claims, input.profile, input.consent);
   const sda = subjectDirectoryAttributesOf(claims, now);
   const pointers = input.issuingCa.signerPointers ?? [];
-  const extensions = [...CONSTANT_EXTENSIONS, ...pointers, ...(sda.extension ? [sda.extension] : [])];
-  const { der, certificate } = issueCertificate({
+  const extensions = [...input.profile.constantExtensions(input.keyInQscd === true), ...pointers, ...(sda.extension ? [sda.extension] : [])];
+  const { der, certificate } = await issueCertificateAsync({
     subject: buildName(subject.attributes),
     publicKey: spkiOf(input.publicKey),
-    issuer: input.issuingCa.issuer, // adds authorityKeyIdentifier
+    issuer: input.issuingCa.issuer,
+    keyIdentifiers: true, // subjectKeyIdentifier (RFC 5280 4.2.1.2) and authorityKeyIdentifier
     notBefore: new Date(now.getTime() - BACKDATE_MS),
     notAfter: new Date(now.getTime() + input.validitySeconds * 1000),
     extensions,
   });
   const provided = new Set<ClaimName>([...subject.claims, ...sda.claims]);
   const order: readonly ClaimName[] = ['given_name', 'family_name', 'birthdate', 'place_of_birth', 'nationalities', 'address'];
-  return { der, certificate, providedClaims: order.filter((c) => provided.has(c)) };
+  return { der, certificate, subjectText: nameText(subject.attributes), providedClaims: order.filter((c) => provided.has(c)) };
 }

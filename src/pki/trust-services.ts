@@ -8,13 +8,14 @@ import { readFileSync } from 'node:fs';
 import type { Agent } from 'node:https';
 import type * as pkijs from 'pkijs';
 import type { Config } from '../config/schema.ts';
-import { partsOf } from '../util/der.ts';
+import { partsOf, type CertificateParts } from '../util/der.ts';
 import { badGateway } from '../errors.ts';
 import type { IssuedCertificate, Store } from '../store/types.ts';
 import { fromPem } from '../util/base64.ts';
 import type { KeyedCertificate } from './authority.ts';
 import { CrlIssuer } from './crl.ts';
-import { loadCaMaterial, loadTrustServiceMaterial } from './init.ts';
+import type { KeyCustody } from './custody/types.ts';
+import { loadCustodyMaterial } from './init.ts';
 import { OcspResponder } from './ocsp.ts';
 import { issuingCaPointers, pkiUrls, publicBaseUrl, type PkiUrls } from './publication.ts';
 import type { RevocationProvider, TimestampProvider } from './services.ts';
@@ -41,50 +42,108 @@ export interface TrustServices {
 /** How long an OCSP response made for a signature is reused: the hashes of one signDoc call share one. */
 const OCSP_REUSE_MS = 10_000;
 const OCSP_CACHE_ENTRIES = 256;
+/**
+ * Longest wait for our clock to pass a time-stamp's genTime by a whole second. Our own TSA's genTime is at most
+ * one second behind; an external TSA whose clock runs further ahead than this gets a 502 rather than a stall.
+ */
+const MAX_FRESHNESS_WAIT_MS = 3_000;
+
+/** An OCSP response we made: DER, its producedAt and when we made it (ms). */
+interface OcspEntry {
+  readonly der: Buffer;
+  readonly producedAt: number;
+  readonly at: number;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
  * RevocationProvider from our own sources: OCSP responses of our responder for certificates of the issuing CA,
  * CRLs of the CA otherwise (the root has no responder: the issuing CA and the TSA certificate get its CRL).
  * A response is reused for a few seconds, so that the signatures of one request (and its revocationInfo)
  * carry one response per certificate rather than one per hash.
+ *
+ * Freshness (`after`, the signature time-stamp's genTime): OCSP producedAt/thisUpdate and CRL thisUpdate are
+ * whole seconds (RFC 5280 4.1.2.5.2 and 5.1.2.4 forbid fractions; RFC 6960 4.2.2.1 takes that format), and a
+ * time-stamp made in the same second ties with them. So we wait until our clock reaches the first whole
+ * second after genTime and only then sign: at most one second, half a second on average, spent waiting (no
+ * CPU), once per request (the signatures of one request are time-stamped within the same second or two and
+ * share the response). The alternative, dating the data up to a second into the future, would make our
+ * responder state a time that was not yet.
  */
 export class LocalRevocation implements RevocationProvider {
-  readonly #recent = new Map<string, { der: Buffer; at: number }>();
+  readonly #recent = new Map<string, OcspEntry>();
+  readonly #making = new Map<string, Promise<OcspEntry>>();
   readonly #ocsp: OcspResponder;
   readonly #issuingDer: Buffer;
   readonly #status: Pick<Store, 'certificateStatus'>;
   readonly #crls: readonly CrlIssuer[];
+  readonly #clock: () => Date;
 
-  constructor(ocsp: OcspResponder, issuingDer: Buffer, status: Pick<Store, 'certificateStatus'>, crls: readonly CrlIssuer[]) {
+  constructor(ocsp: OcspResponder, issuingDer: Buffer, status: Pick<Store, 'certificateStatus'>, crls: readonly CrlIssuer[], clock: () => Date = () => new Date()) {
     this.#ocsp = ocsp;
     this.#issuingDer = issuingDer;
     this.#status = status;
     this.#crls = crls;
+    this.#clock = clock;
   }
 
-  async ocspResponse(certificateDer: Buffer, issuerDer: Buffer): Promise<Buffer | undefined> {
+  get authorities(): readonly Buffer[] {
+    return this.#crls.map((c) => c.caDer);
+  }
+
+  /** Waits until our clock is at or past the first whole second after `after`, so whole-second times exceed it. */
+  async #passWholeSecond(after: Date | undefined): Promise<void> {
+    if (!after) return;
+    const target = Math.floor(after.getTime() / 1000) * 1000 + 1000;
+    if (target - this.#clock().getTime() > MAX_FRESHNESS_WAIT_MS) {
+      throw badGateway('the time-stamp is dated ahead of our clock; no revocation data issued after it can be given');
+    }
+    for (let wait = target - this.#clock().getTime(); wait > 0; wait = target - this.#clock().getTime()) await sleep(wait);
+  }
+
+  async ocspResponse(certificateDer: Buffer, issuerDer: Buffer, after?: Date): Promise<Buffer | undefined> {
     if (!issuerDer.equals(this.#issuingDer)) return undefined;
     const parts = partsOf(certificateDer);
+    const usable = (r: OcspEntry | undefined): r is OcspEntry =>
+      r !== undefined && this.#clock().getTime() - r.at < OCSP_REUSE_MS && (after === undefined || r.producedAt > after.getTime());
     const recent = this.#recent.get(parts.serialHex);
-    if (recent && Date.now() - recent.at < OCSP_REUSE_MS) return recent.der;
+    if (usable(recent)) return recent.der;
+    await this.#passWholeSecond(after);
+    // the signatures of one request are built concurrently: one of them makes the response, the others take it
+    const pending = this.#making.get(parts.serialHex);
+    const made = pending ? await pending.catch(() => undefined) : this.#recent.get(parts.serialHex);
+    if (usable(made)) return made.der;
+    const making = this.#makeOcsp(parts);
+    this.#making.set(parts.serialHex, making);
+    try {
+      return (await making).der;
+    } finally {
+      if (this.#making.get(parts.serialHex) === making) this.#making.delete(parts.serialHex);
+    }
+  }
+
+  async #makeOcsp(parts: CertificateParts): Promise<OcspEntry> {
     let status;
     try {
       status = await this.#status.certificateStatus(this.#ocsp.caKeyId, parts.serialHex);
     } catch {
       throw badGateway('the certificate status is unavailable (certificate store)');
     }
-    const der = this.#ocsp.sign([{ certId: this.#ocsp.certIdFor(parts), status }]);
+    const { der, producedAt } = await this.#ocsp.signed([{ certId: this.#ocsp.certIdFor(parts), status }]);
+    const entry = { der, producedAt: producedAt.getTime(), at: this.#clock().getTime() };
     this.#recent.delete(parts.serialHex);
-    this.#recent.set(parts.serialHex, { der, at: Date.now() });
+    this.#recent.set(parts.serialHex, entry);
     if (this.#recent.size > OCSP_CACHE_ENTRIES) this.#recent.delete(this.#recent.keys().next().value!);
-    return der;
+    return entry;
   }
 
-  async crl(issuerDer: Buffer): Promise<Buffer | undefined> {
+  async crl(issuerDer: Buffer, after?: Date): Promise<Buffer | undefined> {
     const issuer = this.#crls.find((c) => c.caDer.equals(issuerDer));
     if (!issuer) return undefined;
+    await this.#passWholeSecond(after);
     try {
-      return await issuer.current();
+      return await issuer.current(after);
     } catch {
       throw badGateway('the CRL is unavailable (certificate store)');
     }
@@ -131,13 +190,15 @@ export interface TrustServicesOptions {
   readonly store: TrustStore;
   /** agent for an external TSA over HTTPS (trusting trust.caFile) */
   readonly agent?: Agent;
+  /** where the issuing CA, TSA and OCSP responder keys live */
+  readonly custody: Pick<KeyCustody, 'longLivedKey' | 'location'>;
 }
 
 export function createTrustServices(options: TrustServicesOptions): TrustServices {
   const { config, store } = options;
   const urls = pkiUrls(publicBaseUrl(config));
-  const { root, issuing } = loadCaMaterial(config.dataDir);
-  const material = loadTrustServiceMaterial(config.dataDir);
+  const material = loadCustodyMaterial(config.dataDir, options.custody);
+  const { root, issuing } = material;
   const tsa = new LocalTsa(material.tsa, root.der, { policyOid: config.tsa.policyOid, accuracySeconds: config.tsa.accuracySeconds });
   const timestamps = config.tsa.url
     ? new RemoteTsa({

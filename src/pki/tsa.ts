@@ -13,9 +13,9 @@ import { randomBytes } from 'node:crypto';
 import type { Agent } from 'node:http';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import { digest, HASH_ALGORITHMS, hashByOid, type HashAlgorithm } from '../ades/algorithms.ts';
-import { CMS_OID, messageDigestAttribute, signingCertificateV2Attribute, signSignerInfo } from '../ades/cades.ts';
-import { algorithmIdentifier, booleanTrue, children, explicit, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, setOf, tlv, utf8String } from '../util/der.ts';
+import { digest, HASH_ALGORITHMS, hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
+import { CMS_OID, messageDigestAttribute, signingCertificateV2Attribute, signSignerInfo } from '../crypto/cms.ts';
+import { algorithmIdentifier, booleanTrue, children, content, DerError, explicit, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, setOf, tlv, utf8String } from '../util/der.ts';
 import { badGateway, gatewayTimeout, SignDocError } from '../errors.ts';
 import { httpRequest, HttpTimeoutError } from '../util/http-client.ts';
 import type { KeyedCertificate } from './authority.ts';
@@ -161,12 +161,12 @@ export class LocalTsa implements TimestampProvider {
   }
 
   /** A TimeStampToken: ContentInfo(SignedData version 3) with the TSTInfo as eContent (RFC 3161 2.4.2, RFC 5652 5.1). */
-  issue(request: TokenRequest): Buffer {
+  async issue(request: TokenRequest): Promise<Buffer> {
     const tstInfo = this.#tstInfo(request);
-    const signerInfo = signSignerInfo({
+    const signerInfo = await signSignerInfo({
       hashAlgorithm: this.#hash,
       signerCertificate: this.#unit,
-      privateKey: this.#unit.privateKey,
+      key: this.#unit.key,
       signedAttributes: [
         new pkijs.Attribute({ type: CMS_OID.contentType, values: [new asn1js.ObjectIdentifier({ value: TSP_OID.tstInfo })] }),
         messageDigestAttribute(digest(this.#hash, tstInfo)),
@@ -184,9 +184,9 @@ export class LocalTsa implements TimestampProvider {
   }
 
   /** A TimeStampResp for a DER TimeStampReq: granted with a token, or rejection with the reason; never throws. */
-  respond(requestDer: Uint8Array): { granted: boolean; body: Buffer } {
+  async respond(requestDer: Uint8Array): Promise<{ granted: boolean; body: Buffer }> {
     try {
-      return { granted: true, body: timeStampResp(this.issue(acceptRequest(requestDer, this.#settings))) };
+      return { granted: true, body: timeStampResp(await this.issue(acceptRequest(requestDer, this.#settings))) };
     } catch (err) {
       const rejection = err instanceof TsaRejection ? err : new TsaRejection('systemFailure', 'the TSA could not issue a token');
       return { granted: false, body: rejectionResp(rejection) };
@@ -272,9 +272,27 @@ export class RemoteTsa implements TimestampProvider {
         }
       } catch (err) {
         if (err instanceof SignDocError) throw err;
-        last = err instanceof HttpTimeoutError ? gatewayTimeout(`the time-stamping authority did not answer within ${timeoutMs} ms`) : badGateway('the time-stamping authority is unreachable');
+        last = err instanceof HttpTimeoutError ? gatewayTimeout(`the time-stamping authority did not answer within ${timeoutMs} ms`) : badGateway('the time-stamping authority could not be reached', `TSA ${url}: ${(err as Error).message}`);
       }
     }
     throw last;
   }
+}
+
+/**
+ * genTime of a TimeStampToken (RFC 3161 2.4.2): ContentInfo > [0] SignedData > encapContentInfo > [0] OCTET
+ * STRING TSTInfo > genTime (after version, policy, messageImprint, serialNumber). Fractions of a second, which
+ * RFC 3161 allows in genTime, are kept (to the millisecond). Throws DerError on anything else.
+ */
+export function genTimeOf(token: Buffer): Date {
+  const signedData = children(token, children(token, children(token, readWhole(token))[1]!)[0]!);
+  const encap = signedData.find((t, i) => i > 0 && t.tag === 0x30 && children(token, t)[0]?.tag === 0x06)!;
+  const eContent = children(token, children(token, encap)[1]!)[0]!;
+  const tstInfo = content(token, eContent);
+  const genTime = children(tstInfo, readWhole(tstInfo))[4];
+  if (genTime?.tag !== 0x18) throw new DerError('TSTInfo without genTime');
+  const m = /^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(?:\.(\d+))?Z$/.exec(content(tstInfo, genTime).toString('latin1'));
+  if (!m) throw new DerError('genTime is not a GeneralizedTime in UTC');
+  const millis = m[7] ? Number(m[7].slice(0, 3).padEnd(3, '0')) : 0;
+  return new Date(Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!, millis));
 }

@@ -176,8 +176,9 @@ async function redeem(ctx: FlowContext, md: AsMetadata, code: string, pkce: Pkce
   return { accessToken, authorizationDetails: Array.isArray(details) ? details : [] };
 }
 
-export async function authorizeSigning(e: RpEndpoints, req: SigningRequest): Promise<AuthorizeResult> {
-  const agent = rpAgent(e);
+/** `opts.agent`: a keep-alive RP agent the caller owns and reuses (the benchmark's load generator); else one per call. */
+export async function authorizeSigning(e: RpEndpoints, req: SigningRequest, opts: { agent?: Agent } = {}): Promise<AuthorizeResult> {
+  const agent = opts.agent ?? rpAgent(e);
   const ctx: FlowContext = { e, agent, step: req.onStep ?? (() => undefined) };
   try {
     const config = await serviceConfiguration(ctx);
@@ -189,7 +190,7 @@ export async function authorizeSigning(e: RpEndpoints, req: SigningRequest): Pro
     const token = await redeem(ctx, md, code, pkce);
     return { ...token, qtsp: config.qtsp };
   } finally {
-    agent.destroy();
+    if (!opts.agent) agent.destroy();
   }
 }
 

@@ -5,7 +5,7 @@
  * the response's revocationInfo into the PDF's DSS; at B-LTA a document time-stamp from the QTSP's TSA over
  * all of that. Each step is an incremental update, so earlier signatures in the PDFs stay valid.
  */
-import { digest, type HashAlgorithm } from '../ades/algorithms.ts';
+import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import { authorizeSigning, callSignDoc, type RpEndpoints } from './flow.ts';
 import { rpAgent, RpFlowError } from './http.ts';
 import { addDss, cmsCertificates, prepareDocumentTimestamp, prepareSignature, type SignatureOptions } from './pdf.ts';

@@ -1,20 +1,25 @@
 /**
  * The RPs the platform knows (spec 2.14): client id, redirect URIs, client state, allowed authorization
  * data types, allowed_claims_qes, and the fingerprint of the self-signed TLS client certificate (spec 5.1).
+ * Two kinds: RPs whose certificate and key the sandbox holds (the default RP, the ones tests register; it
+ * creates a self-signed certificate for them once), and RPs registered from outside (client-file.ts), known
+ * only by their certificate's fingerprint.
  */
 import { existsSync } from 'node:fs';
 import { createTlsCertificate, saveKeyed } from '../pki/authority.ts';
 import { DEFINED_CLAIMS } from './platform/constants.ts';
 import { clientFileBase } from './paths.ts';
 import { fingerprintsEqual, pemFingerprint } from './tls.ts';
-import type { ClientState, RpRegistration } from './types.ts';
+import type { ClientState, ExternalClient, PlatformClient, RpRegistration } from './types.ts';
 
 export const DEFAULT_RP_CLIENT_ID = 'sandbox-rp';
 
 export interface RegisteredClient {
-  readonly registration: RpRegistration;
+  readonly registration: PlatformClient;
   /** x5t#S256 of the registered certificate */
   readonly fingerprint: string;
+  /** the sandbox's own RPs: their certificate and key files */
+  readonly local?: RpRegistration;
 }
 
 export type ClientInput = Partial<RpRegistration> & { clientId: string; state: ClientState };
@@ -39,24 +44,43 @@ export class ClientRegistry {
 
   constructor(private readonly clientsDir: string) {}
 
-  /** Adds or replaces a client; a replaced client keeps its certificate unless new files are given. */
+  /** Adds or replaces a client whose key the sandbox holds; a replaced one keeps its certificate unless new files are given. */
   register(input: ClientInput): RpRegistration {
-    const previous = this.clients.get(input.clientId)?.registration;
+    const previous = this.clients.get(input.clientId)?.local;
     const files = certificateFiles(this.clientsDir, input, previous);
+    const redirectUris = input.redirectUris ?? (input.redirectUri ? [input.redirectUri] : (previous?.redirectUris ?? [defaultRedirectUri(input.clientId)]));
     const registration: RpRegistration = {
       clientId: input.clientId,
       ...files,
-      redirectUri: input.redirectUri ?? previous?.redirectUri ?? defaultRedirectUri(input.clientId),
+      redirectUri: input.redirectUri ?? redirectUris[0]!,
+      redirectUris: [...redirectUris],
       state: input.state,
       allowedClaimsQes: [...(input.allowedClaimsQes ?? previous?.allowedClaimsQes ?? DEFINED_CLAIMS)],
       allowedTypes: [...(input.allowedTypes ?? previous?.allowedTypes ?? ['sign'])],
     };
-    this.clients.set(input.clientId, { registration, fingerprint: pemFingerprint(files.certFile) });
+    this.clients.set(input.clientId, { registration, fingerprint: pemFingerprint(files.certFile), local: registration });
     return { ...registration };
+  }
+
+  /** Adds or replaces an RP registered from outside: the platform knows its certificate by fingerprint only. */
+  registerExternal(c: ExternalClient): PlatformClient {
+    const registration: PlatformClient = {
+      clientId: c.clientId,
+      redirectUris: [...c.redirectUris],
+      state: c.state,
+      allowedClaimsQes: [...c.allowedClaimsQes],
+      allowedTypes: [...c.allowedTypes],
+    };
+    this.clients.set(c.clientId, { registration, fingerprint: c.fingerprint });
+    return registration;
   }
 
   get(clientId: string): RegisteredClient | undefined {
     return this.clients.get(clientId);
+  }
+
+  all(): RegisteredClient[] {
+    return [...this.clients.values()];
   }
 
   /** The client whose registered certificate was presented on the connection (spec 5.1), if both match. */

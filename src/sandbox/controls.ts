@@ -44,6 +44,7 @@ export function createControls(keys: AsKeyStore, directory: PlatformDirectory, a
       controls.introspection.mode = 'normal';
       controls.introspection.signingKey = 'as';
       delete controls.introspection.mutate;
+      delete controls.introspection.hold;
       controls.jwks.mode = 'normal';
       controls.idpDirectory.mode = 'normal';
       controls.mediation.mode = 'normal';

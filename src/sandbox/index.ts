@@ -7,13 +7,15 @@
  * platform and QTSP, the AS signing key, the default RP's self-signed client certificate, the key archive
  * with its operating party's OpenPGP key) and writes endpoints.json for the RP command line.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
+import { ensurePrivateDir } from '../util/private-files.ts';
 import { resolve } from 'node:path';
 import { asApp } from './as/app.ts';
 import type { AsContext } from './as/context.ts';
 import { signJwt } from './as/jwt.ts';
 import { AsKeyStore } from './as/keys.ts';
 import { createStore } from './as/store.ts';
+import { ClientFileError } from './client-file.ts';
 import { ClientRegistry, DEFAULT_RP_CLIENT_ID } from './clients.ts';
 import { createControls } from './controls.ts';
 import { startEventParties, type EventParties } from './mediation/index.ts';
@@ -25,7 +27,8 @@ import { sandboxPaths, type SandboxPaths } from './paths.ts';
 import { ensureSandboxTls, TlsServer, urlHost } from './tls.ts';
 import type { RpRegistration, Sandbox, SandboxOptions } from './types.ts';
 
-export type { ClientState, IntrospectionMode, MintOptions, RpRegistration, Sandbox, SandboxControls, SandboxOptions } from './types.ts';
+export type { ClientState, ExternalClient, IntrospectionMode, MintOptions, PlatformClient, RpRegistration, Sandbox, SandboxControls, SandboxOptions } from './types.ts';
+export { ClientFileError, externalClients, parseClientOption, readClientFile } from './client-file.ts';
 export { sandboxPaths } from './paths.ts';
 export { PLATFORM_CLAIMS_BASE, ACR_ONLINE_BANKING_SCA, DOCUMENTS_CONSENTED_CLAIM } from './platform/constants.ts';
 export { DEFAULT_SIGNING_DOCUMENTS } from './platform/sp-record.ts';
@@ -39,14 +42,17 @@ function publicHost(host: string): string {
   return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : urlHost(host);
 }
 
-function writeEndpoints(paths: SandboxPaths, s: Pick<Sandbox, 'issuer' | 'serviceConfigurationUrl' | 'idpDirectoryUrl' | 'spDirectoryUrl' | 'tlsCaFile'>, rp: RpRegistration): void {
+function writeEndpoints(paths: SandboxPaths, s: Pick<Sandbox, 'issuer' | 'serviceConfigurationUrl' | 'idpDirectoryUrl' | 'spDirectoryUrl' | 'tlsCaFile'>, rp: RpRegistration, clients: ClientRegistry, qtspId: string): void {
   const endpoints = {
     issuer: s.issuer,
     serviceConfigurationUrl: s.serviceConfigurationUrl,
     idpDirectoryUrl: s.idpDirectoryUrl,
     spDirectoryUrl: s.spDirectoryUrl,
     tlsCaFile: s.tlsCaFile,
+    qtspId,
     rp: { clientId: rp.clientId, certFile: rp.certFile, keyFile: rp.keyFile, redirectUri: rp.redirectUri },
+    // what the platform knows of every RP (spec 2.14), for an operator checking a registration
+    clients: clients.all().map((c) => ({ client_id: c.registration.clientId, client_state: c.registration.state, redirect_uris: c.registration.redirectUris, 'x5t#S256': c.fingerprint })),
   };
   writeFileSync(paths.endpoints, JSON.stringify(endpoints, null, 2) + '\n');
 }
@@ -63,13 +69,18 @@ async function listenBoth(host: string, as: TlsServer, asPort: number, platform:
 export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
   const host = o.host ?? '127.0.0.1';
   const paths = sandboxPaths(resolve(o.dataDir));
-  mkdirSync(paths.dir, { recursive: true });
+  ensurePrivateDir(paths.dir); // also the data directory, when the sandbox is the first to create it
   const tls = ensureSandboxTls(paths, host);
   const keys = await AsKeyStore.open(paths.asSigningKey);
   const urls = { issuer: '' };
   const directory = new PlatformDirectory([buildQtspRecord(o.qtsp)], () => urls.issuer);
   const clients = new ClientRegistry(paths.clientsDir);
   const rp = clients.register({ clientId: DEFAULT_RP_CLIENT_ID, state: 'active' });
+  for (const c of o.clients ?? []) {
+    // `qtsp sign` plays the default RP with the sandbox's key: a registration must not take its place
+    if (c.clientId === DEFAULT_RP_CLIENT_ID) throw new ClientFileError(`client_id ${DEFAULT_RP_CLIENT_ID} is the sandbox's own RP; choose another`);
+    clients.registerExternal(c);
+  }
   let keyArchive: SandboxKeyArchive | undefined;
   const controls = createControls(keys, directory, () => keyArchive);
   const archivePaths = keyArchivePaths(paths.dir);
@@ -113,7 +124,12 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
     qtspServerCertFile: tls.qtsp.certFile,
     qtspServerKeyFile: tls.qtsp.keyFile,
     rp,
-    registerClient: async (c) => clients.register(c),
+    registerClient: async (c) => {
+      const registration = clients.register(c);
+      writeEndpoints(paths, sandbox, rp, clients, o.qtsp.id);
+      return registration;
+    },
+    clients: () => clients.all().map((c) => ({ ...c.registration })),
     controls,
     mintAccessToken: (claims, opts) => signJwt(keys, claims, { ...opts, typ: 'JWT' }),
     close: async () => {
@@ -121,6 +137,6 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
       await Promise.all([asServer.close(), platformServer.close(), events.close()]);
     },
   };
-  writeEndpoints(paths, sandbox, rp);
+  writeEndpoints(paths, sandbox, rp, clients, o.qtsp.id);
   return sandbox;
 }

@@ -2,7 +2,7 @@
  * Public shapes of the sandbox ecosystem: the options it starts from, the handle tests and the CLI get
  * back, the RP registrations (spec 2.14) and the switches that make the sandbox misbehave on purpose.
  */
-import type { SmtpSink } from './mail/smtp-sink.ts';
+import type { SmtpControls, SmtpSink } from './mail/smtp-sink.ts';
 import type { StoredRecord } from './mediation/records.ts';
 
 /** Client states of an RP at the platform (spec 3). */
@@ -25,20 +25,50 @@ export interface SandboxOptions {
   smtpPort?: number;
   /** access token lifetime in seconds; default 300 */
   tokenLifetimeSeconds?: number;
+  /** relying parties registered from files or the command line (client-file.ts), besides the default RP */
+  clients?: readonly ExternalClient[];
 }
 
-/** An RP as the platform knows it (spec 2.14); the certificate is its self-signed TLS client certificate. */
+/** An RP registered from outside (client-file.ts): the sandbox does not hold its key. */
+export interface ExternalClient {
+  readonly clientId: string;
+  readonly redirectUris: readonly string[];
+  readonly state: ClientState;
+  readonly fingerprint: string;
+  /** the registered certificate's file, when it was given as a file (for endpoints.json) */
+  readonly certFile?: string;
+  readonly allowedClaimsQes: readonly string[];
+  readonly allowedTypes: readonly string[];
+}
+
+/** An RP as the platform knows it (spec 2.14). */
+export interface PlatformClient {
+  readonly clientId: string;
+  /** compared as strings with the redirect_uri of PAR (RFC 6749 3.1.2.2, RFC 9700 2.1) */
+  readonly redirectUris: readonly string[];
+  readonly state: ClientState;
+  readonly allowedClaimsQes: readonly string[];
+  readonly allowedTypes: readonly string[];
+}
+
+/**
+ * An RP whose self-signed TLS client certificate and key the sandbox holds (the default RP, the ones tests
+ * register): what `qtsp sign` and the tests play. RPs registered from a file (client-file.ts) bring their own key.
+ */
 export interface RpRegistration {
   clientId: string;
   certFile: string;
   keyFile: string;
+  /** the first of redirectUris: where this RP's flow redirects to */
   redirectUri: string;
+  redirectUris: string[];
   state: ClientState;
   allowedClaimsQes: string[];
   allowedTypes: string[];
 }
 
-export type IntrospectionMode = 'normal' | 'http500' | 'stall' | 'garbage' | 'unsigned';
+/** reset: the connection is cut without an answer (an AS that went down) */
+export type IntrospectionMode = 'normal' | 'http500' | 'stall' | 'garbage' | 'unsigned' | 'reset';
 
 /** IDP directory route of the platform: normal; http500: 500 JSON; reset: the connection is cut, no answer */
 export type IdpDirectoryMode = 'normal' | 'http500' | 'reset';
@@ -66,11 +96,6 @@ export interface MediationControls {
   failNext: number;
 }
 
-/** SMTP sink (spec 6.3): accept; refuse every recipient with 451 (try later) or 550 (permanent) */
-export interface SmtpControls {
-  mode: 'normal' | 'reject-temporary' | 'reject-permanent';
-}
-
 /** Switches that tests flip to drive the QTSP's failure paths for real. A plain mutable object. */
 export interface SandboxControls {
   introspection: {
@@ -80,6 +105,8 @@ export interface SandboxControls {
     signingKey: 'as' | 'foreign';
     /** rewrites the payload just before it is signed */
     mutate?: (payload: Record<string, unknown>) => Record<string, unknown>;
+    /** awaited before each answer: keeps signDoc calls in flight for as long as a test wants (graceful stop) */
+    hold?: () => Promise<void>;
   };
   jwks: { mode: 'normal' | 'http500' };
   idpDirectory: { mode: IdpDirectoryMode };
@@ -139,6 +166,8 @@ export interface Sandbox {
   rp: RpRegistration;
   /** Adds (or replaces) an RP; creates its self-signed client certificate unless certFile/keyFile are given. */
   registerClient(c: Partial<RpRegistration> & { clientId: string; state: ClientState }): Promise<RpRegistration>;
+  /** Every RP the platform knows (the default RP, registered ones), as spec 2.14 configures them. */
+  clients(): PlatformClient[];
   controls: SandboxControls;
   /** For tests: signs an arbitrary SAD exactly as given. */
   mintAccessToken(claims: Record<string, unknown>, opts?: MintOptions): Promise<string>;

@@ -7,12 +7,10 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import { parse as parseYaml } from 'yaml';
-import { hashByOid, type HashAlgorithm } from '../ades/algorithms.ts';
+import type { ConformanceLevel, SignatureFormat } from '../ades/formats.ts';
+import { hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
 import { badRequest } from '../errors.ts';
 import { decodeDigest } from '../util/base64.ts';
-
-export type SignatureFormat = 'C' | 'X' | 'P';
-export type ConformanceLevel = 'AdES-B-B' | 'AdES-B-T' | 'AdES-B-LT' | 'AdES-B-LTA';
 
 export interface SignDocRequest {
   readonly SAD: string;
@@ -71,6 +69,14 @@ export function parseSignDocRequest(body: unknown): ParsedSignDocRequest {
     const decoded = decodeDigest(h, hashAlgorithm.length);
     if (!decoded.ok) throw badRequest(`documentDigests.hashes[${i}] ${decoded.reason}`);
     return decoded.bytes;
+  });
+  // one consent gives at most one signature per document (issue 11 item 3): a hash twice in one request asks
+  // for two signatures of one document, which no RP needs and which would bill the consent twice
+  const seen = new Map<string, number>();
+  hashes.forEach((h, i) => {
+    const first = seen.get(h.toString('hex'));
+    if (first !== undefined) throw badRequest(`documentDigests.hashes[${i}] repeats documentDigests.hashes[${first}]: each document is signed once per consent`);
+    seen.set(h.toString('hex'), i);
   });
   return { body, hashAlgorithm, hashes, format: body.signature_format, level: body.conformance_level ?? 'AdES-B-B' };
 }

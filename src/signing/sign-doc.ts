@@ -2,23 +2,24 @@
  * The signDoc use case, top to bottom (DESIGN.md steps 1-10; spec 2.12, 4.5, 5.7, 5.9, 2.16).
  * Each step is one named function in its own module; this file only calls them in order.
  */
-import type { KeyObject } from 'node:crypto';
-import { builderFor, type AdesServices, type RevocationInfo } from '../ades/builders.ts';
+import { builderFor } from '../ades/builders.ts';
+import type { AdesServices, RevocationInfo } from '../ades/types.ts';
 import { chooseSigning, type SigningChoice } from '../ades/offer.ts';
-import { temporarilyUnavailable, unauthorized } from '../errors.ts';
+import { badRequest, temporarilyUnavailable, unauthorized } from '../errors.ts';
 import { introspect, type Introspection, type IntrospectionContext } from '../introspection/client.ts';
 import type { KeyedCertificate } from '../pki/authority.ts';
-import type { SignerKeySource } from '../pki/key-pool.ts';
-import { signingKeyFor, type SignerAlgorithm } from '../pki/keys.ts';
-import { mintSignerCertificate, type SignerCertificate } from '../pki/signer-certificate.ts';
+import { describeLocation, KeyCustodyUnavailable, type KeyCustody, type SignerKey } from '../pki/custody/types.ts';
+import type { SignerAlgorithm } from '../pki/keys.ts';
+import { mintSignerCertificate, type SignerCertificate, type SignerProfile } from '../pki/signer-certificate.ts';
 import { reportSignature, type MediationReporting } from '../mediation/report.ts';
 import { issuedCertificateRecord, serialHexOf } from '../store/records.ts';
-import type { SigningTransaction, Store } from '../store/types.ts';
+import type { DocumentClaim, KeptSignature, SigningTransaction, Store } from '../store/types.ts';
 import { x5tS256 } from '../trust/fingerprint.ts';
 import { validateSad, type SadContext } from '../trust/sad.ts';
 import type { Logger } from '../util/logger.ts';
-import type { Metrics } from '../http/metrics.ts';
+import type { Metrics } from '../util/metrics.ts';
 import { checkConsent, type Consent } from './consent.ts';
+import { claimDocuments, releaseDocuments } from './once.ts';
 import { parseSignDocRequest, type ParsedSignDocRequest } from './request.ts';
 
 export interface SignDocDeps {
@@ -29,8 +30,10 @@ export interface SignDocDeps {
   /** TSA and revocation sources for B-T and above */
   readonly ades: AdesServices;
   readonly signerValiditySeconds: number;
-  /** per-request key pairs (step 7): EC generated inline, RSA from a pool of fresh keys (pki/key-pool.ts) */
-  readonly keys: SignerKeySource;
+  /** what every signer certificate carries besides the identity: default country, PDS locations (configuration signer.*) */
+  readonly signerProfile: SignerProfile;
+  /** key custody (pki/custody/): per-request key pairs (step 7), software or in a PKCS#11 token */
+  readonly keys: KeyCustody;
   /** signer algorithm for requests without signAlgo (configuration signer.defaultAlgorithm) */
   readonly defaultAlgorithm: SignerAlgorithm;
   /** evidence and certificate store: written before any signature is built */
@@ -53,18 +56,31 @@ function clientFingerprint(clientCertDer: Buffer | undefined): string {
   return x5tS256(clientCertDer);
 }
 
-/** A signer that lives for one request: its private key is dropped by destroySigner (step 9). */
+/** A signer that lives for one request: its key pair is destroyed by destroySigner (step 9). */
 interface EphemeralSigner {
-  privateKey: KeyObject | undefined;
+  readonly key: SignerKey;
   readonly certificate: SignerCertificate;
 }
 
-/** step 7: fresh key pair and a certificate carrying the identity the bank vouched for (spec 2.16) */
+/** step 7: fresh key pair (in the key custody) and a certificate carrying the identity the bank vouched for (spec 2.16) */
 async function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDocDeps): Promise<EphemeralSigner> {
-  const keys = await deps.keys.take(choice.keyAlgorithm); // handed out once, never again
-  const certificate = mintSignerCertificate({ claims: consent.claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: deps.signerValiditySeconds });
-  deps.metrics.certificates.inc();
-  return { privateKey: signingKeyFor(keys.privateKey, choice.scheme), certificate }; // the certificate keeps the key's own SPKI
+  const key = await deps.keys.createSignerKey(choice.keyAlgorithm, choice.scheme); // handed out once, never again
+  try {
+    const certificate = await mintSignerCertificate({
+      claims: consent.claims,
+      publicKey: key.publicKey,
+      issuingCa: deps.issuingCa,
+      validitySeconds: deps.signerValiditySeconds,
+      profile: deps.signerProfile,
+      keyInQscd: deps.keys.qscd, // QcSSCD and QCP-n-qscd only for keys in a declared QSCD
+      consent,
+    });
+    deps.metrics.certificates.inc();
+    return { key, certificate };
+  } catch (err) {
+    await key.destroy();
+    throw err;
+  }
 }
 
 /**
@@ -75,7 +91,7 @@ async function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDoc
  */
 async function recordEvidence(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<void> {
   const now = new Date();
-  const certificate = issuedCertificateRecord({ certificate: signer.certificate.certificate, der: signer.certificate.der, issuerKeyId: deps.issuingCa.issuer.keyId, txn: consent.txn, issuedAt: now });
+  const certificate = issuedCertificateRecord({ certificate: signer.certificate.certificate, der: signer.certificate.der, subjectText: signer.certificate.subjectText, issuerKeyId: deps.issuingCa.issuer.keyId, txn: consent.txn, issuedAt: now });
   const transaction: SigningTransaction = {
     txn: consent.txn,
     iss: consent.issuer,
@@ -88,6 +104,7 @@ async function recordEvidence(introspection: Introspection, consent: Consent, re
     signatureFormat: choice.format,
     conformanceLevel: choice.level,
     keySource: introspection.keySource,
+    keyCustody: describeLocation(signer.key.location), // software, or the token's label and serial
     certificateSerialHex: certificate.serialHex,
     createdAt: now,
   };
@@ -101,17 +118,28 @@ async function recordEvidence(introspection: Introspection, consent: Consent, re
   deps.logger.info({ event: 'sign.authorized', txn: consent.txn, iss: consent.issuer, client_id: consent.clientId, client_state: consent.clientState, hashes: request.hashes.length, hash_alg: request.hashAlgorithm.name, serial: certificate.serialHex }, 'signing authorized, evidence recorded');
 }
 
-/** step 8: one signature per hash, in request order, in the requested format and level */
+/**
+ * step 8: one signature per hash, in request order, in the requested format and level. Built concurrently:
+ * at B-LT each signature waits for revocation data issued after its time-stamp (up to a second, no CPU), and
+ * the signatures of one request share that wait and that data instead of queueing a second each.
+ */
 async function signHashes(request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<Omit<SignDocResult, 'txn'>> {
   const build = builderFor(choice.format, choice.level)!; // chooseSigning admitted only offered combinations
-  const privateKey = signer.privateKey!;
+  const key = signer.key;
   const signingTime = new Date();
-  const built = [];
-  for (const hash of request.hashes) {
-    built.push(await build({ hash, hashAlgorithm: request.hashAlgorithm, signerCertificate: signer.certificate, chain: [deps.issuingCa.der], privateKey, signingTime, services: deps.ades }));
-  }
+  const built = await Promise.all(
+    request.hashes.map((hash) => build({ hash, hashAlgorithm: request.hashAlgorithm, signerCertificate: signer.certificate, chain: [deps.issuingCa.der], key, signingTime, services: deps.ades })),
+  );
   deps.metrics.signatures.inc(built.length);
   return { SignatureObject: built.map((b) => b.signature.toString('base64')), ...revocationInfo(built.map((b) => b.revocation)) };
+}
+
+/** revocationInfo of kept signatures: each kept the revocationInfo of the response it was returned in */
+function revocationOf(kept: readonly KeptSignature[]): Pick<SignDocResult, 'revocationInfo'> {
+  const present = kept.flatMap((k) => (k.revocation ? [k.revocation] : []));
+  if (present.length === 0) return {};
+  const unique = (list: string[]) => [...new Set(list)];
+  return { revocationInfo: { ocsp: unique(present.flatMap((r) => r.ocsp)), crl: unique(present.flatMap((r) => r.crl)) } };
 }
 
 /** the response's revocationInfo (spec 2.12): every distinct OCSP response and CRL used, Base64 DER */
@@ -122,19 +150,46 @@ function revocationInfo(all: readonly (RevocationInfo | undefined)[]): Pick<Sign
   return { revocationInfo: { ocsp: unique(present.flatMap((r) => [...r.ocsp])), crl: unique(present.flatMap((r) => [...r.crl])) } };
 }
 
-/** step 10: the mediation record of this call (spec 6.2), stored before the signatures are returned (mediation/report.ts says why not with the evidence) */
-function report(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, signer: EphemeralSigner, deps: SignDocDeps): Promise<void> {
+/**
+ * step 10: the mediation record of this call (spec 6.2) and the signatures kept for a retry (once.ts), in one
+ * database transaction before the signatures are returned (mediation/report.ts says why not with the evidence)
+ */
+function report(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, signer: EphemeralSigner, claim: DocumentClaim, signed: Omit<SignDocResult, 'txn'>, deps: SignDocDeps): Promise<void> {
   const { txn, issuer, clientId, clientState } = consent;
   const certificate = signer.certificate;
+  const kept = signed.SignatureObject.map((signature, i) => ({ hash: claim.hashes[i]!, signature, revocation: signed.revocationInfo ?? null }));
   return reportSignature(
     { txn, issuer, clientId, clientState, authorizationDetails: introspection.payload.authorization_details, credentialID: request.body.credentialID, hashes: request.hashes, providedClaims: certificate.providedClaims, certificateSerialHex: serialHexOf(certificate.certificate), deliveryTime: new Date() },
     deps,
+    { claim, signatures: kept },
   );
 }
 
-/** step 9: no reference to the private key survives the request (never logged, never stored) */
-function destroySigner(signer: EphemeralSigner): void {
-  signer.privateKey = undefined;
+/** step 5b, a replay: the signatures kept for these documents, as first returned (once.ts) */
+function replayed(signatures: readonly KeptSignature[], consent: Consent): SignDocResult {
+  return { SignatureObject: signatures.map((s) => s.signature), ...revocationOf(signatures), txn: consent.txn };
+}
+
+/** step 9: the key pair is gone before the response leaves (PKCS#11: C_DestroyObject of both halves) */
+function destroySigner(signer: EphemeralSigner): Promise<void> {
+  return signer.key.destroy();
+}
+
+/** A key custody failure (a token gone) is a 503: nothing was signed, and readiness says why. */
+async function inCustody<T>(work: () => Promise<T>, deps: SignDocDeps): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!(err instanceof KeyCustodyUnavailable)) throw err;
+    deps.logger.error({ event: 'sign.custody_unavailable', custody: deps.keys.kind, error: err.message }, 'key custody unavailable; request refused');
+    throw temporarilyUnavailable('the key custody (HSM) is unavailable; nothing was signed');
+  }
+}
+
+/** The custody must sign this scheme with this hash (a PKCS#11 2.40 token has no RSASSA-PSS with SHA-3). */
+function requireCustodySupport(choice: SigningChoice, request: ParsedSignDocRequest, deps: SignDocDeps): void {
+  if (deps.keys.supports(choice.scheme, request.hashAlgorithm.node as Parameters<KeyCustody['supports']>[1])) return;
+  throw badRequest(`signAlgo ${choice.algorithm} with ${request.hashAlgorithm.name} is not offered: the key custody (HSM) cannot sign it`);
 }
 
 export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, deps: SignDocDeps): Promise<SignDocResult> {
@@ -150,13 +205,21 @@ export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, 
 /** Steps 5-10, once the AS has vouched for the SAD (the benchmark times this part in process too). */
 export async function signConsented(request: ParsedSignDocRequest, choice: SigningChoice, introspection: Introspection, fingerprint: string, deps: SignDocDeps): Promise<SignDocResult> {
   const consent = checkConsent(introspection.payload, request, deps.qtspId, fingerprint); // 5 consent
-  const signer = await mintSigner(choice, consent, deps); // 7 mint
+  requireCustodySupport(choice, request, deps);
+  const once = await claimDocuments(consent, request, choice, deps.store, deps.logger); // 5b once per document
+  if (once.kind === 'replay') return replayed(once.signatures, consent); // signed before: nothing minted, signed or billed
   try {
-    await recordEvidence(introspection, consent, request, choice, signer, deps); // 6 evidence (needs the certificate of 7)
-    const signed = await signHashes(request, choice, signer, deps); // 8 sign
-    await report(introspection, consent, request, signer, deps); // 10 report
-    return { ...signed, txn: consent.txn };
-  } finally {
-    destroySigner(signer); // 9 destroy
+    const signer = await inCustody(() => mintSigner(choice, consent, deps), deps); // 7 mint
+    try {
+      await recordEvidence(introspection, consent, request, choice, signer, deps); // 6 evidence (needs the certificate of 7)
+      const signed = await inCustody(() => signHashes(request, choice, signer, deps), deps); // 8 sign
+      await report(introspection, consent, request, signer, once.claim, signed, deps); // 10 report, keep for a retry
+      return { ...signed, txn: consent.txn };
+    } finally {
+      await destroySigner(signer); // 9 destroy
+    }
+  } catch (err) {
+    await releaseDocuments(once.claim, deps.store, deps.logger); // nothing was returned: a retry may sign them
+    throw err;
   }
 }

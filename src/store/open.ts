@@ -1,16 +1,41 @@
 /**
  * Choosing the store from the configuration (store.driver), and watching it for readiness.
  */
+import { join } from 'node:path';
 import type { Config } from '../config/schema.ts';
-import { openPostgresStore } from './postgres.ts';
-import { openSqliteStore, sqlitePath } from './sqlite.ts';
+import { postgresDialect, sqliteDialect, type PostgresStoreOptions, type SqliteStoreOptions } from './dialects.ts';
+import { createStore } from './store.ts';
 import type { Store } from './types.ts';
+import { ensurePrivateDir, ensurePrivateFile } from '../util/private-files.ts';
+
+export type { PostgresStoreOptions } from './dialects.ts';
+
+export const SQLITE_FILE = 'qtsp.sqlite';
+
+/** the embedded store's one file in the data directory */
+export function sqlitePath(dataDir: string): string {
+  return join(dataDir, SQLITE_FILE);
+}
+
+/** Opens (creating or migrating) the SQLite store in `file`. */
+export async function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Promise<Store> {
+  return createStore(await sqliteDialect(file, options));
+}
+
+/** Opens the PostgreSQL store and migrates its schema; rejects when the database cannot be reached. */
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<Store> {
+  return createStore(await postgresDialect(options));
+}
 
 /** SQLite in `<dataDir>/qtsp.sqlite` (default) or PostgreSQL at store.url; the schema is created or migrated. */
-export async function openStore(config: Pick<Config, 'dataDir' | 'store'>): Promise<Store> {
+export async function openStore(config: Pick<Config, 'dataDir'> & { readonly store: Omit<Config['store'], 'sqliteMaxBytes'> & { readonly sqliteMaxBytes?: number } }): Promise<Store> {
   switch (config.store.driver) {
-    case 'sqlite':
-      return openSqliteStore(sqlitePath(config.dataDir));
+    case 'sqlite': {
+      const file = sqlitePath(config.dataDir);
+      ensurePrivateDir(config.dataDir);
+      ensurePrivateFile(file, [`${file}-wal`, `${file}-shm`]); // personal data: owner only (README: Files)
+      return openSqliteStore(file, { maxBytes: config.store.sqliteMaxBytes ?? 0 });
+    }
     case 'postgres':
       // the schema refuses a postgres driver without url; this guards callers that build a config by hand
       if (!config.store.url) throw new Error('store.url is required when store.driver is postgres');

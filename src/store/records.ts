@@ -15,12 +15,13 @@ export function serialHexOf(certificate: pkijs.Certificate): string {
 }
 
 /**
- * The store's record of a certificate we issued. The subject is formatted by OpenSSL (node:crypto
- * X509Certificate) rather than by hand: escaping of DN values is its business, and the text matches what
- * `openssl x509 -subject` shows an auditor.
+ * The store's record of a certificate we issued. The subject text is what OpenSSL prints (node:crypto
+ * X509Certificate, lines joined by ", "), so it matches what `openssl x509 -subject` shows an auditor. The
+ * signDoc path passes `subjectText` from the builder (pki/x509.ts nameText, tested against OpenSSL) instead
+ * of parsing the certificate it just built; without it, OpenSSL formats it here.
  */
-export function issuedCertificateRecord(input: { certificate: pkijs.Certificate; der: Buffer; issuerKeyId: Buffer; txn: string | null; issuedAt: Date }): IssuedCertificate {
-  const subject = new X509Certificate(input.der).subject.split('\n').join(', ');
+export function issuedCertificateRecord(input: { certificate: pkijs.Certificate; der: Buffer; issuerKeyId: Buffer; txn: string | null; issuedAt: Date; subjectText?: string | undefined }): IssuedCertificate {
+  const subject = input.subjectText ?? new X509Certificate(input.der).subject.split('\n').join(', ');
   return {
     serialHex: serialHexOf(input.certificate),
     issuerKeyId: input.issuerKeyId.toString('hex'),

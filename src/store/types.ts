@@ -83,6 +83,11 @@ export interface SigningTransaction {
    * "archive <commit>" or "jwks_uri"; null for rows written before this was recorded
    */
   readonly keySource: string | null;
+  /**
+   * where the signer key lived (issue 9): "software", or "pkcs11:<token label>:<token serial>" (custody/types.ts
+   * describeLocation); null for rows written before this was recorded (software keys then)
+   */
+  readonly keyCustody: string | null;
   /** the signer certificate minted for this call (its serial is the row's key) */
   readonly certificateSerialHex: string;
   readonly createdAt: Date;
@@ -124,6 +129,41 @@ export interface RecordSigningInput {
   readonly outbox?: readonly NewOutboxEntry[];
 }
 
+/**
+ * One request's claim on documents of a consent (issue 11 item 3, signing/once.ts): a document is the key
+ * (iss, txn, hashAlgorithmOid, hash); at most one request signs it.
+ */
+export interface DocumentClaim {
+  readonly iss: string;
+  readonly txn: string;
+  readonly hashAlgorithmOid: string;
+  /** Base64 digests, request order, no repeats */
+  readonly hashes: readonly string[];
+  /** unique per request */
+  readonly claimId: string;
+  /** what the request asks (format, level, signer algorithm): a retry must ask the same */
+  readonly requestKey: string;
+  readonly claimedAt: Date;
+}
+
+/** A signature returned for a document, kept to be returned again to a retry. */
+export interface KeptSignature {
+  /** Base64 digest of the document */
+  readonly hash: string;
+  /** Base64 signature object, as returned */
+  readonly signature: string;
+  /** the revocationInfo of the response it was returned in */
+  readonly revocation: { readonly ocsp: readonly string[]; readonly crl: readonly string[] } | null;
+}
+
+/** `index`: position in the claim's hashes of the document the outcome is about */
+export type ClaimOutcome =
+  | { readonly kind: 'claimed' }
+  | { readonly kind: 'signed'; readonly signatures: readonly KeptSignature[] }
+  | { readonly kind: 'in_progress'; readonly index: number }
+  | { readonly kind: 'other_request'; readonly index: number; readonly requestKey: string }
+  | { readonly kind: 'mixed'; readonly index: number };
+
 export interface Store {
   /** which implementation ('sqlite' or 'postgres'), for logs and readiness reasons */
   readonly driver: 'sqlite' | 'postgres';
@@ -156,7 +196,19 @@ export interface Store {
    */
   markOutbox(id: string, state: OutboxState, error?: string, onlyFrom?: readonly OutboxState[]): Promise<boolean>;
   outboxCounts(topic: string): Promise<Record<OutboxState, number>>;
-  /** readiness: the database answers */
+  /**
+   * Claims every document of `claim` for its request (all or none, decided by the database's unique key, also
+   * across instances): claimed; signed (every document kept before under the same requestKey: their signatures,
+   * in the claim's order); in_progress (another live claim; claims from before `staleBefore` without a signature
+   * are abandoned and taken over); other_request (signed or claimed under another requestKey); mixed (some
+   * documents known, some not, or some signed and some not).
+   */
+  claimDocuments(claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome>;
+  /** the signatures of a claim and the records to deliver, in one database transaction; rejects (writing nothing) when the claim is no longer held */
+  keepSignatures(input: { claim: DocumentClaim; signatures: readonly KeptSignature[]; outbox: readonly NewOutboxEntry[] }): Promise<void>;
+  /** gives back the documents of a claim that were not signed (a failed request); no effect on others' claims */
+  releaseDocuments(claim: DocumentClaim): Promise<void>;
+  /** readiness: the database answers and commits a small write (a full disk or a read-only database fails) */
   ping(): Promise<void>;
   /** idempotent */
   close(): Promise<void>;

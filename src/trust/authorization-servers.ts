@@ -102,6 +102,30 @@ export class AuthorizationServers {
     return resolved;
   }
 
+  /**
+   * Readiness when the key archive has no verified state: can every issuer given fetch its JWK Set from its
+   * jwks_uri now (a set fetched within the metadata TTL counts)? An issuer without RS256 keys fails too.
+   */
+  async probeKeySources(issuers: readonly string[]): Promise<{ usable: boolean; reasons: string[] }> {
+    if (issuers.length === 0) return { usable: false, reasons: ['AS key sources: no active IDP known to probe'] };
+    const reasons: string[] = [];
+    await Promise.all(
+      issuers.map(async (issuer) => {
+        try {
+          let set = this.keySets.get(issuer);
+          if (!set || this.now() - set.fetchedAt >= this.options.metadataTtlMs) {
+            set = await this.once(`jwks:${issuer}`, () => this.fetchKeys(issuer));
+            this.keySets.set(issuer, set);
+          }
+          if (set.keys.size === 0) reasons.push(`AS key sources: ${issuer}: its JWK Set has no RS256 key`);
+        } catch (err) {
+          reasons.push(`AS key sources: ${issuer}: ${(err as Error).message}`);
+        }
+      }),
+    );
+    return { usable: reasons.length === 0, reasons };
+  }
+
   /** Which source last vouched for this key (for the evidence record); undefined if never resolved. */
   keySource(issuer: string, kid: string): Omit<ResolvedKey, 'key'> | undefined {
     return this.vouched.get(`${issuer} ${kid}`);

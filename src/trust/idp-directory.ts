@@ -20,8 +20,15 @@ export interface IdpRecord {
   readonly [key: string]: unknown;
 }
 
+/** `message` in the relying party's terms (no address, no errno); `detail`: why the directory failed, for our log */
 export class IdpDirectoryUnavailable extends Error {
   override name = 'IdpDirectoryUnavailable';
+  constructor(
+    message: string,
+    readonly detail: string,
+  ) {
+    super(message);
+  }
 }
 
 interface Entry {
@@ -63,6 +70,10 @@ export class IdpDirectory {
   private listPending: Promise<number> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private lastFailure: { at: number; reason: string } | undefined;
+  /** when the directory last gave a good answer (a record, a 404, or the list) */
+  private lastAnswerAt: number | undefined;
+  /** when the whole list was last pulled successfully */
+  private lastListAt: number | undefined;
   private readonly now: () => number;
 
   constructor(private readonly options: IdpDirectoryOptions) {
@@ -106,11 +117,34 @@ export class IdpDirectory {
     this.timer = undefined;
   }
 
-  /** Readiness reason while the directory fails (the service stays ready: cached answers still serve). */
+  /**
+   * Readiness: not ready until the directory has answered once (before that every SAD is refused, spec 4.6
+   * fail closed), nor once its last answer is older than maxStaleMs (cached answers no longer serve). While
+   * it fails within that bound the service stays ready and the reason says so.
+   */
   readiness(): { ready: boolean; reasons: string[] } {
+    const failing = this.lastFailure ? ` (${this.lastFailure.reason}, ${Math.round((this.now() - this.lastFailure.at) / 1000)} s ago)` : '';
+    if (this.lastAnswerAt === undefined) return { ready: false, reasons: [`IDP directory has never answered${failing}: every SAD is refused until it does`] };
+    const age = this.now() - this.lastAnswerAt;
+    const maxStale = Math.round(this.options.maxStaleMs / 1000);
+    if (age >= this.options.maxStaleMs) return { ready: false, reasons: [`IDP directory last answered ${Math.round(age / 1000)} s ago${failing}, beyond trust.idpMaxStaleSeconds (${maxStale} s): SADs are refused until it answers`] };
     if (!this.lastFailure) return { ready: true, reasons: [] };
-    const age = Math.round((this.now() - this.lastFailure.at) / 1000);
-    return { ready: true, reasons: [`IDP directory failing (${this.lastFailure.reason}, ${age} s ago); cached answers serve for at most ${Math.round(this.options.maxStaleMs / 1000)} s`] };
+    return { ready: true, reasons: [`IDP directory failing${failing}; cached answers serve for at most ${maxStale} s`] };
+  }
+
+  /** Whether the directory has given a good answer since start. */
+  hasAnswered(): boolean {
+    return this.lastAnswerAt !== undefined;
+  }
+
+  /** Seconds since the last good pull of the whole list (metrics); undefined before the first one. */
+  listAgeSeconds(): number | undefined {
+    return this.lastListAt === undefined ? undefined : (this.now() - this.lastListAt) / 1000;
+  }
+
+  /** Issuers the cached answers list as active (readiness probes their key sources). */
+  activeIssuers(): string[] {
+    return [...this.cache].filter(([, entry]) => entry.status === 'active').map(([iss]) => iss);
   }
 
   private async lookup(iss: string): Promise<Entry> {
@@ -140,11 +174,15 @@ export class IdpDirectory {
         return cached;
       }
       throw new IdpDirectoryUnavailable(
-        `the IDP directory is unreachable (${describe(err)}) and its last answer about issuer ${iss} is ${Math.round(age / 1000)} s old, ` +
+        `the IDP directory could not be reached and its last answer about issuer ${iss} is ${Math.round(age / 1000)} s old, ` +
           `beyond the maximum of ${maxStale} s (trust.idpMaxStaleSeconds): SADs of this issuer are refused until the directory answers`,
+        `IDP directory ${this.options.url}: ${describe(err)}`,
       );
     }
-    throw new IdpDirectoryUnavailable(`the IDP directory is unreachable (${describe(err)}) and has never answered about issuer ${iss}: SADs of this issuer are refused until it answers`);
+    throw new IdpDirectoryUnavailable(
+      `the IDP directory could not be reached and has never answered about issuer ${iss}: SADs of this issuer are refused until it answers`,
+      `IDP directory ${this.options.url}: ${describe(err)}`,
+    );
   }
 
   private async get(url: URL): Promise<{ status: number; body: unknown }> {
@@ -161,13 +199,18 @@ export class IdpDirectory {
     this.lastFailure = { at: this.now(), reason };
   }
 
+  private answered(): void {
+    this.lastFailure = undefined;
+    this.lastAnswerAt = this.now();
+  }
+
   private async fetchOne(iss: string): Promise<Entry> {
     const url = new URL(this.options.url);
     url.searchParams.set('iss', iss);
     const res = await this.get(url);
     const fetchedAt = this.now();
     if (res.status === 404) {
-      this.lastFailure = undefined;
+      this.answered();
       return { status: 'unknown', fetchedAt };
     }
     if (res.status !== 200) {
@@ -178,7 +221,7 @@ export class IdpDirectory {
       this.failure('malformed IDP record');
       throw new Error('malformed IDP record');
     }
-    this.lastFailure = undefined;
+    this.answered();
     return { status: statusOf(res.body), record: res.body, fetchedAt };
   }
 
@@ -196,7 +239,8 @@ export class IdpDirectory {
     const listed = new Map((res.body as IdpRecord[]).map((r) => [r.iss, r]));
     for (const iss of this.cache.keys()) if (!listed.has(iss)) this.cache.set(iss, { status: 'unknown', fetchedAt });
     for (const [iss, record] of listed) this.cache.set(iss, { status: statusOf(record), record, fetchedAt });
-    this.lastFailure = undefined;
+    this.answered();
+    this.lastListAt = fetchedAt;
     return listed.size;
   }
 }

@@ -241,6 +241,8 @@ export class KeyArchive {
   private refusal: Refusal | undefined;
   private lastFailure: { at: number; reason: string } | undefined;
   private lastSuccessAt: number | undefined;
+  /** committer time of the verified HEAD (ms) */
+  private headCommittedAt: number | undefined;
   private pending: Promise<PullOutcome> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly listeners: ((issuers: readonly string[]) => void)[] = [];
@@ -286,6 +288,16 @@ export class KeyArchive {
   /** The verified commit keys are read from, if any. */
   verifiedHead(): string | undefined {
     return this.head;
+  }
+
+  /** Seconds since the verified HEAD was committed (metrics: an archive that stopped moving); undefined without one. */
+  headAgeSeconds(): number | undefined {
+    return this.headCommittedAt === undefined ? undefined : (this.now() - this.headCommittedAt) / 1000;
+  }
+
+  /** Seconds since the last successful pull (metrics); undefined before the first one. */
+  lastPullAgeSeconds(): number | undefined {
+    return this.lastSuccessAt === undefined ? undefined : (this.now() - this.lastSuccessAt) / 1000;
   }
 
   /** The issuer's key with this kid at our verified HEAD. */
@@ -419,6 +431,7 @@ export class KeyArchive {
     const changed = [...new Set([...next.keys(), ...this.issuers.keys()])].filter((iss) => next.get(iss)?.blob !== this.issuers.get(iss)?.blob);
     this.issuers = next;
     this.head = head;
+    this.headCommittedAt = (await git.readCommit({ fs, gitdir, oid: head })).commit.committer.timestamp * 1000;
     return changed;
   }
 
@@ -453,10 +466,11 @@ export async function startKeyArchive(
   config: { readonly dataDir: string; readonly trust: { readonly keyArchiveUrl: string; readonly keyArchivePullSeconds: number; readonly keyArchiveSignerKeyFile: string; readonly httpTimeoutMs: number } },
   agent: Agent,
   logger: Logger,
+  gitdir = `${config.dataDir}/key-archive`,
 ): Promise<KeyArchive> {
   const archive = await KeyArchive.open({
     url: config.trust.keyArchiveUrl,
-    gitdir: `${config.dataDir}/key-archive`,
+    gitdir,
     signerKeys: await loadSignerKeys(config.trust.keyArchiveSignerKeyFile),
     agent,
     timeoutMs: config.trust.httpTimeoutMs,

@@ -7,11 +7,12 @@
  * Decoding the claims before the signature is checked is what the spec's order requires; nothing decoded is
  * trusted or used before step 4 passes, except to decide which check fails.
  */
-import { compactVerify, decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
+import { decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
 import { unauthorized, badGateway } from '../errors.ts';
 import { IdpDirectoryUnavailable, type IdpDirectory } from './idp-directory.ts';
 import { TrustSourceError, type AuthorizationServers } from './authorization-servers.ts';
 import { fingerprintsEqual } from './fingerprint.ts';
+import { verifyRs256 } from './jws.ts';
 
 export interface SadContext {
   readonly idps: IdpDirectory;
@@ -42,7 +43,7 @@ async function checkIssuer(claims: JWTPayload, ctx: SadContext): Promise<string>
   try {
     status = await ctx.idps.status(iss);
   } catch (err) {
-    if (err instanceof IdpDirectoryUnavailable) throw badGateway(err.message);
+    if (err instanceof IdpDirectoryUnavailable) throw badGateway(err.message, err.detail);
     throw err;
   }
   if (status === 'unknown') throw unauthorized('SAD issuer is not an IDP of the IDP directory');
@@ -81,12 +82,12 @@ async function checkSignature(token: string, issuer: string, ctx: SadContext): P
   try {
     key = await ctx.servers.getKey(issuer, header.kid);
   } catch (err) {
-    if (err instanceof TrustSourceError) throw badGateway(`cannot obtain the keys of the SAD issuer: ${err.message}`);
+    if (err instanceof TrustSourceError) throw badGateway('the signing keys of the SAD issuer could not be obtained', `keys of ${issuer}: ${err.message}`);
     throw err;
   }
   if (!key) throw unauthorized('SAD is signed with a key the issuer does not publish (unknown kid)');
   try {
-    await compactVerify(token, key, { algorithms: ['RS256'] });
+    verifyRs256(token, key);
   } catch {
     throw unauthorized('SAD signature does not verify');
   }

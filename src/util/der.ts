@@ -4,7 +4,7 @@
  *
  * Written by hand rather than with asn1js because these structures embed DER we must keep byte-exact
  * (certificates, tokens from a TSA, signed attributes) and asn1js re-encodes what it parsed (times, for one,
- * are rebuilt from the parsed date) and silently drops RawData inside constructed values (see cades.ts
+ * are rebuilt from the parsed date) and silently drops RawData inside constructed values (see crypto/cms.ts
  * PreEncoded). Reading only walks definite-length DER; requests from clients are parsed with pkijs.
  */
 

@@ -2,10 +2,12 @@
  * A local redis-server for `qtsp dev`, `qtsp serve` without a configured Redis, and the tests: started on a
  * free loopback port, with the settings bullmq wants (FIELD-NOTES, bullmq: noeviction, AOF), stopped with
  * SIGTERM so the AOF is flushed. restart() brings it back on the same port and directory with its data,
- * which is what the outage tests need. The package itself is installed by .ci/run (Debian redis-server).
+ * which is what the outage tests need. The package itself (Debian redis-server) is installed by
+ * scripts/ensure-packages.mjs, which `npm start` and `npm test` run first.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { ensurePrivateDir } from './private-files.ts';
 import { join } from 'node:path';
 import { createConnection } from 'node:net';
 import { freePort } from './free-port.ts';
@@ -32,6 +34,14 @@ const READY_TIMEOUT_MS = 10_000;
 
 export function redisServerInstalled(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+let setprivFound: boolean | undefined;
+
+/** setpriv --pdeathsig is Linux (util-linux, essential on Debian); elsewhere redis-server is started directly. */
+function withParentDeathSignal(): boolean {
+  setprivFound ??= process.platform === 'linux' && spawnSync('setpriv', ['--pdeathsig', 'SIGTERM', 'true'], { stdio: 'ignore' }).status === 0;
+  return setprivFound;
 }
 
 /** PING over a raw socket: ready means it answers +PONG (not -LOADING while it replays the AOF). */
@@ -68,7 +78,12 @@ function launch(port: number, dir: string): { child: ChildProcess; output: () =>
     '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction',
     '--protected-mode', 'yes', '--loglevel', 'warning',
   ];
-  const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // redis-server cannot watch its parent; setpriv (util-linux) sets PR_SET_PDEATHSIG before it execs it, so
+  // the kernel sends it SIGTERM when we end, also when we are killed with SIGKILL: no orphan Redis
+  // detached: its own process group, so a Ctrl-C in the terminal reaches us, not Redis; we stop it ourselves
+  // after the queues are closed
+  const options = { stdio: ['ignore', 'pipe', 'pipe'] as ('ignore' | 'pipe')[], detached: true };
+  const child = withParentDeathSignal() ? spawn('setpriv', ['--pdeathsig', 'SIGTERM', 'redis-server', ...args], options) : spawn('redis-server', args, options);
   let out = '';
   const collect = (d: Buffer) => {
     out = (out + d.toString()).slice(-4000);
@@ -86,9 +101,9 @@ function exited(child: ChildProcess): Promise<void> {
 /** Starts redis-server on a free loopback port with its files in `dir`. */
 export async function startRedisServer(options: { dir: string; port?: number }): Promise<LocalRedis> {
   if (!redisServerInstalled()) {
-    throw new RedisServerMissing('redis-server is not installed: install the Debian package redis-server (.ci/run does) or set REDIS_URL');
+    throw new RedisServerMissing('redis-server is not installed: install the Debian package redis-server (`node scripts/ensure-packages.mjs start` does) or set REDIS_URL');
   }
-  mkdirSync(options.dir, { recursive: true });
+  ensurePrivateDir(options.dir);
   const port = options.port ?? (await freePort());
   let current = launch(port, options.dir);
   await waitReady(port, current.child, current.output);

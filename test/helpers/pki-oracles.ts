@@ -149,14 +149,83 @@ export async function verifyToken(token: Buffer, over: { data: Buffer } | { dige
   }
 }
 
-/** openssl ocsp -respin: signature, responder chain and the status of `certFile` (CertID with SHA-256). */
+/**
+ * openssl ocsp -respin: signature, responder chain and the status of `certFile`, looked up as OpenSSL does by
+ * default: with a SHA-1 CertID (no -sha256; the RFC 5019 profile). `openssl ocsp -respin F -issuer CA -cert
+ * SIGNER -CAfile ROOT`, nothing else but -no_nonce (an embedded response answers no request of ours).
+ */
 export async function verifyOcsp(response: Buffer, files: { root: string; issuing: string; cert: string }): Promise<ToolResult> {
   const s = scratch();
   try {
-    return await run('openssl', ['ocsp', '-respin', s.file('resp.der', response), '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, '-sha256', '-cert', files.cert, '-no_nonce']);
+    return await run('openssl', ['ocsp', '-respin', s.file('resp.der', response), '-issuer', files.issuing, '-cert', files.cert, '-CAfile', files.root, '-no_nonce']);
   } finally {
     s.remove();
   }
+}
+
+/** OpenSSL's printed dates ("Nov 23 01:40:12 2026 GMT", fractions kept) as a Date */
+function opensslDate(text: string | undefined, what: string): Date {
+  const date = new Date(text ?? '');
+  if (Number.isNaN(date.getTime())) throw new Error(`${what}: no date in OpenSSL's output (${text})`);
+  return date;
+}
+
+/** producedAt and the thisUpdate of every SingleResponse, as `openssl ocsp -resp_text` prints them */
+export async function ocspTimes(response: Buffer): Promise<{ producedAt: Date; thisUpdates: Date[] }> {
+  const s = scratch();
+  try {
+    const r = await run('openssl', ['ocsp', '-respin', s.file('resp.der', response), '-resp_text', '-noverify']);
+    if (!r.ok) throw new Error(`openssl ocsp -resp_text: ${r.output}`);
+    return {
+      producedAt: opensslDate(/Produced At: (.*)/.exec(r.output)?.[1], 'Produced At'),
+      thisUpdates: [...r.output.matchAll(/This Update: (.*)/g)].map((m) => opensslDate(m[1], 'This Update')),
+    };
+  } finally {
+    s.remove();
+  }
+}
+
+/** thisUpdate of a CRL, as `openssl crl -lastupdate` prints it */
+export async function crlThisUpdate(crl: Buffer): Promise<Date> {
+  const s = scratch();
+  try {
+    const r = await run('openssl', ['crl', '-inform', 'DER', '-in', s.file('crl.der', crl), '-noout', '-lastupdate']);
+    if (!r.ok) throw new Error(`openssl crl -lastupdate: ${r.output}`);
+    return opensslDate(/lastUpdate=(.*)/.exec(r.output)?.[1], 'lastUpdate');
+  } finally {
+    s.remove();
+  }
+}
+
+/** genTime of a TimeStampToken, as `openssl ts -reply -token_in -text` prints it */
+export async function tokenGenTime(token: Buffer): Promise<Date> {
+  const s = scratch();
+  try {
+    const r = await run('openssl', ['ts', '-reply', '-token_in', '-in', s.file('token.der', token), '-token_out', '-text']);
+    if (!r.ok) throw new Error(`openssl ts -text: ${r.output}`);
+    return opensslDate(/Time stamp: (.*)/.exec(r.output)?.[1], 'Time stamp');
+  } finally {
+    s.remove();
+  }
+}
+
+/**
+ * Every piece of revocation data was issued strictly after `genTime` (issue 11 item 9, EU DSS's fresh
+ * revocation data): OCSP producedAt and every thisUpdate, CRL thisUpdate; read by OpenSSL. Returns how many
+ * pieces were checked.
+ */
+export async function assertIssuedAfter(revocation: { ocsp: readonly Buffer[]; crl: readonly Buffer[] }, genTime: Date, what: string): Promise<number> {
+  for (const response of revocation.ocsp) {
+    const { producedAt, thisUpdates } = await ocspTimes(response);
+    if (!(producedAt > genTime)) throw new Error(`${what}: OCSP producedAt ${producedAt.toISOString()} is not after genTime ${genTime.toISOString()}`);
+    if (thisUpdates.length === 0) throw new Error(`${what}: OCSP response without thisUpdate`);
+    for (const t of thisUpdates) if (!(t > genTime)) throw new Error(`${what}: OCSP thisUpdate ${t.toISOString()} is not after genTime ${genTime.toISOString()}`);
+  }
+  for (const crl of revocation.crl) {
+    const thisUpdate = await crlThisUpdate(crl);
+    if (!(thisUpdate > genTime)) throw new Error(`${what}: CRL thisUpdate ${thisUpdate.toISOString()} is not after genTime ${genTime.toISOString()}`);
+  }
+  return revocation.ocsp.length + revocation.crl.length;
 }
 
 /** openssl crl -CAfile: the CRL's signature against the CAs in caFile */

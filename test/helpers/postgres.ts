@@ -5,7 +5,7 @@
  * at stop()).
  *
  * Missing binaries are an error, not a skip: the PostgreSQL store must be tested wherever the suite runs
- * (CI installs the package; .ci/run checks for initdb).
+ * (`npm test` installs the package first: scripts/ensure-packages.mjs).
  *
  * initdb refuses to run as root: as root, the cluster belongs to the `postgres` user the Debian package
  * creates, and every server binary runs through `runuser -u postgres --`.

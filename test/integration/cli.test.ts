@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
+import { xmlsecVerify } from '../helpers/xmlsec.ts';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { pino } from 'pino';
@@ -89,12 +90,65 @@ describe('qtsp sign', () => {
 
   it('exits non-zero and writes nothing when signDoc refuses', async () => {
     const file = join(work, 'unicode.txt');
-    rmSync(`${file}.p7s`, { force: true });
+    rmSync(`${file}.xml`, { force: true });
     // XAdES is offered with SHA-2 digests only (xmlsec1 has no SHA-3): a combination we refuse
     const res = await qtsp(['sign', file, '--format', 'X', '--hash-alg', 'sha3-256', '--data-dir', env.dataDir]);
     assert.notEqual(res.code, 0);
     assert.match(res.stderr, /HTTP 400 invalid_request signature_format X is offered with SHA-256/);
-    assert.equal(existsSync(`${file}.p7s`), false);
+    assert.equal(existsSync(`${file}.xml`), false);
+  });
+
+  it('--hash B64 (repeatable) signs given digests: hash-1.p7s, hash-2.p7s in --out-dir, openssl verifies them against the documents', async () => {
+    const docs = ['contract.txt', 'unicode.txt'].map((f) => readFileSync(join(work, f)));
+    const hashes = docs.map((d) => createHash('sha256').update(d).digest('base64'));
+    const out = mkdtempSync(join(work, 'hashes-'));
+    const res = await qtsp(['sign', '--hash', hashes[0]!, '--hash', hashes[1]!, '--out-dir', out, '--data-dir', env.dataDir]);
+    assert.equal(res.code, 0, res.stdout + res.stderr);
+    assert.match(res.stdout, /2 given SHA-256 hash\(es\)/);
+    assert.match(res.stdout, /signed 2 hash\(es\): .*hash-1\.p7s, .*hash-2\.p7s/);
+    for (const [i, doc] of docs.entries()) {
+      const ok = await opensslCmsVerify(readFileSync(join(out, `hash-${i + 1}.p7s`)), doc, env.rootCaFile);
+      assert.ok(ok.ok, ok.output);
+    }
+  });
+
+  it('--format X writes FILE.xml, which xmlsec1 verifies against the file', async () => {
+    const file = join(work, 'contract.txt');
+    const res = await qtsp(['sign', file, '--format', 'X', '--data-dir', env.dataDir]);
+    assert.equal(res.code, 0, res.stdout + res.stderr);
+    assert.match(res.stdout, /contract\.txt\.xml/);
+    const ok = await xmlsecVerify(readFileSync(`${file}.xml`), readFileSync(file), { trustedPem: env.rootCaFile, untrustedPem: join(env.dataDir, 'pki', 'issuing-ca.pem') });
+    assert.ok(ok.ok, ok.output);
+  });
+
+  it('--sign-algo chooses the signer key (ecdsa-p384, rsa-pss), as openssl reads the certificate', async () => {
+    const file = join(work, 'unicode.txt');
+    for (const [algo, expected] of [['ecdsa-p384', /Public-Key: \(384 bit\)[\s\S]*NIST CURVE: P-384/], ['rsa-pss', /Public-Key: \(3072 bit\)/]] as const) {
+      const res = await qtsp(['sign', file, '--sign-algo', algo, '--data-dir', env.dataDir]);
+      assert.equal(res.code, 0, res.stdout + res.stderr);
+      assert.ok((await opensslCmsVerify(readFileSync(`${file}.p7s`), readFileSync(file), env.rootCaFile)).ok);
+      const certs = join(work, `${algo}.certs.pem`);
+      assert.ok((await run('openssl', ['pkcs7', '-inform', 'DER', '-in', `${file}.p7s`, '-print_certs', '-out', certs])).ok);
+      const text = await run('openssl', ['x509', '-in', certs, '-noout', '-text']);
+      assert.match(text.output, expected);
+      if (algo === 'rsa-pss') assert.match((await run('openssl', ['cms', '-cmsout', '-print', '-inform', 'DER', '-in', `${file}.p7s`])).output, /rsassaPss/);
+    }
+  });
+
+  it('usage says how it finds the sandbox; a wrong data directory names --data-dir and QTSP_DATA_DIR', async () => {
+    const help = await qtsp(['sign', '--help']);
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /--data-dir DIR[\s\S]*QTSP_DATA_DIR[\s\S]*endpoints\.json/);
+    assert.match(help.stdout, /--sign-algo/);
+    const nowhere = await qtsp(['sign', join(work, 'contract.txt'), '--data-dir', join(work, 'no-such-dir')]);
+    assert.equal(nowhere.code, 2);
+    assert.match(nowhere.stderr, /no sandbox found: cannot read .*endpoints\.json.*--data-dir DIR or QTSP_DATA_DIR/);
+    const badHash = await qtsp(['sign', '--hash', 'AAAA', '--data-dir', env.dataDir]);
+    assert.equal(badHash.code, 2);
+    assert.match(badHash.stderr, /has 3 bytes; a SHA-256 digest has 32/);
+    const both = await qtsp(['sign', join(work, 'contract.txt'), '--hash', 'AAAA', '--data-dir', env.dataDir]);
+    assert.equal(both.code, 2);
+    assert.match(both.stderr, /give files or --hash, not both/);
   });
 
   it('exits non-zero on an unknown hash algorithm', async () => {
@@ -107,7 +161,7 @@ describe('qtsp sandbox (the sandbox as a separate program)', () => {
   it('serves the whole flow from a child process; the QTSP signs against it', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-sandbox-process-'));
     const eco = await startEcosystemWithSandboxProcess({
-      config: { dataDir, server: { port: 0, publicationPort: 0 }, signer: { rsaPoolSize: 0 } },
+      config: { dataDir, server: { port: 0, publicationPort: 0 }, ops: { port: 0 }, signer: { rsaPoolSize: 0 } },
       defaultMetrics: false,
       logger: pino({ level: 'silent' }),
     });

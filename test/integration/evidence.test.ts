@@ -8,8 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
-import * as https from 'node:https';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { httpRequest } from '../../src/util/http-client.ts';
@@ -35,13 +34,8 @@ after(async () => {
 });
 
 async function ready(): Promise<{ status: number; body: { status: string; reasons: string[] } }> {
-  const agent = new https.Agent({ ca: readFileSync(env.sandbox.tlsCaFile) });
-  try {
-    const res = await httpRequest(`${env.qtsp.url}/health/ready`, { agent, timeoutMs: 5000 });
-    return { status: res.status, body: JSON.parse(res.body.toString('utf8')) };
-  } finally {
-    agent.destroy();
-  }
+  const res = await httpRequest(`${env.qtsp.opsUrl}/health/ready`, { timeoutMs: 5000 });
+  return { status: res.status, body: JSON.parse(res.body.toString('utf8')) };
 }
 
 describe('evidence of a real signing', () => {
@@ -54,6 +48,7 @@ describe('evidence of a real signing', () => {
     await assertIsIntrospectionResponse(env, stored.introspectionJwt, signed.introspectionPayload);
     // the AS key came from the signed key archive (issue 3: archive first), recorded with its commit
     assert.match(stored.keySource ?? '', /^archive [0-9a-f]{40}$/);
+    assert.equal(stored.keyCustody, 'software', 'where the signer key lived');
     const p = signed.introspectionPayload;
     assert.deepEqual(
       { iss: stored.iss, sub: stored.sub, clientId: stored.clientId, clientState: stored.clientState },
@@ -117,6 +112,12 @@ describe('qtsp evidence show', () => {
     const unknown = await qtsp(['evidence', 'show', 'no-such-txn', '--data-dir', env.dataDir]);
     assert.equal(unknown.code, 1);
     assert.match(unknown.stderr, /no signing recorded for txn no-such-txn/);
+    // a txn is the AS's choice: base64url ones may start with '-' and are still a txn, not an option
+    const dashed = await qtsp(['evidence', 'show', '-Zq1x', '--data-dir', env.dataDir]);
+    assert.equal(dashed.code, 1, dashed.stderr);
+    assert.match(dashed.stderr, /no signing recorded for txn -Zq1x/);
+    const later = await qtsp(['evidence', 'verify', '--data-dir', env.dataDir, 'no-such-txn']);
+    assert.match(later.stderr, /no-such-txn/);
     const nowhere = await qtsp(['evidence', 'show', 'x', '--data-dir', join(env.dataDir, 'nowhere')]);
     assert.equal(nowhere.code, 1);
     assert.match(nowhere.stderr, /no evidence store in/);
@@ -143,6 +144,6 @@ describe('with the store broken', () => {
     }
     assert.equal(r.status, 503);
     assert.equal(r.body.status, 'not_ready');
-    assert.match(r.body.reasons.join(' '), /evidence store \(sqlite\) does not answer/);
+    assert.match(r.body.reasons.join(' '), /evidence store \(sqlite\) does not accept a write/);
   });
 });

@@ -196,9 +196,9 @@ describe('Redis stopped during a run of 200 signatures', () => {
   it('every signDoc succeeds, and after Redis returns the mediation service holds exactly 200 records', async (t) => {
     const local = env.redis.local;
     if (!local) return t.skip('REDIS_URL is shared: this test stops its own redis-server only');
-    // 20 consents, 10 signDoc calls each: 200 signatures, 200 records (one per call)
-    const auths = await Promise.all(Array.from({ length: 20 }, (_, i) => authorize(env.endpoints, docs([sha256b64(`batch document ${i}`)]))));
-    const calls = auths.flatMap((a) => Array.from({ length: 10 }, () => a));
+    // 20 consents for 10 documents each, one signDoc call per document: 200 signatures, 200 records (one per call)
+    const auths = await Promise.all(Array.from({ length: 20 }, (_, i) => authorize(env.endpoints, docs(Array.from({ length: 10 }, (_, j) => sha256b64(`batch document ${i}.${j}`))))));
+    const calls = auths.flatMap((a) => a.hashes.map((hash) => ({ accessToken: a.accessToken, hashes: [hash] })));
     const up: number[] = [];
     const down: number[] = [];
     const txns = new Set<string>();

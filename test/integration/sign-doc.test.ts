@@ -9,7 +9,7 @@ import { createHash, generateKeyPairSync, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import { SignJWT } from 'jose';
-import { HASH_ALGORITHMS } from '../../src/ades/algorithms.ts';
+import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
 import { authorizeSigning, callSignDoc, type RpEndpoints } from '../../src/rp/flow.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { fromPem } from '../../src/util/base64.ts';
@@ -143,6 +143,14 @@ describe('signDoc signs', () => {
     assert.match(text.output, /postalCode = /);
     assert.match(text.output, /Non Repudiation/);
     assert.match(text.output, /X509v3 Subject Directory Attributes/);
+    // EN 319 412-2 / RFC 5280 profile (issue 9): countryName, commonName, SKI; software keys: QCP-n, no QcSSCD
+    assert.match(text.output, /Subject: C = [A-Z]{2}, .*CN = Erika Mustermann\n/);
+    assert.match(text.output, /X509v3 Subject Key Identifier/);
+    assert.match(text.output, /Policy: 0\.4\.0\.194112\.1\.0\n/);
+    // asn1parse prints the qcStatements value as a hex dump: look for the DER of the statement OIDs
+    const qc = await run('openssl', ['asn1parse', '-in', `${dir}/leaf.pem`]);
+    assert.match(qc.output, /:qcStatements\n.*\[HEX DUMP\]:[0-9A-F]*0604008E460101/, 'QcCompliance 0.4.0.1862.1.1');
+    assert.doesNotMatch(qc.output, /0604008E460104/, 'no QcSSCD 0.4.0.1862.1.4 for a key in process memory');
     rmSync(dir, { recursive: true, force: true });
   });
 });
@@ -172,6 +180,7 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
     ['signAlgo we do not offer (DSA with SHA-256)', () => ({ ...good(), signAlgo: '2.16.840.1.101.3.4.3.2' }), 'signAlgo 2.16.840.1.101.3.4.3.2 is not offered'],
     ['XAdES at B-LTA, not built', () => ({ ...good(), signature_format: 'X', conformance_level: 'AdES-B-LTA' }), 'not offered'],
     ['a JSON array body', () => [good()], 'JSON object'],
+    ['the same hash twice (one consent, one signature per document)', () => body('x.y.z', [sha256(DOCS[0]!), sha256(DOCS[1]!), sha256(DOCS[0]!)]), 'documentDigests.hashes[2] repeats documentDigests.hashes[0]'],
   ];
   for (const [name, make, text] of cases) {
     it(name, async () => {
@@ -192,6 +201,68 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
       assert.equal(get.status, 405);
     } finally {
       agent.destroy();
+    }
+  });
+});
+
+describe('signDoc without express (the common request) answers exactly as the express route', () => {
+  /** POST with a Content-Length (the direct path), or chunked (no Content-Length: always the express app) */
+  function send(body: Buffer, chunked: boolean, contentType = 'application/json'): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+    const agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
+    return new Promise((resolve, reject) => {
+      const headers: Record<string, string | number> = { 'content-type': contentType, ...(chunked ? {} : { 'content-length': body.length }) };
+      const req = https.request(env.qtsp.signDocUrl, { method: 'POST', agent, headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          agent.destroy();
+          resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
+        });
+      });
+      req.on('error', reject);
+      if (chunked) {
+        req.write(body.subarray(0, 1));
+        req.end(body.subarray(1));
+      } else req.end(body);
+    });
+  }
+
+  it('same status, content type, cache control and body for good and bad bodies', async () => {
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    const bodies: [string, Buffer][] = [
+      ['not JSON', Buffer.from('{"SAD": ')],
+      ['whitespace only', Buffer.from(' \n ')],
+      ['a JSON string', Buffer.from('"x"')],
+      ['a JSON number after whitespace', Buffer.from('  42')],
+      ['an array', Buffer.from(JSON.stringify([body('x.y.z')]))],
+      ['an empty object', Buffer.from('{}')],
+      ['a lone BOM', bom],
+      ['a BOM and a request with a bad SAD', Buffer.concat([bom, Buffer.from(JSON.stringify(body('x.y.z')))])],
+      ['invalid UTF-8 inside a string', Buffer.concat([Buffer.from('{"SAD": "'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')])],
+      ['an unknown parameter', Buffer.from(JSON.stringify({ ...body('x.y.z'), foo: 1 }))],
+    ];
+    for (const [what, b] of bodies) {
+      for (const contentType of ['application/json', 'application/json; charset=utf-8']) {
+        const direct = await send(b, false, contentType);
+        const viaExpress = await send(b, true, contentType);
+        assert.equal(direct.status, viaExpress.status, what);
+        assert.equal(direct.body, viaExpress.body, what);
+        assert.equal(direct.headers['content-type'], viaExpress.headers['content-type'], what);
+        assert.equal(direct.headers['cache-control'], viaExpress.headers['cache-control'], what);
+        assert.ok(direct.status === 400 || direct.status === 401, `${what}: ${direct.status}`);
+      }
+    }
+  });
+
+  it('a good request signs both ways', async () => {
+    for (const chunked of [false, true]) {
+      const auth = await authorize([sha256(DOCS[0]!)]);
+      const res = await send(Buffer.from(JSON.stringify(body(auth.accessToken, [sha256(DOCS[0]!)]))), chunked);
+      assert.equal(res.status, 200, res.body);
+      assert.equal(res.headers['cache-control'], 'no-store');
+      assert.equal(res.headers['content-type'], 'application/json; charset=utf-8');
+      assert.match(String(res.headers['x-transaction-id']), /./);
+      assert.equal(JSON.parse(res.body).SignatureObject.length, 1);
     }
   });
 });
@@ -327,22 +398,17 @@ describe('signDoc reports AS failures as 502/504', () => {
 });
 
 describe('operations', () => {
-  it('health and metrics', async () => {
-    const agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile) });
-    try {
-      const live = await httpRequest(`${env.qtsp.url}/health/live`, { agent, timeoutMs: 5000 });
-      assert.equal(live.status, 200);
-      const metrics = await httpRequest(`${env.qtsp.url}/metrics`, { agent, timeoutMs: 5000 });
-      assert.match(metrics.body.toString(), /qtsp_signatures_created_total \d+/);
-      assert.match(metrics.body.toString(), /qtsp_signdoc_requests_total\{status="401"\} \d+/);
-    } finally {
-      agent.destroy();
-    }
+  it('health and metrics on the operations listener', async () => {
+    const live = await httpRequest(`${env.qtsp.opsUrl}/health/live`, { timeoutMs: 5000 });
+    assert.equal(live.status, 200);
+    const metrics = await httpRequest(`${env.qtsp.opsUrl}/metrics`, { timeoutMs: 5000 });
+    assert.match(metrics.body.toString(), /qtsp_signatures_created_total \d+/);
+    assert.match(metrics.body.toString(), /qtsp_signdoc_requests_total\{status="401"\} \d+/);
   });
   it('TLS 1.1 is refused', async () => {
     const agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), maxVersion: 'TLSv1.1', minVersion: 'TLSv1' });
     try {
-      await assert.rejects(httpRequest(`${env.qtsp.url}/health/live`, { agent, timeoutMs: 5000 }));
+      await assert.rejects(httpRequest(env.qtsp.signDocUrl, { agent, timeoutMs: 5000 }));
     } finally {
       agent.destroy();
     }

@@ -2,16 +2,19 @@
  * The store contract on PostgreSQL: a real server from Debian's packages in a temp dir on a free loopback port
  * (test/helpers/postgres.ts; POSTGRES_URL to use another), each store in a fresh schema. Missing PostgreSQL
  * binaries fail this file: nothing is skipped. Plus what only PostgreSQL has: instances migrating at the same
- * time, and signDoc end to end with store.driver postgres.
+ * time, and signDoc end to end with store.driver postgres; and a schema written by release 0.1 migrating
+ * forward with its rows.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
-import { openStore } from '../../src/store/open.ts';
-import { openPostgresStore } from '../../src/store/postgres.ts';
+import { readFileSync } from 'node:fs';
+import { openPostgresStore, openStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
 import { registerStoreContract, signing } from '../store/store-contract.ts';
+import { registerDocumentsContract } from '../store/documents-contract.ts';
 import { startEnvironment } from '../helpers/environment.ts';
 import { assertIsIntrospectionResponse, signAndCapture, signerSerialByOpenssl } from '../helpers/evidence.ts';
 
@@ -42,6 +45,20 @@ registerStoreContract('postgres', {
   open: (url) => openPostgresStore({ url }),
 });
 
+registerDocumentsContract('postgres', {
+  location: () => server().freshSchemaUrl(),
+  open: (url) => openPostgresStore({ url }),
+});
+
+registerReleaseMigration('postgres', {
+  location: async () => {
+    const url = await server().freshSchemaUrl();
+    await query(url, readFileSync(new URL('../store/release-0.1/postgres.sql', import.meta.url), 'utf8'));
+    return url;
+  },
+  open: (url) => openPostgresStore({ url }),
+});
+
 async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -59,9 +76,15 @@ describe('PostgreSQL store schema', () => {
     await stores[0]!.recordSigning(signing('txn-pg-shared'));
     assert.equal((await stores[2]!.getTransaction('txn-pg-shared')).length, 1, 'every instance sees the same data');
     for (const s of stores) await s.close();
-    assert.deepEqual(await query(url, 'SELECT version FROM schema_version'), [{ version: 1 }, { version: 2 }]);
-    await query(url, 'INSERT INTO schema_version (version, applied_at) VALUES (99, now())');
-    await assert.rejects(openPostgresStore({ url }), /schema version 99 is newer/);
+    assert.deepEqual(await query(url, 'SELECT name FROM kysely_migration ORDER BY name'), [
+      { name: '0001_certificates_transactions_outbox' },
+      { name: '0002_signing_key_source' },
+      { name: '0003_health_probe' },
+      { name: '0004_signing_key_custody' },
+      { name: '0005_signed_documents' },
+    ]);
+    await query(url, "INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', now()::text)");
+    await assert.rejects(openPostgresStore({ url }), /migration 0099_from_the_future\) is newer than this program knows/);
   });
 
   it('an unreachable server fails the open with a clear error', async () => {

@@ -1,16 +1,18 @@
 /**
  * The store contract on the embedded SQLite store (one file per test in a temp dir), plus what only SQLite
- * has: the file's place and journal mode, and refusing a schema newer than the program.
+ * has: the file's place and journal mode, refusing a schema newer than the program, and a file written by
+ * release 0.1 migrating forward with its rows.
  */
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { openStore } from '../../src/store/open.ts';
-import { openSqliteStore, sqlitePath } from '../../src/store/sqlite.ts';
+import { openSqliteStore, openStore, sqlitePath } from '../../src/store/open.ts';
+import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
 import { registerStoreContract } from '../store/store-contract.ts';
+import { registerDocumentsContract } from '../store/documents-contract.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'qtsp-store-'));
 let n = 0;
@@ -18,11 +20,26 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 registerStoreContract('sqlite', {
   location: async () => join(dir, `store-${++n}`, 'qtsp.sqlite'),
-  open: async (file) => openSqliteStore(file),
+  open: (file) => openSqliteStore(file),
+});
+
+registerDocumentsContract('sqlite', {
+  location: async () => join(dir, `store-${++n}`, 'qtsp.sqlite'),
+  open: (file) => openSqliteStore(file),
+});
+
+registerReleaseMigration('sqlite', {
+  location: async () => {
+    const file = join(dir, `release-${++n}`, 'qtsp.sqlite');
+    mkdirSync(join(file, '..'));
+    copyFileSync(new URL('../store/release-0.1/qtsp.sqlite', import.meta.url), file);
+    return file;
+  },
+  open: (file) => openSqliteStore(file),
 });
 
 describe('SQLite store file', () => {
-  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with schema version 2', async () => {
+  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with migrations 0001 to 0005', async () => {
     const dataDir = join(dir, 'data-dir');
     const store = await openStore({ dataDir, store: { driver: 'sqlite', pingIntervalMs: 1000 } });
     await store.close();
@@ -30,9 +47,15 @@ describe('SQLite store file', () => {
     const db = new Database(sqlitePath(dataDir), { readonly: true });
     try {
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
-      assert.deepEqual(db.prepare('SELECT version FROM schema_version').all(), [{ version: 1 }, { version: 2 }]);
+      assert.deepEqual(db.prepare('SELECT name FROM kysely_migration ORDER BY name').all(), [
+        { name: '0001_certificates_transactions_outbox' },
+        { name: '0002_signing_key_source' },
+        { name: '0003_health_probe' },
+        { name: '0004_signing_key_custody' },
+        { name: '0005_signed_documents' },
+      ]);
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
-      assert.deepEqual(tables, [{ name: 'certificates' }, { name: 'outbox' }, { name: 'schema_version' }, { name: 'signing_transactions' }]);
+      assert.deepEqual(tables, [{ name: 'certificates' }, { name: 'health_probe' }, { name: 'kysely_migration' }, { name: 'kysely_migration_lock' }, { name: 'outbox' }, { name: 'signed_documents' }, { name: 'signing_transactions' }]);
     } finally {
       db.close();
     }
@@ -40,10 +63,10 @@ describe('SQLite store file', () => {
 
   it('refuses to open a database whose schema is newer than the program', async () => {
     const file = join(dir, 'newer', 'qtsp.sqlite');
-    await openSqliteStore(file).close();
+    await (await openSqliteStore(file)).close();
     const db = new Database(file);
-    db.prepare('INSERT INTO schema_version (version, applied_at) VALUES (99, 0)').run();
+    db.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', ?)").run(new Date().toISOString());
     db.close();
-    assert.throws(() => openSqliteStore(file), /schema version 99 is newer/);
+    await assert.rejects(openSqliteStore(file), /migration 0099_from_the_future\) is newer than this program knows/);
   });
 });

@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { decodeProtectedHeader } from 'jose';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
-import { sqlitePath } from '../../src/store/sqlite.ts';
+import { sqlitePath } from '../../src/store/open.ts';
 import { EvidenceError, verifyEvidence } from '../../src/trust/evidence-verify.ts';
 import { keySetAt, loadSignerKeys } from '../../src/trust/key-archive.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
@@ -66,7 +66,7 @@ async function expectStatus(SAD: string, status: number, description?: RegExp): 
 }
 
 async function readiness(): Promise<{ status: number; reasons: string[] }> {
-  const res = await httpRequest(`${env.qtsp.url}/health/ready`, { agent, timeoutMs: 5000 });
+  const res = await httpRequest(`${env.qtsp.opsUrl}/health/ready`, { timeoutMs: 5000 });
   return { status: res.status, reasons: ((jsonBody(res) as { reasons?: string[] }).reasons ?? []) };
 }
 
@@ -123,7 +123,7 @@ describe('key resolution: archive first, then jwks_uri (spec 4.7, 5.7 step 4, 5.
     env.sandbox.controls.jwks.mode = 'http500';
     const sad = await authorize();
     assert.equal(kidOf(sad), kid);
-    await expectStatus(sad, 502, /cannot obtain the keys of the SAD issuer: AS JWKS answered HTTP 500/);
+    await expectStatus(sad, 502, /^the signing keys of the SAD issuer could not be obtained$/);
     assert.equal((await env.qtsp.trust.keyArchive.pull()).status, 'updated');
     await expectStatus(sad, 200);
     assert.deepEqual(env.qtsp.trust.servers.keySource(env.sandbox.issuer, kid), { source: 'archive', commit: env.qtsp.trust.keyArchive.verifiedHead() });

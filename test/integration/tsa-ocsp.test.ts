@@ -12,7 +12,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { HASH_ALGORITHMS } from '../../src/ades/algorithms.ts';
+import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
 import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
@@ -35,7 +35,8 @@ let revokeRun: { code: number; stdout: string; stderr: string };
 
 before(async () => {
   env = await startEnvironment({ revocation: { crlRefreshSeconds: 1 } });
-  agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile) });
+  // the mutual-TLS port serves the publication paths too, to clients with a certificate (a relying party's)
+  agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
   work = scratch();
   const p = pkiPaths(env.dataDir);
   files = {
@@ -170,7 +171,7 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
 });
 
 describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
-  const ocsp = (args: string[]) => run('openssl', ['ocsp', '-url', `${env.qtsp.url}/ocsp`, '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, ...args]);
+  const ocsp = (args: string[]) => run('openssl', ['ocsp', '-url', `${env.qtsp.publicationUrl}/ocsp`, '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, ...args]);
 
   for (const digest of ['-sha1', '-sha256']) {
     it(`good, nonce echoed, signed by the delegated responder (${digest} CertID)`, async () => {
@@ -234,7 +235,7 @@ describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
     const badText = await run('openssl', ['ocsp', '-respin', work.file('malformed.der', bad.body), '-resp_text', '-noverify']);
     assert.match(badText.output, /malformedrequest/i);
     // the TSA certificate is the root's: no OCSP for it (CRL instead)
-    const res = await run('openssl', ['ocsp', '-url', `${env.qtsp.url}/ocsp`, '-issuer', files.root, '-cert', files.tsa, '-CAfile', files.root]);
+    const res = await run('openssl', ['ocsp', '-url', `${env.qtsp.publicationUrl}/ocsp`, '-issuer', files.root, '-cert', files.tsa, '-CAfile', files.root]);
     assert.match(res.output, /unauthorized/i);
   });
 });

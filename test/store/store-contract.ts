@@ -56,6 +56,7 @@ export function signing(txn: string = randomUUID(), extra: Partial<SigningTransa
       signatureFormat: 'C',
       conformanceLevel: 'AdES-B-B',
       keySource,
+      keyCustody: 'pkcs11:qtsp-token:0f2a6c31d4e5b7a8',
       certificateSerialHex: cert.serialHex,
       createdAt: now(),
       ...rest,

@@ -21,20 +21,21 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../src/ades/algorithms.ts';
+import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
 import {
   CMS_OID,
   baselineSignedAttributes,
-  buildCadesBaselineB,
   encodeSignedData,
   messageDigestAttribute,
   signSignerInfo,
   signingCertificateV2Attribute,
   type CmsSignerInput,
-} from '../../src/ades/cades.ts';
+} from '../../src/crypto/cms.ts';
+import { buildCadesBaselineB } from '../../src/ades/cades.ts';
+import { SoftwareSigningKey } from '../../src/crypto/signature.ts';
 import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../src/pki/init.ts';
 import { generateKeyPair, KEY_ALGORITHMS, type KeyAlgorithm, type KeyPair } from '../../src/pki/keys.ts';
-import { mintSignerCertificate } from '../../src/pki/signer-certificate.ts';
+import { mintSignerCertificate, signerProfile } from '../../src/pki/signer-certificate.ts';
 
 const run = promisify(execFile);
 
@@ -78,20 +79,23 @@ before(() => {
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-function signerInput(keyAlgorithm: KeyAlgorithm, hashAlgorithm: HashAlgorithm, signingTime?: Date): CmsSignerInput {
+async function signerInput(keyAlgorithm: KeyAlgorithm, hashAlgorithm: HashAlgorithm, signingTime?: Date): Promise<CmsSignerInput> {
   const keyPair = keys.get(keyAlgorithm)!;
-  const signerCertificate = mintSignerCertificate({
+  const signerCertificate = await mintSignerCertificate({
     claims: { given_name: 'Erika', family_name: 'Mustermann' },
     publicKey: keyPair.publicKey,
     issuingCa: ca.issuing,
     validitySeconds: 600,
+    profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }),
+    keyInQscd: false,
+    consent: { issuer: 'https://as.test', txn: 'test-txn' },
   });
   return {
     hash: digest(hashAlgorithm, DOCUMENT),
     hashAlgorithm,
     signerCertificate,
     chain: [ca.issuing.der],
-    privateKey: keyPair.privateKey,
+    key: new SoftwareSigningKey(keyPair.privateKey),
     ...(signingTime ? { signingTime } : {}),
   };
 }
@@ -138,8 +142,8 @@ describe('buildCadesBaselineB: OpenSSL verifies every hash x key combination', (
   for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
     for (const keyAlgorithm of KEY_ALGORITHMS) {
       test(`${hashAlgorithm.name} with ${keyAlgorithm}`, async () => {
-        const input = signerInput(keyAlgorithm, hashAlgorithm, new Date());
-        const cms = buildCadesBaselineB(input);
+        const input = await signerInput(keyAlgorithm, hashAlgorithm, new Date());
+        const cms = await buildCadesBaselineB(input);
         const result = await opensslVerify(save(cms));
         assert.ok(result.ok, result.output);
         assert.match(result.output, /CAdES Verification successful/);
@@ -160,9 +164,9 @@ describe('buildCadesBaselineB: OpenSSL verifies every hash x key combination', (
 });
 
 describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
-  test('detached, version 1, certificates, sid issuerAndSerialNumber', () => {
-    const input = signerInput('P-256', hashByName('sha-256')!, new Date());
-    const signedData = parseSignedData(buildCadesBaselineB(input));
+  test('detached, version 1, certificates, sid issuerAndSerialNumber', async () => {
+    const input = await signerInput('P-256', hashByName('sha-256')!, new Date());
+    const signedData = parseSignedData(await buildCadesBaselineB(input));
     assert.equal(signedData.version, 1);
     assert.equal(signedData.encapContentInfo.eContentType, CMS_OID.data);
     assert.equal(signedData.encapContentInfo.eContent, undefined, 'detached: no eContent');
@@ -176,9 +180,9 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
     assert.equal(signerInfo.unsignedAttrs, undefined);
   });
 
-  test('signed attributes are DER-sorted (X.690 11.6), each exactly once', () => {
+  test('signed attributes are DER-sorted (X.690 11.6), each exactly once', async () => {
     for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
-      const signedData = parseSignedData(buildCadesBaselineB(signerInput('P-256', hashAlgorithm, new Date())));
+      const signedData = parseSignedData(await buildCadesBaselineB(await signerInput('P-256', hashAlgorithm, new Date())));
       const signerInfo = signedData.signerInfos[0]!;
       const encodings = signedAttributeEncodings(signerInfo);
       const sorted = [...encodings].sort(Buffer.compare);
@@ -188,11 +192,11 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
     }
   });
 
-  test('content-type, message-digest and signing-time values', () => {
+  test('content-type, message-digest and signing-time values', async () => {
     const sha384 = hashByName('SHA-384')!;
     const time = new Date('2031-05-17T10:20:30.999Z');
-    const input = signerInput('P-384', sha384, time);
-    const signerInfo = parseSignedData(buildCadesBaselineB(input)).signerInfos[0]!;
+    const input = await signerInput('P-384', sha384, time);
+    const signerInfo = parseSignedData(await buildCadesBaselineB(input)).signerInfos[0]!;
     const [contentType] = attributeValue(signerInfo, CMS_OID.contentType);
     assert.equal((contentType as asn1js.ObjectIdentifier).valueBlock.toString(), CMS_OID.data);
     const [messageDigest] = attributeValue(signerInfo, CMS_OID.messageDigest);
@@ -203,9 +207,9 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
     assert.deepEqual(Buffer.from(signingTime.valueBeforeDecodeView), Buffer.concat([Buffer.from([0x17, 13]), Buffer.from('310517102030Z')]));
   });
 
-  test('signing-certificate-v2: SHA-256 certHash, hashAlgorithm omitted, issuerSerial directoryName + serial', () => {
-    const input = signerInput('P-256', hashByName('sha3-256')!, new Date());
-    const signerInfo = parseSignedData(buildCadesBaselineB(input)).signerInfos[0]!;
+  test('signing-certificate-v2: SHA-256 certHash, hashAlgorithm omitted, issuerSerial directoryName + serial', async () => {
+    const input = await signerInput('P-256', hashByName('sha3-256')!, new Date());
+    const signerInfo = parseSignedData(await buildCadesBaselineB(input)).signerInfos[0]!;
     const [value] = attributeValue(signerInfo, CMS_OID.signingCertificateV2);
     const certs = (value as asn1js.Sequence).valueBlock.value;
     assert.equal(certs.length, 1, 'no policies');
@@ -223,7 +227,7 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
   });
 
   test('PAdES variant: no signing-time when none is given, and it still verifies', async () => {
-    const cms = buildCadesBaselineB(signerInput('P-256', hashByName('sha-512')!));
+    const cms = await buildCadesBaselineB(await signerInput('P-256', hashByName('sha-512')!));
     const signerInfo = parseSignedData(cms).signerInfos[0]!;
     assert.ok(!signerInfo.signedAttrs!.attributes.some((a) => a.type === CMS_OID.signingTime));
     assert.equal(signerInfo.signedAttrs!.attributes.length, 3);
@@ -231,15 +235,15 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
     assert.ok(result.ok, result.output);
   });
 
-  test('a hash of the wrong length is refused', () => {
-    const input = signerInput('P-256', hashByName('sha-256')!, new Date());
-    assert.throws(() => buildCadesBaselineB({ ...input, hashAlgorithm: hashByName('sha-384')! }), RangeError);
+  test('a hash of the wrong length is refused', async () => {
+    const input = await signerInput('P-256', hashByName('sha-256')!, new Date());
+    await assert.rejects(() => buildCadesBaselineB({ ...input, hashAlgorithm: hashByName('sha-384')! }), RangeError);
   });
 });
 
 describe('the oracle rejects what it must', () => {
   test('tampered document', async () => {
-    const cms = buildCadesBaselineB(signerInput('P-256', hashByName('sha-256')!, new Date()));
+    const cms = await buildCadesBaselineB(await signerInput('P-256', hashByName('sha-256')!, new Date()));
     const tampered = Buffer.from(DOCUMENT);
     tampered[10] ^= 0x01;
     const tamperedFile = join(dir, 'tampered-doc.bin');
@@ -253,7 +257,7 @@ describe('the oracle rejects what it must', () => {
 
   for (const keyAlgorithm of ['P-256', 'RSA-3072'] as const) {
     test(`tampered signature value (${keyAlgorithm})`, async () => {
-      const cms = buildCadesBaselineB(signerInput(keyAlgorithm, hashByName('sha-256')!, new Date()));
+      const cms = await buildCadesBaselineB(await signerInput(keyAlgorithm, hashByName('sha-256')!, new Date()));
       const signature = Buffer.from(parseSignedData(cms).signerInfos[0]!.signature.valueBlock.valueHexView);
       const at = cms.indexOf(signature);
       assert.ok(at > 0 && cms.indexOf(signature, at + 1) < 0, 'signature found once');
@@ -266,8 +270,8 @@ describe('the oracle rejects what it must', () => {
   }
 
   test('tampered signed attribute (one message-digest byte flipped)', async () => {
-    const input = signerInput('P-256', hashByName('sha-256')!, new Date());
-    const cms = buildCadesBaselineB(input);
+    const input = await signerInput('P-256', hashByName('sha-256')!, new Date());
+    const cms = await buildCadesBaselineB(input);
     const at = cms.indexOf(input.hash);
     assert.ok(at > 0);
     const tampered = Buffer.from(cms);
@@ -277,11 +281,11 @@ describe('the oracle rejects what it must', () => {
   });
 
   test('-cades catches a correctly signed but wrong signing-certificate-v2', async () => {
-    const input = signerInput('P-256', hashByName('sha-256')!, new Date());
+    const input = await signerInput('P-256', hashByName('sha-256')!, new Date());
     // the ESSCertIDv2 names the issuing CA instead of the signer: a valid signature over the wrong reference
     const wrongReference = signingCertificateV2Attribute({ der: ca.issuing.der, certificate: ca.issuing.certificate });
     const attributes = baselineSignedAttributes(input).map((a) => (a.type === CMS_OID.signingCertificateV2 ? wrongReference : a));
-    const signerInfo = signSignerInfo({ ...input, signedAttributes: attributes });
+    const signerInfo = await signSignerInfo({ ...input, signedAttributes: attributes });
     const file = save(encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo, certificates: [input.signerCertificate.der, ...input.chain] }));
     assert.ok((await opensslVerify(file, docFile, false)).ok, 'plain CMS verification does not look at it');
     const result = await opensslVerify(file);
@@ -289,14 +293,14 @@ describe('the oracle rejects what it must', () => {
   });
 
   test('the building blocks alone give the same verifiable result as buildCadesBaselineB', async () => {
-    const input = signerInput('RSA-3072', hashByName('sha3-384')!, new Date());
-    const signerInfo = signSignerInfo({ ...input, signedAttributes: [...baselineSignedAttributes(input)].reverse() });
+    const input = await signerInput('RSA-3072', hashByName('sha3-384')!, new Date());
+    const signerInfo = await signSignerInfo({ ...input, signedAttributes: [...baselineSignedAttributes(input)].reverse() });
     const cms = encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo, certificates: [input.signerCertificate.der, ...input.chain] });
     const encodings = signedAttributeEncodings(parseSignedData(cms).signerInfos[0]!);
     assert.deepEqual(encodings, [...encodings].sort(Buffer.compare), 'sorted whatever the input order');
     assert.ok((await opensslVerify(save(cms))).ok);
     // and a wrong message-digest makes OpenSSL fail on the content verification, not on the structure
-    const wrong = signSignerInfo({
+    const wrong = await signSignerInfo({
       ...input,
       signedAttributes: baselineSignedAttributes(input).map((a) =>
         a.type === CMS_OID.messageDigest ? messageDigestAttribute(digest(input.hashAlgorithm, Buffer.from('other'))) : a,
@@ -307,13 +311,13 @@ describe('the oracle rejects what it must', () => {
     assert.equal(result.ok, false);
     assert.match(result.output, /content verify error/i);
   });
-  test('buildCadesBaselineB (DER writer) equals the pkijs composition byte for byte (RSA PKCS#1 v1.5 is deterministic)', () => {
+  test('buildCadesBaselineB (DER writer) equals the pkijs composition byte for byte (RSA PKCS#1 v1.5 is deterministic)', async () => {
     for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
       for (const signingTime of [new Date('2026-11-22T06:00:00Z'), new Date('2051-01-01T00:00:00Z'), undefined]) {
-        const input = signerInput('RSA-3072', hashAlgorithm, signingTime);
-        const signerInfo = signSignerInfo({ ...input, signedAttributes: baselineSignedAttributes(input) });
+        const input = await signerInput('RSA-3072', hashAlgorithm, signingTime);
+        const signerInfo = await signSignerInfo({ ...input, signedAttributes: baselineSignedAttributes(input) });
         const composed = encodeSignedData({ hashAlgorithm, signerInfo, certificates: [input.signerCertificate.der, ...input.chain] });
-        assert.ok(buildCadesBaselineB(input).equals(composed), `${hashAlgorithm.name}, signing-time ${signingTime?.toISOString() ?? 'absent'}`);
+        assert.ok((await buildCadesBaselineB(input)).equals(composed), `${hashAlgorithm.name}, signing-time ${signingTime?.toISOString() ?? 'absent'}`);
       }
     }
   });

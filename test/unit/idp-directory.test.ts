@@ -77,6 +77,21 @@ describe('IDP directory: answers', () => {
 });
 
 describe('IDP directory: failing', () => {
+  it('never answered: not ready, and the reason says so; ready after its first answer', async () => {
+    const idps = directory();
+    assert.equal(idps.readiness().ready, false, 'nothing asked yet');
+    sandbox.controls.idpDirectory.mode = 'reset';
+    await assert.rejects(idps.refreshList());
+    const r = idps.readiness();
+    assert.equal(r.ready, false);
+    assert.match(r.reasons.join(), /IDP directory has never answered/);
+    sandbox.controls.idpDirectory.mode = 'normal';
+    await idps.refreshList();
+    assert.deepEqual(idps.readiness(), { ready: true, reasons: [] });
+    assert.equal(idps.listAgeSeconds(), 0);
+    assert.ok(idps.activeIssuers().includes(sandbox.issuer));
+  });
+
   for (const mode of ['reset', 'http500'] as const) {
     it(`${mode}: the last good answer serves until the maximum age, then the issuer fails closed`, async () => {
       const idps = directory();
@@ -91,6 +106,8 @@ describe('IDP directory: failing', () => {
       clock += MAX_STALE - TTL - 1;
       assert.equal(await idps.status(sandbox.issuer), 'active', 'one millisecond before the maximum age');
       clock += 1;
+      assert.equal(idps.readiness().ready, false, 'not ready once cached answers no longer serve');
+      assert.match(idps.readiness().reasons.join(), /beyond trust\.idpMaxStaleSeconds/);
       await assert.rejects(idps.status(sandbox.issuer), (err: Error) => {
         assert.ok(err instanceof IdpDirectoryUnavailable);
         assert.ok(err.message.includes(sandbox.issuer), err.message);

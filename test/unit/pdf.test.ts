@@ -4,17 +4,18 @@
  * made locally with the PAdES B-B builder and a throw-away CA; pdfsig (trusting only that CA's root) judges.
  */
 import { after, before, describe, it } from 'node:test';
+import { SoftwareSigningKey } from '../../src/crypto/signature.ts';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PDFDocument } from 'pdf-lib';
-import { digest, SHA256 } from '../../src/ades/algorithms.ts';
-import { buildPadesBaselineB } from '../../src/ades/pades.ts';
+import { digest, SHA256 } from '../../src/crypto/algorithms.ts';
+import { padesBaselineBCms } from '../../src/ades/pades.ts';
 import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../src/pki/init.ts';
 import { generateKeyPair } from '../../src/pki/keys.ts';
-import { mintSignerCertificate } from '../../src/pki/signer-certificate.ts';
+import { mintSignerCertificate, signerProfile } from '../../src/pki/signer-certificate.ts';
 import { addDss, PdfFormatError, prepareSignature, readDss, readSignatures } from '../../src/rp/pdf.ts';
 import { PdfIncrement } from '../../src/rp/pdf-increment.ts';
 import { run } from '../helpers/openssl.ts';
@@ -40,15 +41,14 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 async function sign(pdf: Buffer): Promise<{ pdf: Buffer; cms: Buffer }> {
   const prepared = await prepareSignature(pdf, { reason: 'unit test' });
   const keys = generateKeyPair('P-256');
-  const signerCertificate = mintSignerCertificate({ claims: { given_name: 'Erika', family_name: 'Mustermann' }, publicKey: keys.publicKey, issuingCa: ca.issuing, validitySeconds: 600 });
-  const { signature: cms } = buildPadesBaselineB({
+  const signerCertificate = await mintSignerCertificate({ claims: { given_name: 'Erika', family_name: 'Mustermann' }, publicKey: keys.publicKey, issuingCa: ca.issuing, validitySeconds: 600, profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }), keyInQscd: false, consent: { issuer: 'https://as.test', txn: 'test-txn' } });
+  const cms = await padesBaselineBCms({
     hash: digest(SHA256, prepared.covered),
     hashAlgorithm: SHA256,
     signerCertificate,
     chain: [ca.issuing.der],
-    privateKey: keys.privateKey,
+    key: new SoftwareSigningKey(keys.privateKey),
     signingTime: new Date(),
-    services: {},
   });
   return { pdf: await prepared.complete(cms), cms };
 }

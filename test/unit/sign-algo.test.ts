@@ -1,16 +1,17 @@
 /**
  * signAlgo / signAlgoParams resolution (spec 2.12; rules in src/ades/offer.ts) for every OID we accept and a
- * selection we do not, and the RSASSA-PSS parameters and keys of src/pki/keys.ts.
+ * selection we do not, and the RSASSA-PSS parameters (src/crypto/signature.ts) and keys (src/pki/keys.ts).
  */
 import { before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { constants, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import { HASH_ALGORITHMS, SIGNATURE_OIDS, type HashAlgorithm } from '../../src/ades/algorithms.ts';
+import { HASH_ALGORITHMS, SIGNATURE_OIDS, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
 import { chooseSigning, resolveSignAlgo } from '../../src/ades/offer.ts';
 import { SignDocError } from '../../src/errors.ts';
-import { algorithmIdentifier, rsaPssParams, signatureAlgorithm, signingKeyFor, signWith, SIGNER_ALGORITHMS, type SignerAlgorithm, type SignHash } from '../../src/pki/keys.ts';
+import { signingKeyFor, SIGNER_ALGORITHMS, type SignerAlgorithm } from '../../src/pki/keys.ts';
+import { algorithmIdentifier, rsaPssParams, signatureAlgorithm, signWith, type SignHash } from '../../src/crypto/signature.ts';
 
 const HASHES = [...HASH_ALGORITHMS.values()];
 const EC_PUBLIC_KEY = '1.2.840.10045.2.1';

@@ -5,6 +5,7 @@
  * come from an OpenSSL TSA (`openssl ts -reply`) so B-T is tested apart from our own TSA.
  */
 import { after, before, describe, test } from 'node:test';
+import { SoftwareSigningKey } from '../../src/crypto/signature.ts';
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, verify as nodeVerify, constants, createPublicKey, type KeyObject } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,12 +14,12 @@ import { join } from 'node:path';
 import * as asn1js from 'asn1js';
 import { DOMParser } from '@xmldom/xmldom';
 import * as XmlDSig from 'xmldsigjs';
-import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../src/ades/algorithms.ts';
-import type { SignatureInput } from '../../src/ades/builders.ts';
+import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
+import type { SignatureInput } from '../../src/ades/types.ts';
 import { buildXadesBaselineB, buildXadesBaselineT, documentUri, xadesSupportsHash } from '../../src/ades/xades.ts';
 import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../src/pki/init.ts';
 import type { TimestampProvider } from '../../src/pki/services.ts';
-import { mintSignerCertificate } from '../../src/pki/signer-certificate.ts';
+import { mintSignerCertificate, signerProfile } from '../../src/pki/signer-certificate.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { run } from '../helpers/openssl.ts';
 import { xmlsecVerify } from '../helpers/xmlsec.ts';
@@ -49,15 +50,18 @@ before(() => {
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-function input(keyName: string, hashAlgorithm: HashAlgorithm, extra: Partial<SignatureInput> = {}): SignatureInput {
+async function input(keyName: string, hashAlgorithm: HashAlgorithm, extra: Partial<SignatureInput> = {}): Promise<SignatureInput & { privateKey: KeyObject }> {
   const privateKey = keys.get(keyName)!;
-  const signerCertificate = mintSignerCertificate({
+  const signerCertificate = await mintSignerCertificate({
     claims: { given_name: 'Erika', family_name: 'Mustermann' },
     publicKey: createPublicKey(privateKey),
     issuingCa: ca.issuing,
     validitySeconds: 600,
+    profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }),
+    keyInQscd: false,
+    consent: { issuer: 'https://as.test', txn: 'test-txn' },
   });
-  return { hash: digest(hashAlgorithm, DOCUMENT), hashAlgorithm, signerCertificate, chain: [ca.issuing.der], privateKey, signingTime: new Date(), services: {}, ...extra };
+  return { hash: digest(hashAlgorithm, DOCUMENT), hashAlgorithm, signerCertificate, chain: [ca.issuing.der], key: new SoftwareSigningKey(privateKey), privateKey, signingTime: new Date(), services: {}, ...extra };
 }
 
 function parse(xml: Buffer): Document {
@@ -88,7 +92,7 @@ describe('buildXadesBaselineB: xmlsec1 verifies every offered hash x signer key'
   for (const hashAlgorithm of SHA2) {
     for (const keyName of ['P-256', 'P-384', 'RSA-3072']) {
       test(`${hashAlgorithm.name} with ${keyName}`, async () => {
-        const { signature } = await buildXadesBaselineB(input(keyName, hashAlgorithm));
+        const { signature } = await buildXadesBaselineB(await input(keyName, hashAlgorithm));
         assertVerified(await verify(signature));
       });
     }
@@ -98,7 +102,7 @@ describe('buildXadesBaselineB: xmlsec1 verifies every offered hash x signer key'
 describe('buildXadesBaselineB: structure (EN 319 132-1 B-B)', () => {
   test('a detached reference carrying the digest we were sent, and the SignedProperties reference', async () => {
     const sha384 = hashByName('SHA-384')!;
-    const i = input('P-384', sha384);
+    const i = await input('P-384', sha384);
     const { signature } = await buildXadesBaselineB(i);
     assert.match(signature.toString('utf8'), /^<\?xml version="1\.0" encoding="UTF-8"\?>\n<ds:Signature /);
     const doc = parse(signature);
@@ -123,7 +127,7 @@ describe('buildXadesBaselineB: structure (EN 319 132-1 B-B)', () => {
 
   test('SigningTime, SigningCertificateV2 with IssuerSerialV2, DataObjectFormat', async () => {
     const sha256 = hashByName('SHA-256')!;
-    const i = input('P-256', sha256, { signingTime: new Date('2031-05-17T10:20:30.999Z') });
+    const i = await input('P-256', sha256, { signingTime: new Date('2031-05-17T10:20:30.999Z') });
     const doc = parse((await buildXadesBaselineB(i)).signature);
     assert.equal(one(doc, XADES, 'SigningTime').textContent, '2031-05-17T10:20:30Z');
 
@@ -150,7 +154,7 @@ describe('buildXadesBaselineB: structure (EN 319 132-1 B-B)', () => {
   });
 
   test('KeyInfo: one X509Data with the signer certificate, then the issuing CA', async () => {
-    const i = input('P-256', SHA2[0]!);
+    const i = await input('P-256', SHA2[0]!);
     const doc = parse((await buildXadesBaselineB(i)).signature);
     const certificates = elements(one(one(doc, DS, 'KeyInfo'), DS, 'X509Data'), DS, 'X509Certificate').map((e) => Buffer.from(e.textContent!, 'base64'));
     assert.deepEqual(certificates, [i.signerCertificate.der, ca.issuing.der]);
@@ -160,7 +164,7 @@ describe('buildXadesBaselineB: structure (EN 319 132-1 B-B)', () => {
 describe('xmlsec1 rejects what it must', () => {
   let good: Buffer;
   before(async () => {
-    good = (await buildXadesBaselineB(input('P-256', SHA2[0]!))).signature;
+    good = (await buildXadesBaselineB(await input('P-256', SHA2[0]!))).signature;
     assertVerified(await verify(good));
   });
 
@@ -209,11 +213,11 @@ describe('what XAdES is not offered with', () => {
     for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
       assert.equal(xadesSupportsHash(hashAlgorithm), !hashAlgorithm.name.startsWith('SHA3'), hashAlgorithm.name);
     }
-    await assert.rejects(buildXadesBaselineB(input('P-256', hashByName('SHA3-256')!)), /not offered with SHA3-256; offered: SHA-256, SHA-384, SHA-512/);
+    await assert.rejects(buildXadesBaselineB(await input('P-256', hashByName('SHA3-256')!)), /not offered with SHA3-256; offered: SHA-256, SHA-384, SHA-512/);
   });
 
   test('a hash of the wrong length', async () => {
-    await assert.rejects(buildXadesBaselineB({ ...input('P-256', SHA2[0]!), hash: Buffer.alloc(20) }), /20 bytes, SHA-256 has 32/);
+    await assert.rejects(buildXadesBaselineB({ ...(await input('P-256', SHA2[0]!)), hash: Buffer.alloc(20) }), /20 bytes, SHA-256 has 32/);
   });
 });
 
@@ -222,7 +226,7 @@ describe('RSASSA-PSS signer keys (RFC 6931 sha*-rsa-MGF1)', () => {
   // signature over SignedInfo as xmldsigjs canonicalises it, the C14N that xmlsec1 accepts for the other keys.
   for (const hashAlgorithm of SHA2) {
     test(`${hashAlgorithm.name}`, async () => {
-      const i = input('RSASSA-PSS-3072', hashAlgorithm);
+      const i = await input('RSASSA-PSS-3072', hashAlgorithm);
       const xml = (await buildXadesBaselineB(i)).signature;
       const doc = parse(xml);
       const bits = hashAlgorithm.node.slice(3);
@@ -320,7 +324,7 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
   for (const hashAlgorithm of SHA2) {
     test(`${hashAlgorithm.name}: xmlsec1 verifies the signature, openssl ts -verify the time-stamp`, async () => {
       const before = opensslTsa.calls;
-      const xml = (await buildXadesBaselineT(input('P-256', hashAlgorithm, { services: { timestamps: opensslTsa } }))).signature;
+      const xml = (await buildXadesBaselineT(await input('P-256', hashAlgorithm, { services: { timestamps: opensslTsa } }))).signature;
       assert.equal(opensslTsa.calls, before + 1);
       assertVerified(await verify(xml));
 
@@ -346,6 +350,6 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
   }
 
   test('no TimestampProvider configured: a clear error, no signature', async () => {
-    await assert.rejects(buildXadesBaselineT(input('P-256', SHA2[0]!)), /XAdES-B-T needs a time-stamping authority/);
+    await assert.rejects(buildXadesBaselineT(await input('P-256', SHA2[0]!)), /XAdES-B-T needs a time-stamping authority/);
   });
 });

@@ -6,7 +6,7 @@
 import { invalidDetails, unableToMeet, type OAuthError } from '../errors.ts';
 import { DEFINED_CLAIMS } from '../platform/constants.ts';
 import type { ClaimRequest, SpRecord } from '../platform/sp-record.ts';
-import type { RpRegistration } from '../types.ts';
+import type { PlatformClient } from '../types.ts';
 import { userHas, type TestUser } from '../users.ts';
 import type { RequestedClaim } from './model.ts';
 
@@ -58,13 +58,13 @@ const cannotProvide = (names: readonly string[]): OAuthError =>
  * PAR-time checks (the user is not known yet): claims the QTSP does not support (spec 2.7), then spec 7.4
  * with "supported" meaning "offered by the IDP". Returns the claims to keep.
  */
-export function checkClaimsAtPar(claims: readonly RequestedClaim[], qtsp: SpRecord, client: RpRegistration): RequestedClaim[] {
+export function checkClaimsAtPar(claims: readonly RequestedClaim[], qtsp: SpRecord, client: PlatformClient): RequestedClaim[] {
   const unsupported = claims.filter((c) => !qtsp.identity_assurance_claims_supported.includes(c.name)).map((c) => c.name);
   if (unsupported.length) throw unableToMeet(`claims not supported by the QTSP: ${unsupported.join(', ')}`);
   return applyTable(claims, client, (name) => IDP_OFFERED_CLAIMS.includes(name));
 }
 
-function applyTable(claims: readonly RequestedClaim[], client: RpRegistration, supported: (name: string) => boolean): RequestedClaim[] {
+function applyTable(claims: readonly RequestedClaim[], client: PlatformClient, supported: (name: string) => boolean): RequestedClaim[] {
   const decided = claims.map((c) => ({
     claim: c,
     decision: qesClaimDecision({
@@ -90,7 +90,7 @@ function baseClaims(qtsp: SpRecord): RequestedClaim[] {
  */
 export function resolveClaimNames(
   qtsp: SpRecord,
-  client: RpRegistration,
+  client: PlatformClient,
   identityClaims: readonly RequestedClaim[] | undefined,
   user: TestUser,
 ): string[] {

@@ -94,9 +94,13 @@ async function introspect(ctx: AsContext, qtsp: SpRecord, token: string | undefi
 /** Renders the payload as the controls say: normal, or one of the failure modes. */
 async function respond(ctx: AsContext, res: Response, payload: Record<string, unknown>): Promise<void> {
   const c = ctx.controls.introspection;
+  if (c.hold) await c.hold();
   switch (c.mode) {
     case 'stall':
       return; // never answers; close() destroys the socket
+    case 'reset':
+      res.req.socket.destroy(); // the AS goes away mid-call
+      return;
     case 'http500':
       sendError(res, new OAuthError(500, 'server_error', 'introspection failed (sandbox switch http500)'));
       return;

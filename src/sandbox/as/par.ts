@@ -24,7 +24,8 @@ function checkResponseType(form: Form): void {
 
 function checkRedirectUri(form: Form, client: RegisteredClient): string {
   const uri = form.require('redirect_uri');
-  if (uri !== client.registration.redirectUri) throw invalidRequest('redirect_uri is not registered for this client');
+  // exact string comparison (RFC 9700 2.1): no prefix, pattern or normalisation
+  if (!client.registration.redirectUris.includes(uri)) throw invalidRequest('redirect_uri is not registered for this client');
   return uri;
 }
 

@@ -5,7 +5,7 @@
  *   - a type the RP may not use: access_denied
  *   - claims the QTSP or IDP cannot serve: unable_to_meet_service_requirements
  */
-import { digest, HASH_ALGORITHMS, type HashAlgorithm } from '../../ades/algorithms.ts';
+import { digest, HASH_ALGORITHMS, type HashAlgorithm } from '../../crypto/algorithms.ts';
 import { decodeDigest } from '../../util/base64.ts';
 import type { RegisteredClient } from '../clients.ts';
 import { accessDenied, invalidDetails, invalidRequest } from '../errors.ts';

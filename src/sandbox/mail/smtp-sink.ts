@@ -9,7 +9,11 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { ServerIdentity } from '../tls.ts';
-import type { SmtpControls } from '../types.ts';
+
+/** SMTP sink (spec 6.3): accept; refuse every recipient with 451 (try later) or 550 (permanent) */
+export interface SmtpControls {
+  mode: 'normal' | 'reject-temporary' | 'reject-permanent';
+}
 
 export interface ReceivedMail {
   readonly from: string;

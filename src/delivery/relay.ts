@@ -9,6 +9,12 @@
  * it pending, and the next pass hands it over again, which bullmq drops (same job id) or, if that job is long
  * gone, delivers again; the mediation service then refuses the duplicate reference_id, which counts as
  * delivered. No record is lost, none is stored twice.
+ *
+ * A Redis that restarts empty (no persistence, a failover) loses the jobs of queued entries. The relay
+ * notices a restart by Redis's run_id, read after every (re)connect, and then hands every queued entry over
+ * again at once: bullmq drops the jobs that still exist (same job id), the lost ones are queued anew. The
+ * first connection of a process counts as a restart too (Redis may have restarted while we were not running).
+ * delivery.requeueAfterMs remains the backstop for jobs lost without a restart (a FLUSHALL, say).
  */
 import type { Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
@@ -33,10 +39,21 @@ export class OutboxRelay {
   private stopped = false;
   /** for logs: one line when handing over stops (Redis or the store failing), one when it resumes */
   private paused = false;
+  /** the Redis connection came (back) up: compare its run_id before the next pass */
+  private checkRunId = true;
+  /** the run_id of the Redis that holds our jobs, once read */
+  private runId: string | undefined;
+  /** set when Redis restarted: queued entries last touched before this go to the queue again */
+  private requeueQueuedBefore: Date | undefined;
+  private readonly connected = () => {
+    this.checkRunId = true;
+    this.wake();
+  };
 
   constructor(private readonly o: RelayOptions) {}
 
   start(): void {
+    this.o.queues.connection.on('ready', this.connected);
     this.timer = setInterval(() => this.wake(), this.o.intervalMs);
     this.timer.unref();
     this.wake();
@@ -61,6 +78,7 @@ export class OutboxRelay {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.o.queues.connection.off('ready', this.connected);
     clearInterval(this.timer);
     await this.idle();
   }
@@ -70,30 +88,57 @@ export class OutboxRelay {
       this.again = false;
       await new Promise((r) => setImmediate(r)); // let the signDoc response go out first
       try {
-        for (const topic of this.o.topics) await this.drain(topic);
+        await this.noticeRestart();
+        const queuedBefore = this.requeueQueuedBefore ?? new Date(Date.now() - this.o.requeueAfterMs);
+        for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
+        // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
+        if (queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
       } catch (err) {
         this.reportFailure(err as Error);
       }
     } while (this.again && !this.stopped);
   }
 
-  /** Hands over every pending entry of a topic, batch by batch, while Redis takes them. */
-  private async drain(topic: string): Promise<void> {
+  /** After a (re)connect: a new run_id means a restarted Redis, so every queued entry is handed over again. */
+  private async noticeRestart(): Promise<void> {
+    if (!this.checkRunId || !this.o.queues.ready) return;
+    this.checkRunId = false;
+    let runId: string;
+    try {
+      runId = await this.o.queues.runId();
+    } catch (err) {
+      this.checkRunId = true; // next pass
+      throw err;
+    }
+    if (runId === this.runId) return;
+    if (this.runId) this.o.logger.warn({ event: 'relay.redis_restarted' }, 'Redis restarted and may have lost queued jobs; handing every queued outbox entry over again');
+    this.runId = runId;
+    this.requeueQueuedBefore = new Date();
+  }
+
+  /**
+   * Hands over every pending entry of a topic (and the queued ones last touched before `queuedBefore`), batch
+   * by batch, while Redis takes them. Marking an entry queued touches it, so the next batch holds others; an
+   * entry that comes back anyway (a database clock behind ours) ends the pass instead of looping.
+   */
+  private async drain(topic: string, queuedBefore: Date): Promise<void> {
     const batchSize = this.o.batchSize ?? 100;
+    const handed = new Set<string>();
     for (;;) {
-      const pending = await this.o.store.outboxPending(topic, batchSize, new Date(Date.now() - this.o.requeueAfterMs));
+      const batch = await this.o.store.outboxPending(topic, batchSize, queuedBefore);
+      const pending = batch.filter((e) => !handed.has(e.id));
       if (pending.length === 0) return;
-      if (!this.o.queues.ready) {
-        this.reportFailure(new Error('Redis is not connected'));
-        return;
-      }
+      if (!this.o.queues.ready) throw new Error('Redis is not connected');
       await this.o.queues.add(topic, pending);
       if (this.paused) {
         this.paused = false;
         this.o.logger.info({ event: 'relay.resumed', topic }, 'Redis takes jobs again; relaying the outbox');
       }
-      for (const entry of pending) await this.markQueued(entry.id);
-      if (pending.length < batchSize) return;
+      for (const entry of pending) {
+        await this.markQueued(entry.id);
+        handed.add(entry.id);
+      }
+      if (batch.length < batchSize) return;
     }
   }
 

@@ -1,6 +1,6 @@
 /**
- * The delivery queues on Redis (bullmq): one queue per outbox topic (mediation records, notifications), the
- * outbox id as the job id. Every call has its own timeout (FIELD-NOTES, bullmq: with a Redis that was never
+ * The delivery queues on Redis (bullmq): one queue per outbox topic (the topics are given by whoever wires
+ * the delivery: mediation records and notifications, src/deliveries.ts), the outbox id as the job id. Every call has its own timeout (FIELD-NOTES, bullmq: with a Redis that was never
  * reachable `add()` stays pending for ever), and the connection never queues commands while Redis is away
  * (enableOfflineQueue false), so callers learn at once and the outbox keeps the entry.
  *
@@ -11,9 +11,6 @@ import { Queue, type JobsOptions } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config/schema.ts';
 import type { OutboxEntry } from '../store/types.ts';
-
-export const TOPICS = ['mediation', 'notification'] as const;
-export type Topic = (typeof TOPICS)[number];
 
 export interface DeliveryJob {
   /** the outbox id (mediation: the reference_id) */
@@ -80,6 +77,8 @@ export class DeliveryQueues {
 
   constructor(
     readonly connection: Redis,
+    /** the outbox topics that have a queue */
+    readonly topics: readonly string[],
     private readonly config: Pick<Config, 'redis' | 'delivery'>,
     private readonly onError: (err: Error) => void,
   ) {}
@@ -90,7 +89,7 @@ export class DeliveryQueues {
   }
 
   private async queue(topic: string): Promise<Queue<DeliveryJob>> {
-    if (!(TOPICS as readonly string[]).includes(topic)) throw new TypeError(`no delivery queue for outbox topic ${topic}`);
+    if (!this.topics.includes(topic)) throw new TypeError(`no delivery queue for outbox topic ${topic}`);
     const known = this.queues.get(topic);
     if (known) return known;
     const queue = new Queue<DeliveryJob>(topic, { connection: this.connection, prefix: this.config.redis.prefix });
@@ -111,6 +110,18 @@ export class DeliveryQueues {
     const jobs = entries.map((e) => ({ name: topic, data: { id: e.id }, opts: { ...options, jobId: e.id } }));
     const queue = await this.queue(topic);
     await withTimeout(queue.addBulk(jobs), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
+  }
+
+  /**
+   * Redis's run_id (INFO server, "random value identifying the Redis server"): a new one after a reconnect
+   * means a Redis that restarted, which may have come back without the jobs it held (no persistence, or a
+   * failover to a replica that had not got them).
+   */
+  async runId(): Promise<string> {
+    const info = await withTimeout(this.connection.info('server'), this.config.redis.commandTimeoutMs, 'INFO server');
+    const runId = /^run_id:([0-9a-f]+)\r?$/m.exec(info)?.[1];
+    if (!runId) throw new Error('INFO server shows no run_id');
+    return runId;
   }
 
   async depth(topic: string): Promise<QueueDepth> {

@@ -1,32 +1,25 @@
 /**
- * Delivery of what the QTSP owes others after a signature (DESIGN step 10, spec 6.2, 6.3), assembled from
- * the configuration: the outbox relay (always, in every process that writes the outbox) and, where
- * configured, the workers that post mediation records and send notifications. Starting never waits for
- * Redis: the connections come up in the background, and until they do the outbox simply keeps the entries.
+ * Delivery of what the QTSP owes others after a signature (DESIGN step 10, spec 6.2, 6.3): the outbox relay
+ * (always, in every process that writes the outbox) and, where configured, the workers, one per outbox topic.
+ * What a topic's entries are and how one is delivered is plugged in by topic (src/deliveries.ts wires the
+ * mediation records and the notifications); this module knows no topic. Starting never waits for Redis: the
+ * connections come up in the background, and until they do the outbox simply keeps the entries.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import type { Agent } from 'node:https';
 import { ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
-import { ensureMailCertificate } from '../notification/mail-certificate.ts';
-import { notificationDeliverer } from '../notification/deliver.ts';
-import { NOTIFICATION_TOPIC } from '../notification/request.ts';
 import type { OutboxState, Store } from '../store/types.ts';
-import type { IdpDirectory } from '../trust/idp-directory.ts';
 import type { Logger } from '../util/logger.ts';
-import { mediationDeliverer } from './deliver.ts';
-import { DeliveryQueues, redisConnection, TOPICS, type QueueDepth } from './queue.ts';
-import { MEDIATION_TOPIC } from './record.ts';
+import { DeliveryQueues, redisConnection, type QueueDepth } from './queue.ts';
 import { OutboxRelay } from './relay.ts';
 import { DeliveryWorkers, type Deliver } from './worker.ts';
 
 export interface DeliveryDeps {
   readonly store: Store;
-  /** presents our TLS client certificate (mediation service, spec 5.12) */
-  readonly mtlsAgent: Agent;
-  readonly idps: Pick<IdpDirectory, 'record'>;
   readonly logger: Logger;
+  /** the outbox topics to relay */
+  readonly topics: readonly string[];
+  /** how each topic's entries are delivered; called only when this process runs the workers */
+  readonly handlers: () => Readonly<Record<string, Deliver>>;
   /** run the workers in this process */
   readonly workers: boolean;
 }
@@ -64,27 +57,6 @@ function outageLogger(logger: Logger, what: string): { error: (err: Error) => vo
   };
 }
 
-export function recipientCertDir(config: Pick<Config, 'dataDir' | 'notification'>): string {
-  return config.notification.recipientCertDir ?? join(config.dataDir, 'notification-recipients');
-}
-
-function handlers(config: Config, deps: DeliveryDeps): Record<string, Deliver> {
-  return {
-    [MEDIATION_TOPIC]: mediationDeliverer({ url: config.mediation.url, agent: deps.mtlsAgent, timeoutMs: config.delivery.timeoutMs, logger: deps.logger }),
-    [NOTIFICATION_TOPIC]: notificationDeliverer({
-      smtpUrl: config.notification.smtpUrl,
-      from: config.notification.from,
-      spId: config.qtspId,
-      ca: readFileSync(config.trust.caFile),
-      timeoutMs: config.delivery.timeoutMs,
-      signer: ensureMailCertificate(config.dataDir, config.notification.from),
-      chain: [],
-      recipientCertDir: recipientCertDir(config),
-      idps: deps.idps,
-    }),
-  };
-}
-
 /** The Redis URL must be resolved by now (resolveRedis in cli/redis.ts fills it in). */
 export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
   const url = config.redis.url;
@@ -92,15 +64,15 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
   const producerLog = outageLogger(deps.logger, 'producer');
   const connection = redisConnection(url, { blocking: false, onError: producerLog.error });
   connection.on('ready', producerLog.ready);
-  const queues = new DeliveryQueues(connection, config, producerLog.error);
-  const relay = new OutboxRelay({ store: deps.store, queues, topics: TOPICS, intervalMs: config.delivery.relayIntervalMs, requeueAfterMs: config.delivery.requeueAfterMs, logger: deps.logger });
+  const queues = new DeliveryQueues(connection, deps.topics, config, producerLog.error);
+  const relay = new OutboxRelay({ store: deps.store, queues, topics: deps.topics, intervalMs: config.delivery.relayIntervalMs, requeueAfterMs: config.delivery.requeueAfterMs, logger: deps.logger });
   relay.start();
   let workers: DeliveryWorkers | undefined;
   if (deps.workers) {
     const workerLog = outageLogger(deps.logger, 'worker');
     const workerConnection = redisConnection(url, { blocking: true, onError: workerLog.error });
     workerConnection.on('ready', workerLog.ready);
-    workers = new DeliveryWorkers({ connection: workerConnection, store: deps.store, handlers: handlers(config, deps), config, logger: deps.logger });
+    workers = new DeliveryWorkers({ connection: workerConnection, store: deps.store, handlers: deps.handlers(), config, logger: deps.logger });
   }
   return {
     wake: () => relay.wake(),
@@ -117,7 +89,7 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
 /** Outbox counts per topic, and the queue depth when Redis answers. */
 export async function deliveryStatus(store: Store, queues: DeliveryQueues): Promise<Record<string, TopicStatus>> {
   const out: Record<string, TopicStatus> = {};
-  for (const topic of TOPICS) {
+  for (const topic of queues.topics) {
     const outbox = await store.outboxCounts(topic);
     try {
       out[topic] = { outbox, queue: await queues.depth(topic) };

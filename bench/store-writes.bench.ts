@@ -1,0 +1,74 @@
+/**
+ * What the SQLite store's writes cost the main thread (issue 12: no fsync on the event loop), in process:
+ * `node --import tsx bench/store-writes.bench.ts`.
+ *
+ * Each "signDoc" is what signDoc and the relay write: recordSigning (certificate, transaction, one outbox
+ * record) and then the relay's compare-and-set mark (markOutbox queued, only from pending). CONCURRENCY of
+ * them run in a closed loop on a real file with synchronous=FULL (real fsyncs on this disk). Reported per
+ * signDoc: the main thread's busy time (event-loop utilisation: time blocked in fsync counts, as it does for
+ * the requests waiting behind it), the main thread's CPU time (/proc/self/task/<pid>/stat: the main thread
+ * alone), the whole process's CPU time (every thread, process.cpuUsage), and the rate. Figures only.
+ *
+ * Environment: BENCH_STORE_WRITES (signDocs per row, default 2000), BENCH_STORE_CONCURRENCY (default 1,8,32).
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { openSqliteStore } from '../src/store/open.ts';
+import type { Store } from '../src/store/types.ts';
+import { signing } from '../test/store/store-contract.ts';
+
+const WRITES = Number(process.env.BENCH_STORE_WRITES ?? 2000);
+const CONCURRENCIES = (process.env.BENCH_STORE_CONCURRENCY ?? '1,8,32').split(',').map(Number);
+const CLK_TCK = 100; // USER_HZ: the unit of utime/stime in /proc
+
+/** user + system CPU milliseconds of the main thread alone (its task id is the process id) */
+function mainThreadCpuMs(): number {
+  const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK; // utime, stime: fields 14 and 15
+}
+
+async function signDocWrites(store: Store, count: number, concurrency: number): Promise<void> {
+  let next = 0;
+  const loop = async () => {
+    while (next < count) {
+      const i = next++;
+      const input = signing();
+      const id = `ref-${input.certificate.serialHex}-${i}`;
+      await store.recordSigning({ ...input, outbox: [{ id, topic: 'mediation', payload: { reference_id: id, type: 'remote_signature_creation' } }] });
+      await store.markOutbox(id, 'queued', undefined, ['pending']);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, loop));
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'qtsp-store-bench-'));
+try {
+  const store = await openSqliteStore(join(dir, 'qtsp.sqlite'));
+  await signDocWrites(store, 200, 8); // warm-up: prepared statements, file growth
+  console.log(`SQLite store, ${WRITES} signDocs per row (recordSigning with one outbox record + the relay's markOutbox)`);
+  console.log('concurrency | signDocs/s | main thread busy ms/signDoc | main thread CPU ms/signDoc | process CPU ms/signDoc');
+  for (const concurrency of CONCURRENCIES) {
+    const elu = performance.eventLoopUtilization();
+    const cpu = process.cpuUsage();
+    const mainCpu = mainThreadCpuMs();
+    const start = performance.now();
+    await signDocWrites(store, WRITES, concurrency);
+    const wall = performance.now() - start;
+    const busy = performance.eventLoopUtilization(elu).active;
+    const { user, system } = process.cpuUsage(cpu);
+    const row = [
+      String(concurrency).padStart(11),
+      ((WRITES * 1000) / wall).toFixed(0).padStart(10),
+      (busy / WRITES).toFixed(3).padStart(27),
+      ((mainThreadCpuMs() - mainCpu) / WRITES).toFixed(3).padStart(26),
+      ((user + system) / 1000 / WRITES).toFixed(3).padStart(22),
+    ];
+    console.log(row.join(' | '));
+  }
+  await store.close();
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

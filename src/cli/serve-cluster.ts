@@ -1,0 +1,158 @@
+/**
+ * `qtsp serve` with server.workers != 1: one QTSP process per worker (node:cluster), all serving signDoc and
+ * the publication endpoints on the same ports; the primary only starts, watches and stops them.
+ *
+ * What the workers share, and why it is correct: every worker is a full QTSP instance, as several instances
+ * behind a load balancer would be. The evidence store must then be PostgreSQL (the store built for several
+ * instances: the outbox marks are compare-and-set, so each worker's relay may run); the SQLite store is one
+ * file owned by one writing process (its group commit and, later, its writer thread live in that process), so
+ * several workers on it are refused at start rather than left to contend for the file. The delivery queues
+ * are one Redis (the primary provides it: redis.url, REDIS_URL or a local redis-server) with the same prefix;
+ * bullmq workers in several processes are what it is made for. Each worker pulls the key archive into its own
+ * clone (<dataDir>/key-archive-worker-<slot>) and the IDP list itself, and keeps its own caches and RSA key
+ * pool; the CA material in dataDir is only read.
+ *
+ * A worker that dies is replaced (the others keep serving); a worker that dies before it ever listened stops
+ * the whole service with its exit code (a configuration or start-up fault would only repeat).
+ */
+import cluster, { type Worker } from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
+import { startQtsp } from '../service.ts';
+import { openStore } from '../store/open.ts';
+import { lockDataDir } from '../util/instance-lock.ts';
+import { logger } from '../util/logger.ts';
+import { provideRedis } from '../util/redis-server.ts';
+
+/** server.workers: 0 = one per core */
+export function workerCount(config: Config): number {
+  return config.server.workers === 0 ? availableParallelism() : config.server.workers;
+}
+
+/** Refuses what several processes cannot share (see the header). */
+export function checkClusterConfig(config: Config, workers: number): void {
+  if (workers > 1 && config.store.driver !== 'postgres') {
+    throw new ConfigError(
+      `setting server.workers (QTSP_SERVER_WORKERS): ${workers} processes need store.driver postgres; the SQLite store (${config.dataDir}/qtsp.sqlite) has one writing process. Use server.workers=1 with SQLite, or PostgreSQL for several processes.`,
+    );
+  }
+}
+
+interface Listening {
+  readonly type: 'qtsp-listening';
+  readonly signDocUrl: string;
+  readonly publicationUrl: string;
+  readonly opsUrl: string;
+}
+
+const RESTART_DELAY_MS = 1000;
+const SLOT_ENV = 'QTSP_CLUSTER_SLOT';
+
+/** The primary: Redis for all, N workers, their replacement, and the stop of all of them. */
+export async function runClusterPrimary(config: Config, workers: number, untilSignal: (stop: () => Promise<void>) => Promise<number>): Promise<number> {
+  checkClusterConfig(config, workers);
+  // the cluster is one instance: the primary holds the data directory's lock for all its workers
+  const lock = lockDataDir(config.dataDir);
+  // the schema is migrated once, here, before the workers open the store together
+  await (await openStore(config)).close();
+  const redis = await provideRedis(config.redis.url, process.env, config.dataDir);
+  const env = { QTSP_REDIS_URL: redis.url };
+  let stopping = false;
+  let failure: ((err: Error) => void) | undefined;
+  const listening = new Set<Worker>();
+  // each worker has a slot (0..workers-1) that its replacement inherits: its own key-archive clone
+  const fork = (slot: number): Worker => {
+    const worker = cluster.fork({ ...env, [SLOT_ENV]: String(slot) });
+    worker.on('message', (msg: Listening) => {
+      if (msg?.type === 'qtsp-listening') listening.add(worker);
+    });
+    worker.once('exit', (code, signal) => {
+      const wasListening = listening.delete(worker);
+      if (stopping) return;
+      if (!wasListening) {
+        failure?.(new Error(`a qtsp worker exited (${signal ?? code}) before it listened`));
+        return;
+      }
+      logger.error({ event: 'cluster.worker_exit', pid: worker.process.pid, code, signal }, 'qtsp worker exited; starting a new one');
+      setTimeout(() => {
+        if (!stopping) fork(slot);
+      }, RESTART_DELAY_MS).unref();
+    });
+    return worker;
+  };
+  const stopWorkers = async () => {
+    stopping = true;
+    await Promise.all(
+      Object.values(cluster.workers ?? {}).map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            if (!w || w.isDead()) return resolve();
+            w.once('exit', () => resolve());
+            // a listening worker drains its calls (asked over IPC: see runClusterWorker); one still starting has
+            // nothing to drain and may not listen to IPC yet: SIGTERM ends it
+            if (listening.has(w)) w.send({ type: 'qtsp-stop' });
+            else w.process.kill('SIGTERM');
+          }),
+      ),
+    );
+  };
+  let first: Listening;
+  try {
+    first = await new Promise<Listening>((resolve, reject) => {
+      failure = reject;
+      let count = 0;
+      for (let i = 0; i < workers; i++) {
+        fork(i).on('message', (msg: Listening) => {
+          if (msg?.type !== 'qtsp-listening') return;
+          if (++count === workers) resolve(msg);
+        });
+      }
+    });
+  } catch (err) {
+    await stopWorkers();
+    await redis.stop();
+    lock.release();
+    throw err;
+  }
+  failure = undefined;
+  process.stdout.write(`qtsp serving signDoc at ${first.signDocUrl} (${workers} processes)\n`);
+  process.stdout.write(`qtsp publishing OCSP, CRLs, TSA at ${first.publicationUrl}\n`);
+  process.stdout.write(`qtsp operations (health, metrics) at ${first.opsUrl}\n`);
+  return untilSignal(async () => {
+    await stopWorkers();
+    await redis.stop();
+    lock.release();
+  });
+}
+
+/** A worker: one QTSP instance; tells the primary where it listens; stops on SIGTERM/SIGINT or the primary's word. */
+export async function runClusterWorker(config: Config, untilSignal: (stop: () => Promise<void>) => Promise<number>): Promise<number> {
+  // until it listens, a stop ends the worker at once: nothing to drain
+  const early = () => process.exit(0);
+  process.once('SIGTERM', early);
+  process.once('SIGINT', early);
+  const slot = Number(process.env[SLOT_ENV] ?? cluster.worker?.id ?? 0);
+  let qtsp;
+  try {
+    qtsp = await startQtsp(config, { keyArchiveDir: join(config.dataDir, `key-archive-worker-${slot}`), dataDirLockHeldByPrimary: true });
+  } catch (err) {
+    // the IPC channel would keep a failed worker alive: end it, so that the primary sees it never listened
+    process.stderr.write(`qtsp worker ${process.pid}: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  process.off('SIGTERM', early);
+  process.off('SIGINT', early);
+  let signalled = false;
+  process.once('SIGTERM', () => (signalled = true));
+  process.once('SIGINT', () => (signalled = true));
+  // the primary asks over IPC rather than by signal: a Ctrl-C in a terminal has already signalled the whole
+  // process group, and a second signal would cut the drain short (util/lifecycle.ts)
+  process.on('message', (msg: { type?: string }) => {
+    if (msg?.type === 'qtsp-stop' && !signalled) process.kill(process.pid, 'SIGTERM');
+  });
+  const stopped = untilSignal(() => qtsp.close());
+  process.send!({ type: 'qtsp-listening', signDocUrl: qtsp.signDocUrl, publicationUrl: qtsp.publicationUrl, opsUrl: qtsp.opsUrl } satisfies Listening);
+  return stopped;
+}

@@ -1,0 +1,155 @@
+/**
+ * Where SQLite and PostgreSQL differ, and nowhere else (store.ts holds the one set of queries, schema.ts the one
+ * schema):
+ *
+ * |                  | SQLite (embedded, default)                 | PostgreSQL (several instances)              |
+ * |------------------|--------------------------------------------|---------------------------------------------|
+ * | times            | INTEGER milliseconds (exact, sortable)     | TIMESTAMPTZ (microseconds: ms round-trip)   |
+ * | bytes            | BLOB                                       | BYTEA                                       |
+ * | insertion order  | the implicit rowid                         | a `seq` identity column                     |
+ * | writes           | a writer thread, group commit (one fsync    | one transaction per write on a pooled client|
+ * |                  | per batch), reads on the main thread        |                                             |
+ * | migration lock   | the write lock of BEGIN IMMEDIATE          | Kysely's advisory lock                      |
+ *
+ * SQLite: WAL journal (readers, e.g. `qtsp evidence show` in another process, never block the writer);
+ * synchronous=FULL (a commit is on disk before signDoc goes on: with WAL, NORMAL may lose the last commits on
+ * power loss, and evidence backing a signature already handed out must not be lost); busy_timeout (several
+ * processes on one file wait for each other instead of failing at once).
+ *
+ * PostgreSQL: bounded waits (a database that stops answering fails the request, 503, instead of holding it).
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { CompiledQuery, Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, SqliteDriver, sql, type DatabaseConnection } from 'kysely';
+import pg from 'pg';
+import type { Writer } from './group-commit.ts';
+import { startWriterThread } from './sqlite-writer.ts';
+import { migrate, type SchemaShape, type Tables, type Time } from './schema.ts';
+
+export interface StoreDialect {
+  readonly driver: 'sqlite' | 'postgres';
+  /** reads, and compiling the writes */
+  readonly db: Kysely<Tables>;
+  readonly writer: Writer;
+  /** the column that orders rows as they were inserted (schema.ts) */
+  readonly insertionOrder: SchemaShape['insertionOrder'];
+  /** a Date as this database keeps it (reading: `new Date(value)` serves both) */
+  time(date: Date): Time;
+  /**
+   * what readiness' write probe writes beside its row: on SQLite, 8 KiB that need fresh (overflow) pages, so
+   * a file at its size cap fails the probe with SQLITE_FULL as an evidence record would; none on PostgreSQL
+   * (a commit there is a WAL flush, which fails on a full disk by itself)
+   */
+  readonly probeFiller: Buffer | undefined;
+  close(): Promise<void>;
+}
+
+/**
+ * Kysely's SQLite dialect with two changes, both for migrations: its transactions BEGIN IMMEDIATE (a second
+ * process waits for the write lock up front instead of failing on a stale read snapshot), and it runs
+ * migrations inside one (Kysely assumes SQLite has no transactional DDL; it has, and a migration cut short
+ * must leave nothing behind).
+ */
+class SqliteStoreDialect extends SqliteDialect {
+  readonly #database: Database.Database;
+  constructor(database: Database.Database) {
+    super({ database });
+    this.#database = database;
+  }
+  override createDriver() {
+    return new ImmediateSqliteDriver({ database: this.#database });
+  }
+  override createAdapter() {
+    return new TransactionalDdlSqliteAdapter();
+  }
+}
+
+class ImmediateSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+}
+
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
+}
+
+export interface SqliteStoreOptions {
+  /**
+   * cap on the file size in bytes, 0 or absent for none (PRAGMA max_page_count): writes beyond it fail with
+   * SQLITE_FULL exactly as on a full disk
+   */
+  readonly maxBytes?: number;
+}
+
+/**
+ * Opens (creating or migrating) the SQLite store's database in `file`: this thread's connection migrates and
+ * then only reads (query_only); the writer thread's connection writes (sqlite-writer.ts).
+ */
+export async function sqliteDialect(file: string, options: SqliteStoreOptions = {}): Promise<StoreDialect> {
+  mkdirSync(dirname(file), { recursive: true });
+  const database = new Database(file);
+  const db = new Kysely<Tables>({ dialect: new SqliteStoreDialect(database) });
+  let writer: Writer;
+  try {
+    database.pragma('journal_mode = WAL');
+    database.pragma('foreign_keys = ON');
+    database.pragma('busy_timeout = 5000');
+    await migrate(db, { timeType: 'integer', bytesType: 'blob', insertionOrder: 'rowid', schema: undefined });
+    database.pragma('query_only = ON');
+    writer = await startWriterThread({ file, maxBytes: options.maxBytes ?? 0 });
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+  return {
+    driver: 'sqlite',
+    db,
+    writer,
+    insertionOrder: 'rowid',
+    time: (date) => date.getTime(),
+    probeFiller: Buffer.alloc(8192),
+    async close() {
+      await db.destroy(); // the reader first: the writer's connection, closing last, folds the WAL into the file
+      await writer.close(); // writes already asked for are committed first
+    },
+  };
+}
+
+export interface PostgresStoreOptions {
+  /** postgres://user:password@host:port/database */
+  readonly url: string;
+  /** most connections this instance opens (pg default 10) */
+  readonly maxConnections?: number;
+}
+
+/** Opens the PostgreSQL store's database and migrates its schema; rejects when it cannot be reached. */
+export async function postgresDialect(options: PostgresStoreOptions): Promise<StoreDialect> {
+  const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+  // an idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
+  // The next query (and readiness' ping) reports the outage instead.
+  pool.on('error', () => undefined);
+  const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
+  try {
+    // the version tables go where the store's tables go (search_path): stores may share one database
+    const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(db);
+    await migrate(db, { timeType: 'timestamptz', bytesType: 'bytea', insertionOrder: 'seq', schema: rows[0]!.schema });
+  } catch (err) {
+    await db.destroy().catch(() => undefined);
+    throw err;
+  }
+  const writer: Writer = {
+    // a failing statement rolls the transaction back; Kysely discards a client whose rollback failed
+    write: (statements) =>
+      db.transaction().execute(async (trx) => {
+        const changes: number[] = [];
+        for (const s of statements) changes.push(Number((await trx.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n));
+        return changes;
+      }),
+    close: async () => undefined,
+  };
+  return { driver: 'postgres', db, writer, insertionOrder: 'seq', time: (date) => date, probeFiller: undefined, close: () => db.destroy() };
+}

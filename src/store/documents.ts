@@ -1,0 +1,140 @@
+/**
+ * Documents signed under a consent (issue 11 item 3; signing/once.ts says what for): one row per
+ * (iss, txn, hash algorithm, hash), the primary key, so two requests (on one instance, or on several sharing
+ * PostgreSQL) cannot both claim one document: the database decides, not a check-then-insert in our code.
+ *
+ * A row is first a claim (claim_id of the request, signature null) and then, in the write that also adds the
+ * mediation record, the kept signature. Written with Kysely once for SQLite and PostgreSQL, for the store's
+ * writer (one atomic write of a list of statements: a statement that fails rolls the whole write back), so
+ * only portable SQL: INSERT ... ON CONFLICT DO NOTHING, compare-and-set UPDATEs, and a guard (keepQueries).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql, type Compilable, type Kysely, type Selectable } from 'kysely';
+import type { SignedDocumentsTable, Tables, Time } from './schema.ts';
+import type { ClaimOutcome, DocumentClaim, KeptSignature } from './types.ts';
+
+/** what this module needs of the store: reads, and its atomic writer (the rows each statement changed) */
+export interface DocumentsAccess {
+  readonly db: Kysely<Tables>;
+  write(queries: readonly Compilable[]): Promise<number[]>;
+  /** a Date as this database keeps it */
+  time(date: Date): Time;
+}
+
+type Row = Selectable<SignedDocumentsTable>;
+
+function ofConsent(db: Kysely<Tables>, claim: DocumentClaim) {
+  return {
+    select: () => db.selectFrom('signed_documents').selectAll().where('iss', '=', claim.iss).where('txn', '=', claim.txn).where('hash_alg', '=', claim.hashAlgorithmOid),
+    update: () => db.updateTable('signed_documents').where('iss', '=', claim.iss).where('txn', '=', claim.txn).where('hash_alg', '=', claim.hashAlgorithmOid),
+  };
+}
+
+function kept(row: Row): KeptSignature {
+  return { hash: row.hash, signature: row.signature!, revocation: row.revocation ? (JSON.parse(row.revocation) as KeptSignature['revocation']) : null };
+}
+
+/** What the rows of the claim's documents say, when some exist; `takeOver`: abandoned claims to take. */
+function judge(claim: DocumentClaim, rows: Map<string, Row>, staleBefore: Date): ClaimOutcome | { kind: 'take_over'; rows: Row[] } {
+  const index = (hash: string) => claim.hashes.indexOf(hash);
+  if (rows.size !== claim.hashes.length) return { kind: 'mixed', index: claim.hashes.findIndex((h) => rows.has(h)) };
+  const other = claim.hashes.find((h) => rows.get(h)!.request_key !== claim.requestKey);
+  if (other !== undefined) return { kind: 'other_request', index: index(other), requestKey: rows.get(other)!.request_key };
+  const unsigned = claim.hashes.filter((h) => rows.get(h)!.signature === null);
+  if (unsigned.length === 0) return { kind: 'signed', signatures: claim.hashes.map((h) => kept(rows.get(h)!)) };
+  if (unsigned.length !== claim.hashes.length) return { kind: 'mixed', index: index(unsigned[0]!) };
+  const live = unsigned.find((h) => new Date(rows.get(h)!.claimed_at).getTime() >= staleBefore.getTime());
+  if (live !== undefined) return { kind: 'in_progress', index: index(live) };
+  return { kind: 'take_over', rows: unsigned.map((h) => rows.get(h)!) };
+}
+
+/**
+ * Claims the documents of `claim` for its request, or says why not (types.ts ClaimOutcome). Each write is
+ * conditional (insert if absent, take over if still the abandoned claim we read); when a concurrent request
+ * won part of it, what we got is given back and the rows are judged again as committed.
+ */
+export async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome> {
+  const at = a.time(claim.claimedAt);
+  for (let attempt = 0; ; attempt++) {
+    if (attempt > 0) await sleep(Math.min(5 * attempt, 50)); // let the concurrent write commit
+    const rows = new Map((await ofConsent(a.db, claim).select().where('hash', 'in', [...claim.hashes]).execute()).map((r) => [r.hash, r]));
+    let changes: number[];
+    try {
+      if (rows.size === 0) {
+        const values = claim.hashes.map((hash) => ({ iss: claim.iss, txn: claim.txn, hash_alg: claim.hashAlgorithmOid, hash, claim_id: claim.claimId, request_key: claim.requestKey, claimed_at: at, signature: null, revocation: null, signed_at: null }));
+        changes = await a.write([a.db.insertInto('signed_documents').values(values).onConflict((oc) => oc.doNothing())]);
+      } else {
+        const verdict = judge(claim, rows, staleBefore);
+        if (verdict.kind !== 'take_over') return verdict;
+        // every document's claim was abandoned (its request died): take each over only if it is still that claim
+        changes = await a.write(verdict.rows.map((r) => ofConsent(a.db, claim).update().set({ claim_id: claim.claimId, claimed_at: at }).where('hash', '=', r.hash).where('claim_id', '=', r.claim_id).where('signature', 'is', null)));
+      }
+    } catch (err) {
+      if (!isRace(err) || attempt >= 20) throw err;
+      continue;
+    }
+    if (changes.reduce((x, y) => x + y, 0) === claim.hashes.length) return { kind: 'claimed' };
+    await releaseDocuments(a, claim); // a concurrent request won some: give back what we got, judge again
+    if (attempt >= 20) throw new Error(`documents of txn ${claim.txn} could not be claimed: concurrent requests kept racing`);
+  }
+}
+
+/**
+ * PostgreSQL's deadlock and serialization failures between two requests inserting the same documents in
+ * different orders: the write was rolled back, try again.
+ */
+function isRace(err: unknown): boolean {
+  const code = String((err as { code?: unknown }).code ?? '');
+  return code === '40P01' || code === '40001' || code === '23505' || code.startsWith('SQLITE_BUSY');
+}
+
+/**
+ * The statements that keep the signatures of a claim, for the write that also adds the mediation record:
+ * each signature onto its row if the claim is still ours, then a guard that fails the whole write unless every
+ * document of the claim now holds our signature (a claim taken over as abandoned): no record is then billed
+ * for signatures that were not kept. The guard inserts a row with a null primary-key column only in that case,
+ * the one statement failure SQLite and PostgreSQL both raise inside a write (a NOT NULL violation).
+ */
+export function keepQueries(a: Pick<DocumentsAccess, 'db' | 'time'>, claim: DocumentClaim, signatures: readonly KeptSignature[]): Compilable[] {
+  const { db } = a;
+  const now = a.time(new Date());
+  const updates = signatures.map((s) =>
+    ofConsent(db, claim)
+      .update()
+      .set({ signature: s.signature, revocation: s.revocation ? JSON.stringify(s.revocation) : null, signed_at: now })
+      .where('hash', '=', s.hash)
+      .where('claim_id', '=', claim.claimId)
+      .where('signature', 'is', null),
+  );
+  const keptByUs = ofConsent(db, claim)
+    .select()
+    .clearSelect()
+    .select((eb) => eb.fn.countAll().as('n'))
+    .where('hash', 'in', signatures.map((s) => s.hash))
+    .where('claim_id', '=', claim.claimId)
+    .where('signature', 'is not', null);
+  const text = (value: string) => sql<string>`CAST(${value} AS TEXT)`; // typed for PostgreSQL's INSERT ... SELECT
+  const guard = db
+    .insertInto('signed_documents')
+    .columns(['iss', 'txn', 'hash_alg', 'hash', 'claim_id', 'request_key'])
+    .expression(
+      db
+        .selectNoFrom([sql<string>`CAST(NULL AS TEXT)`.as('iss'), text(claim.txn).as('txn'), text(claim.hashAlgorithmOid).as('hash_alg'), text('claim lost').as('hash'), text(claim.claimId).as('claim_id'), text(claim.requestKey).as('request_key')])
+        .where((w) => w(keptByUs, '<>', signatures.length)),
+    );
+  return [...updates, guard];
+}
+
+/** Gives back the documents a request claimed and did not sign (its claim only). */
+export async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promise<void> {
+  await a.write([
+    a.db
+      .deleteFrom('signed_documents')
+      .where('iss', '=', claim.iss)
+      .where('txn', '=', claim.txn)
+      .where('hash_alg', '=', claim.hashAlgorithmOid)
+      .where('hash', 'in', [...claim.hashes])
+      .where('claim_id', '=', claim.claimId)
+      .where('signature', 'is', null),
+  ]);
+}

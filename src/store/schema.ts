@@ -1,0 +1,251 @@
+/**
+ * The store's one schema: the tables as Kysely sees them and the one list of migrations, written once for
+ * SQLite and PostgreSQL. The few column types the two databases spell differently come from the dialect
+ * (dialects.ts), and so does the insertion-order column; everything else here is the same SQL for both.
+ *
+ * Versions: Kysely's Migrator records applied migrations by name in `kysely_migration`. Release 0.1 (fdcfad6)
+ * recorded them as numbers in `schema_version` instead; a database it made already has the migrations up to
+ * that number, so each migration here first asks whether that table vouches for it (`releasedUpTo`).
+ */
+import { sql, type Kysely } from 'kysely';
+import { Migrator, type Migration } from 'kysely/migration';
+import type { OutboxState, RevocationReason } from './types.ts';
+
+/** a time as the database keeps it: INTEGER milliseconds since the epoch (SQLite) or TIMESTAMPTZ (PostgreSQL) */
+export type Time = number | Date;
+
+export interface CertificatesTable {
+  serial_hex: string;
+  issuer_key_id: string;
+  subject: string;
+  not_before: Time;
+  not_after: Time;
+  issued_at: Time;
+  txn: string | null;
+  der: Buffer;
+  status: 'good' | 'revoked';
+  revoked_at: Time | null;
+  revocation_reason: RevocationReason | null;
+}
+
+export interface SigningTransactionsTable {
+  certificate_serial_hex: string;
+  txn: string;
+  iss: string;
+  sub: string;
+  client_id: string;
+  client_state: string;
+  introspection_jwt: string;
+  hash_algorithm_oid: string;
+  /** JSON array of the Base64 digests */
+  hashes: string;
+  hash_count: number;
+  signature_format: string;
+  conformance_level: string;
+  key_source: string | null;
+  key_custody: string | null;
+  created_at: Time;
+}
+
+export interface OutboxTable {
+  id: string;
+  topic: string;
+  /** JSON text, returned byte for byte as written (never queried inside) */
+  payload: string;
+  state: OutboxState;
+  attempts: number;
+  last_error: string | null;
+  created_at: Time;
+  updated_at: Time;
+}
+
+/** readiness' write probe: a row written and deleted in one committed write */
+export interface HealthProbeTable {
+  id: string;
+  at: Time;
+  /** SQLite only: bytes that need fresh pages, so a file at its size cap fails the probe (dialects.ts) */
+  filler: Buffer | null;
+}
+
+/** documents signed under a consent (issue 11 item 3, documents.ts): the primary key is the document */
+export interface SignedDocumentsTable {
+  iss: string;
+  txn: string;
+  hash_alg: string;
+  /** Base64 of the digest, as in the request */
+  hash: string;
+  /** the request holding the claim (or that signed it) */
+  claim_id: string;
+  /** format, level and signer algorithm asked (a replay must ask the same) */
+  request_key: string;
+  claimed_at: Time;
+  /** Base64 of the signature object returned; null while claimed */
+  signature: string | null;
+  /** JSON {ocsp, crl} of the response's revocationInfo, or null */
+  revocation: string | null;
+  signed_at: Time | null;
+}
+
+export interface Tables {
+  certificates: CertificatesTable;
+  signing_transactions: SigningTransactionsTable;
+  outbox: OutboxTable;
+  health_probe: HealthProbeTable;
+  signed_documents: SignedDocumentsTable;
+}
+
+/** what the migrations need to know of the database they run on */
+export interface SchemaShape {
+  readonly timeType: 'integer' | 'timestamptz';
+  readonly bytesType: 'blob' | 'bytea';
+  /**
+   * the column that orders rows as they were inserted: SQLite's implicit rowid, or a `seq` identity column
+   * the migrations add (PostgreSQL has no rowid)
+   */
+  readonly insertionOrder: 'rowid' | 'seq';
+  /** where the version tables live: PostgreSQL's current schema (several stores may share a database) */
+  readonly schema: string | undefined;
+}
+
+/**
+ * The migrations, applied in name order. Never edit one that shipped; add the next. 0001 to 0003 are the
+ * numbered migrations 1 to 3 of the two stores before this one (same tables, columns and constraints; their
+ * dialect-specific hex check is written once here with ltrim, which both databases have).
+ */
+function migrations(shape: SchemaShape): Record<string, Migration> {
+  const { timeType: time, bytesType: bytes } = shape;
+  const seq = shape.insertionOrder === 'seq';
+  const hex = (column: string) => sql`length(${sql.ref(column)}) > 0 AND ltrim(${sql.ref(column)}, '0123456789abcdef') = ''`;
+  const nonEmpty = (column: string) => sql`length(${sql.ref(column)}) > 0`;
+  return {
+    '0001_certificates_transactions_outbox': {
+      async up(db) {
+        if ((await releasedUpTo(db, shape)) >= 1) return;
+        await db.schema
+          .createTable('certificates')
+          .addColumn('serial_hex', 'text', (c) => c.primaryKey().notNull().check(hex('serial_hex')))
+          .addColumn('issuer_key_id', 'text', (c) => c.notNull().check(hex('issuer_key_id')))
+          .addColumn('subject', 'text', (c) => c.notNull())
+          .addColumn('not_before', time, (c) => c.notNull())
+          .addColumn('not_after', time, (c) => c.notNull())
+          .addColumn('issued_at', time, (c) => c.notNull())
+          .addColumn('txn', 'text')
+          .addColumn('der', bytes, (c) => c.notNull().check(nonEmpty('der')))
+          .addColumn('status', 'text', (c) => c.notNull().defaultTo('good').check(sql`status IN ('good', 'revoked')`))
+          .addColumn('revoked_at', time)
+          .addColumn('revocation_reason', 'text')
+          .addCheckConstraint('certificates_status_revocation', sql`(status = 'good') = (revoked_at IS NULL AND revocation_reason IS NULL)`)
+          .execute();
+        await db.schema.createIndex('certificates_issuer_status').on('certificates').columns(['issuer_key_id', 'status']).execute();
+        await db.schema.createIndex('certificates_txn').on('certificates').column('txn').execute();
+
+        let transactions = db.schema
+          .createTable('signing_transactions')
+          .addColumn('certificate_serial_hex', 'text', (c) => c.primaryKey().notNull().references('certificates.serial_hex'))
+          .addColumn('txn', 'text', (c) => c.notNull().check(nonEmpty('txn')));
+        for (const column of ['iss', 'sub', 'client_id', 'client_state']) transactions = transactions.addColumn(column, 'text', (c) => c.notNull());
+        transactions = transactions
+          .addColumn('introspection_jwt', 'text', (c) => c.notNull().check(nonEmpty('introspection_jwt')))
+          .addColumn('hash_algorithm_oid', 'text', (c) => c.notNull())
+          .addColumn('hashes', 'text', (c) => c.notNull())
+          .addColumn('hash_count', 'integer', (c) => c.notNull())
+          .addColumn('signature_format', 'text', (c) => c.notNull())
+          .addColumn('conformance_level', 'text', (c) => c.notNull())
+          .addColumn('created_at', time, (c) => c.notNull());
+        if (seq) transactions = transactions.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
+        await transactions.execute();
+        await db.schema.createIndex('signing_transactions_txn').on('signing_transactions').columns(['txn', 'created_at']).execute();
+
+        let outbox = db.schema
+          .createTable('outbox')
+          .addColumn('id', 'text', (c) => c.primaryKey().notNull().check(nonEmpty('id')))
+          .addColumn('topic', 'text', (c) => c.notNull().check(nonEmpty('topic')))
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .addColumn('state', 'text', (c) => c.notNull().defaultTo('pending').check(sql`state IN ('pending', 'queued', 'delivered', 'failed')`))
+          .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('last_error', 'text')
+          .addColumn('created_at', time, (c) => c.notNull())
+          .addColumn('updated_at', time, (c) => c.notNull());
+        if (seq) outbox = outbox.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
+        await outbox.execute();
+        // SQLite indexes end in the rowid by themselves
+        await db.schema.createIndex('outbox_topic_state').on('outbox').columns(['topic', 'state', 'created_at', ...(seq ? ['seq'] : [])]).execute();
+      },
+    },
+    // issue 3: which source vouched for the AS key of the introspection response
+    '0002_signing_key_source': {
+      async up(db) {
+        if ((await releasedUpTo(db, shape)) >= 2) return;
+        await db.schema.alterTable('signing_transactions').addColumn('key_source', 'text').execute();
+      },
+    },
+    // readiness' write probe (release 0.1's version 3; its PostgreSQL table had no filler, never written there)
+    '0003_health_probe': {
+      async up(db) {
+        if ((await releasedUpTo(db, shape)) >= 3) return;
+        await db.schema
+          .createTable('health_probe')
+          .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+          .addColumn('at', time, (c) => c.notNull())
+          .addColumn('filler', bytes)
+          .execute();
+      },
+    },
+    // issue 9: where the signer key lived: "software" or "pkcs11:<token label>:<token serial>"
+    '0004_signing_key_custody': {
+      async up(db) {
+        await db.schema.alterTable('signing_transactions').addColumn('key_custody', 'text').execute();
+      },
+    },
+    // issue 11 item 3: one consent, one signature per document; the primary key decides which request signs
+    '0005_signed_documents': {
+      async up(db) {
+        await db.schema
+          .createTable('signed_documents')
+          .addColumn('iss', 'text', (c) => c.notNull())
+          .addColumn('txn', 'text', (c) => c.notNull())
+          .addColumn('hash_alg', 'text', (c) => c.notNull())
+          .addColumn('hash', 'text', (c) => c.notNull())
+          .addColumn('claim_id', 'text', (c) => c.notNull())
+          .addColumn('request_key', 'text', (c) => c.notNull())
+          .addColumn('claimed_at', time, (c) => c.notNull())
+          .addColumn('signature', 'text')
+          .addColumn('revocation', 'text')
+          .addColumn('signed_at', time)
+          .addPrimaryKeyConstraint('signed_documents_pkey', ['iss', 'txn', 'hash_alg', 'hash'])
+          .execute();
+      },
+    },
+  };
+}
+
+/** the schema version release 0.1 recorded in `schema_version` (0 when the database was not made by it) */
+async function releasedUpTo(db: Kysely<unknown>, shape: SchemaShape): Promise<number> {
+  const tables = await db.introspection.getTables();
+  if (!tables.some((t) => t.name === 'schema_version' && t.schema === shape.schema)) return 0;
+  const { rows } = await sql<{ v: number | string }>`SELECT coalesce(max(version), 0) AS v FROM schema_version`.execute(db);
+  return Number(rows[0]!.v);
+}
+
+/**
+ * Creates or migrates the schema; rejects, changing nothing, when the database was migrated by a newer
+ * program (a migration this one does not know). The Migrator holds a lock while it works (an advisory lock
+ * on PostgreSQL, the write lock of an IMMEDIATE transaction on SQLite, dialects.ts), so instances starting
+ * together migrate once.
+ */
+export async function migrate(db: Kysely<Tables>, shape: SchemaShape): Promise<void> {
+  const known = migrations(shape);
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => known }, migrationTableSchema: shape.schema });
+  const { error } = await migrator.migrateToLatest();
+  if (error === undefined) return;
+  const newest = Object.keys(known).sort().at(-1);
+  const unknown = await executedNames(db, shape).then((names) => names.filter((n) => !(n in known)), () => []);
+  if (unknown.length > 0) throw new Error(`store: database schema (migration ${unknown.sort().at(-1)}) is newer than this program knows (${newest})`);
+  throw error instanceof Error ? error : new Error(`store: migration failed: ${String(error)}`);
+}
+
+async function executedNames(db: Kysely<Tables>, shape: SchemaShape): Promise<string[]> {
+  const table = shape.schema ? sql`${sql.id(shape.schema)}.kysely_migration` : sql`kysely_migration`;
+  const { rows } = await sql<{ name: string }>`SELECT name FROM ${table}`.execute(db);
+  return rows.map((r) => r.name);
+}

@@ -1,0 +1,67 @@
+/**
+ * The SQLite store's writer thread (sqlite-writer.ts starts it): it owns the one writing connection and runs
+ * the group commit here, off the main thread. Writes that arrive while a batch commits form the next batch,
+ * so under load one fsync serves every write that waited for it; each write still runs in its own savepoint
+ * (group-commit.ts runBatch). A write is answered only after its batch's COMMIT returned: on disk.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import { runBatch, type Statement } from './group-commit.ts';
+import type { ThreadReply, ThreadRequest, WriterThreadData } from './sqlite-writer.ts';
+
+const port = parentPort!;
+const { file, maxBytes } = workerData as WriterThreadData;
+
+/** what crosses back to the main thread of an error (SqliteError's code, e.g. SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_FULL) */
+function plain(err: unknown): { name: string; message: string; code?: string } {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const code = (e as { code?: unknown }).code;
+  return { name: e.name, message: e.message, ...(typeof code === 'string' ? { code } : {}) };
+}
+
+let db: Database.Database;
+try {
+  db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL'); // a COMMIT is on disk when it returns (dialects.ts)
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  if (maxBytes) db.pragma(`max_page_count = ${Math.max(1, Math.floor(maxBytes / (db.pragma('page_size', { simple: true }) as number)))}`);
+  port.postMessage({ kind: 'ready' } satisfies ThreadReply);
+} catch (err) {
+  port.postMessage({ kind: 'failed', error: plain(err) } satisfies ThreadReply);
+  process.exit(1);
+}
+
+const prepared = new Map<string, Database.Statement>();
+let queue: { id: number; statements: Statement[] }[] = [];
+
+function flush(): void {
+  const jobs = queue;
+  queue = [];
+  if (jobs.length === 0) return;
+  try {
+    const outcomes = runBatch(db, jobs.map((j) => j.statements), prepared);
+    const results = jobs.map((job, i) => {
+      const o = outcomes[i]!;
+      return o.ok ? { id: job.id, ok: true as const, changes: o.changes } : { id: job.id, ok: false as const, error: plain(o.error) };
+    });
+    port.postMessage({ kind: 'results', results } satisfies ThreadReply);
+  } catch (err) {
+    // the commit itself failed: nothing of the batch is on disk
+    port.postMessage({ kind: 'results', results: jobs.map((job) => ({ id: job.id, ok: false as const, error: plain(err) })) } satisfies ThreadReply);
+  }
+}
+
+port.on('message', (request: ThreadRequest) => {
+  if (request.kind === 'write') {
+    queue.push(request);
+    // the messages that are already waiting are delivered before this runs: they join the batch
+    if (queue.length === 1) setImmediate(flush);
+    return;
+  }
+  flush(); // close: what was asked for is committed first
+  db.close(); // the last connection: SQLite checkpoints the WAL into the file
+  port.postMessage({ kind: 'closed' } satisfies ThreadReply);
+  port.close();
+});
