@@ -97,7 +97,13 @@ export function watchReadiness(parts: ReadinessParts): Readiness {
     signing = signingOutcome;
     asKeys = asOutcome;
   };
-  const refresh = () => (running ??= run().finally(() => (running = undefined)));
+  // the timer joins a probe under way; an explicit refresh waits for it and probes again, so what it reports
+  // was probed after the call (a probe started before a change may report the old state)
+  const tick = () => (running ??= run().finally(() => (running = undefined)));
+  const refresh = async () => {
+    await running;
+    return tick();
+  };
 
   const report = (): ReadinessReport => {
     const reasons: string[] = [];
@@ -124,7 +130,7 @@ export function watchReadiness(parts: ReadinessParts): Readiness {
     return now;
   };
 
-  const timer = setInterval(() => void refresh(), parts.intervalMs);
+  const timer = setInterval(() => void tick(), parts.intervalMs);
   timer.unref();
   return { report, refresh, stop: () => clearInterval(timer) };
 }

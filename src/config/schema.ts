@@ -56,8 +56,6 @@ export const configSchema = z.strictObject({
       tlsKeyFile: z.string().optional(),
       /** Largest accepted request body (bytes). */
       maxBodyBytes: positiveInt.default(256 * 1024),
-      /** Most hashes accepted in one signDoc request. */
-      maxHashes: positiveInt.default(100),
       /**
        * Most connections open at once on each public listener (signDoc, publication); past it new connections
        * are closed at once. Keep it well below the process's file-descriptor limit (`ulimit -n`).

@@ -48,7 +48,7 @@ export interface StoreHealth {
   readonly healthy: boolean;
   /** why the last ping failed (the driver's message, no connection string) */
   readonly reason: string | undefined;
-  /** pings now and updates the state */
+  /** pings now (after a ping already under way, whose answer may predate the call) and updates the state */
   check(): Promise<boolean>;
   stop(): void;
 }
@@ -83,8 +83,14 @@ export function watchStore(store: Store, intervalMs: number, onChange?: (healthy
     }
     return healthy;
   };
-  const check = () => (running ??= ping().finally(() => (running = undefined)));
-  const interval = setInterval(() => void check(), intervalMs);
+  // the background tick joins a ping under way; an explicit check waits for it and pings again, so its answer
+  // reflects the store as it is after the call (a ping started before a change may report the old state)
+  const tick = () => (running ??= ping().finally(() => (running = undefined)));
+  const check = async () => {
+    await running;
+    return tick();
+  };
+  const interval = setInterval(() => void tick(), intervalMs);
   interval.unref();
   return {
     get healthy() {
