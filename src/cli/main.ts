@@ -2,8 +2,9 @@
  * `qtsp` command line:
  *   qtsp dev                      sandbox ecosystem + QTSP on loopback (what `npm start` runs)
  *   qtsp serve                    the QTSP alone, configured by QTSP_* environment variables
- *   qtsp pki init [--rsa] [--force]   create the CA material in the data directory
+ *   qtsp pki init [--rsa] [--force] [--pkcs11]   create the CA material (CA keys in the token with --pkcs11)
  *   qtsp pki root                 print the root CA certificate (PEM)
+ *   qtsp pki revoke SERIAL        revoke a certificate we issued (OCSP and CRL say so at once)
  *   qtsp sign FILE... [options]   act as a relying party: get each file signed through the whole flow
  *   qtsp evidence show TXN        what the evidence store holds for an AS transaction
  *   qtsp evidence verify TXN      re-check that evidence against the key archive's history
@@ -27,8 +28,13 @@ const USAGE = `usage:
   qtsp serve                       start the QTSP alone (configuration: QTSP_* environment variables)
   qtsp sandbox --signdoc-url URL [--clients FILE] [--client JSON]
                                    start the sandbox ecosystem alone (prints its addresses as JSON)
-  qtsp pki init [--rsa] [--force]  create root CA, issuing CA and our TLS client certificate
+  qtsp pki init [--rsa] [--force] [--pkcs11]
+                                   create root CA, issuing CA, TSA, OCSP responder and our TLS client
+                                   certificate; --pkcs11: the issuing CA, TSA and OCSP responder keys are
+                                   generated in the token of keys.pkcs11Module (the root CA key stays a file)
   qtsp pki root                    print the root CA certificate (PEM)
+  qtsp pki revoke SERIAL [--reason REASON]
+                                   mark a certificate we issued revoked: OCSP answers "revoked", the CRL lists it
   qtsp sign FILE... | --hash B64... [--hash-alg sha-256] [--format C|P|X] [--level B-B] [--sign-algo ALG]
             [--data-dir DIR]       sign files or given hashes as a relying party against the sandbox that
                                    runs with data directory DIR (default QTSP_DATA_DIR, else ./data);

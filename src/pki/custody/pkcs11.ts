@@ -1,7 +1,8 @@
 /**
  * PKCS#11 key custody (issue 9 item 2): every private key lives in a token and never leaves it.
  *
- * - Long-lived keys (root CA, issuing CA, TSA, OCSP responder) are token objects made by `qtsp pki init
+ * - Long-lived keys (issuing CA, TSA, OCSP responder; the root CA key stays a file, as it also signs the root
+ *   CRL and the S/MIME mail certificate at run time) are token objects made by `qtsp pki init
  *   --pkcs11`: CKA_TOKEN, CKA_PRIVATE, CKA_SENSITIVE true, CKA_EXTRACTABLE false, sign only, labelled
  *   qtsp-<role>. They are found by label once and their handles cached (real HSMs are slow at C_FindObjects).
  * - A signer key is a pair of session objects (CKA_TOKEN false; private half sensitive, not extractable, sign
