@@ -7,8 +7,7 @@
  * recorded them as numbers in `schema_version` instead; a database it made already has the migrations up to
  * that number, so each migration here first asks whether that table vouches for it (`releasedUpTo`).
  */
-import { sql, type Kysely } from 'kysely';
-import { Migrator, type Migration } from 'kysely/migration';
+import { Migrator, sql, type Kysely, type Migration } from 'kysely';
 import type { OutboxState, RevocationReason } from './types.ts';
 
 /** a time as the database keeps it: INTEGER milliseconds since the epoch (SQLite) or TIMESTAMPTZ (PostgreSQL) */

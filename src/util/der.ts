@@ -67,7 +67,24 @@ export function enumerated(value: number): Buffer {
   return tlv(TAG.enumerated, contentOf(integer(value)));
 }
 
+/**
+ * The encodings of the OIDs we write, kept: a certificate and a CMS carry dozens, always from the same small
+ * set (the registry's and the profile's), and BigInt arithmetic per arc showed in the signing profile. The
+ * cache is bounded all the same. Callers never write into a returned Buffer (DER pieces are only concatenated).
+ */
+const OID_CACHE = new Map<string, Buffer>();
+const OID_CACHE_MAX = 1024;
+
 export function oid(dotted: string): Buffer {
+  let der = OID_CACHE.get(dotted);
+  if (!der) {
+    der = encodeOid(dotted);
+    if (OID_CACHE.size < OID_CACHE_MAX) OID_CACHE.set(dotted, der);
+  }
+  return der;
+}
+
+function encodeOid(dotted: string): Buffer {
   const arcs = dotted.split('.').map((a) => BigInt(a));
   if (arcs.length < 2) throw new TypeError(`not an OID: ${dotted}`);
   const out: number[] = [];

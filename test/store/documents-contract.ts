@@ -5,11 +5,11 @@
  * SQLite and PostgreSQL test files with the same factory as the store contract; the races run concurrent
  * claims on one store and on two stores opened on the same location (two instances sharing the database).
  */
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { DocumentClaim, KeptSignature, Store } from '../../src/store/types.ts';
-import type { StoreFactory } from './store-contract.ts';
+import type { DocumentClaim, KeptSignature } from '../../src/store/types.ts';
+import { storeOpener, type StoreFactory } from './store-contract.ts';
 
 const SHA256 = '2.16.840.1.101.3.4.2.1';
 const hash = () => randomBytes(32).toString('base64');
@@ -32,15 +32,7 @@ const EVERYTHING_STALE = () => new Date(Date.now() + 60_000);
 
 export function registerDocumentsContract(name: string, factory: StoreFactory): void {
   describe(`Store contract, documents signed under a consent: ${name}`, () => {
-    const opened: Store[] = [];
-    const open = async (location?: string) => {
-      const store = await factory.open(location ?? (await factory.location()));
-      opened.push(store);
-      return store;
-    };
-    after(async () => {
-      for (const s of opened) await s.close();
-    });
+    const open = storeOpener(factory);
 
     it('a new document is claimed; kept with its mediation record; a retry gets the kept signatures in its order', async () => {
       const store = await open();

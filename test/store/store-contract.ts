@@ -64,17 +64,22 @@ export function signing(txn: string = randomUUID(), extra: Partial<SigningTransa
   };
 }
 
+/** Opens stores of `factory` (a fresh location unless given) for one describe block, and closes them after it. */
+export function storeOpener(factory: StoreFactory): (location?: string) => Promise<Store> {
+  const opened: Store[] = [];
+  after(async () => {
+    for (const s of opened) await s.close();
+  });
+  return async (location) => {
+    const store = await factory.open(location ?? (await factory.location()));
+    opened.push(store);
+    return store;
+  };
+}
+
 export function registerStoreContract(name: string, factory: StoreFactory): void {
   describe(`Store contract: ${name}`, () => {
-    const opened: Store[] = [];
-    const open = async (location?: string) => {
-      const store = await factory.open(location ?? (await factory.location()));
-      opened.push(store);
-      return store;
-    };
-    after(async () => {
-      for (const s of opened) await s.close();
-    });
+    const open = storeOpener(factory);
 
     it('a new store knows nothing', async () => {
       const store = await open();
