@@ -35,7 +35,7 @@ import { buildCadesBaselineB } from '../../src/ades/cades.ts';
 import { SoftwareSigningKey } from '../../src/crypto/signature.ts';
 import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../src/pki/init.ts';
 import { generateKeyPair, KEY_ALGORITHMS, type KeyAlgorithm, type KeyPair } from '../../src/pki/keys.ts';
-import { mintSignerCertificate, signerProfile } from '../../src/pki/signer-certificate.ts';
+import { mintTestSignerCertificate } from '../helpers/signer.ts';
 
 const run = promisify(execFile);
 
@@ -81,15 +81,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 async function signerInput(keyAlgorithm: KeyAlgorithm, hashAlgorithm: HashAlgorithm, signingTime?: Date): Promise<CmsSignerInput> {
   const keyPair = keys.get(keyAlgorithm)!;
-  const signerCertificate = await mintSignerCertificate({
-    claims: { given_name: 'Erika', family_name: 'Mustermann' },
-    publicKey: keyPair.publicKey,
-    issuingCa: ca.issuing,
-    validitySeconds: 600,
-    profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }),
-    keyInQscd: false,
-    consent: { issuer: 'https://as.test', txn: 'test-txn' },
-  });
+  const signerCertificate = await mintTestSignerCertificate(ca.issuing, keyPair.publicKey, 'test-txn');
   return {
     hash: digest(hashAlgorithm, DOCUMENT),
     hashAlgorithm,

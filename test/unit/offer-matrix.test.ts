@@ -27,7 +27,8 @@ import { rsaPssParams, type SignHash } from '../../src/crypto/signature.ts';
 import { SignDocError } from '../../src/errors.ts';
 import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../src/pki/init.ts';
 import { generateKeyPair, signingKeyFor, SIGNER_ALGORITHMS, type KeyPair, type SignerAlgorithm } from '../../src/pki/keys.ts';
-import { mintSignerCertificate, signerProfile, type SignerCertificate } from '../../src/pki/signer-certificate.ts';
+import type { SignerCertificate } from '../../src/pki/signer-certificate.ts';
+import { mintTestSignerCertificate } from '../helpers/signer.ts';
 import { prepareSignature } from '../../src/rp/pdf.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { opensslCmsVerify, run, type ToolResult } from '../helpers/openssl.ts';
@@ -69,15 +70,7 @@ before(async () => {
   for (const algorithm of KEYS) {
     const { key } = SIGNER_ALGORITHMS[algorithm];
     const keys = key === 'RSA-3072' ? rsa : generateKeyPair(key);
-    const certificate = await mintSignerCertificate({
-      claims: { given_name: 'Erika', family_name: 'Mustermann' },
-      publicKey: keys.publicKey,
-      issuingCa: ca.issuing,
-      validitySeconds: 600,
-      profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }),
-      keyInQscd: false,
-      consent: { issuer: 'https://bank.test', txn: 'offer-matrix' },
-    });
+    const certificate = await mintTestSignerCertificate(ca.issuing, keys.publicKey, 'offer-matrix');
     signers.set(algorithm, { keys, certificate });
   }
 });

@@ -15,7 +15,7 @@ import { ensureTrustServiceCertificates, loadCaMaterial, loadTrustServiceMateria
 import { generateKeyPair } from '../../src/pki/keys.ts';
 import { OcspResponder } from '../../src/pki/ocsp.ts';
 import { pkiUrls } from '../../src/pki/publication.ts';
-import { mintSignerCertificate, signerProfile } from '../../src/pki/signer-certificate.ts';
+import { mintTestSignerCertificate } from '../helpers/signer.ts';
 import { LocalRevocation } from '../../src/pki/trust-services.ts';
 import { SignDocError } from '../../src/errors.ts';
 import { toPem } from '../../src/util/base64.ts';
@@ -50,15 +50,7 @@ before(async () => {
   ensureTrustServiceCertificates(dir, pkiUrls('http://127.0.0.1:1'));
   ca = loadCaMaterial(dir);
   const keys = generateKeyPair('P-256');
-  signerDer = (await mintSignerCertificate({
-    claims: { given_name: 'Erika', family_name: 'Mustermann' },
-    publicKey: keys.publicKey,
-    issuingCa: ca.issuing,
-    validitySeconds: 600,
-    profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }),
-    keyInQscd: false,
-    consent: { issuer: 'https://bank.test', txn: 'freshness' },
-  })).der;
+  signerDer = (await mintTestSignerCertificate(ca.issuing, keys.publicKey, 'freshness')).der;
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
 
