@@ -21,11 +21,15 @@ import {
   mintSignerCertificate,
   pseudonymOf,
   signerProfile,
+  subjectDirectoryAttributesOf,
   type IdentityClaims,
   type MintSignerCertificateInput,
   type SignerCertificate,
 } from '../../src/pki/signer-certificate.ts';
 import { toPem } from '../../src/util/base64.ts';
+import { OID } from '../../src/pki/x509.ts';
+import * as asn1js from 'asn1js';
+import * as pkijs from 'pkijs';
 
 const run = promisify(execFile);
 
@@ -329,6 +333,36 @@ describe('mintSignerCertificate', () => {
     assert.equal(cut, 'x'.repeat(63), 'a family emoji (5 code points) does not fit in the last place and is left out whole');
     // initials do not make it fit either: the full name is cut, keeping the given names whole
     assert.equal(commonNameOf('Erika Maria', 'X'.repeat(60)), `Erika Maria ${'X'.repeat(52)}`);
+  });
+});
+
+describe('subjectDirectoryAttributesOf: the DER writer against the pkijs composition', () => {
+  // what the extension was composed of before the DER writer took over (pkijs/asn1js, an encoder we did not write)
+  function pkijsComposition(birth: string | undefined, place: string | undefined, nationalities: readonly string[]): Buffer {
+    const attributes: pkijs.Attribute[] = [];
+    if (birth) attributes.push(new pkijs.Attribute({ type: OID.dateOfBirth, values: [new asn1js.GeneralizedTime({ value: birth })] }));
+    if (place) attributes.push(new pkijs.Attribute({ type: OID.placeOfBirth, values: [new asn1js.Utf8String({ value: place })] }));
+    for (const code of nationalities) attributes.push(new pkijs.Attribute({ type: OID.countryOfCitizenship, values: [new asn1js.PrintableString({ value: code })] }));
+    return Buffer.from(new pkijs.SubjectDirectoryAttributes({ attributes }).toSchema().toBER());
+  }
+  const now = new Date('2026-01-01T00:00:00Z');
+  const cases: [IdentityClaims, string | undefined, string | undefined, string[]][] = [
+    [{ birthdate: '1964-08-12', place_of_birth: { locality: 'Köln', country: 'DE' }, nationalities: ['DE', 'fr'] }, '19640812120000Z', 'Köln, DE', ['DE', 'FR']],
+    [{ birthdate: '0099-01-31' }, '00990131120000Z', undefined, []],
+    [{ place_of_birth: { locality: 'Ζάκυνθος 😀'.repeat(3) } }, undefined, 'Ζάκυνθος 😀'.repeat(3), []],
+    [{ nationalities: ['AT', 'AT', 'IT', 'DE', 'NL'] }, undefined, undefined, ['AT', 'IT', 'DE', 'NL']],
+  ];
+  for (const [claims, birth, place, nationalities] of cases) {
+    test(`byte for byte: ${JSON.stringify(claims)}`, () => {
+      const { extension } = subjectDirectoryAttributesOf(claims, now);
+      assert.ok(extension);
+      assert.equal(extension.extnID, OID.subjectDirectoryAttributes);
+      assert.equal(extension.critical, false);
+      assert.equal(Buffer.from(extension.extnValue.valueBlock.valueHexView).toString('hex'), pkijsComposition(birth, place, nationalities).toString('hex'));
+    });
+  }
+  test('no claim for it: no extension (SIZE 1..MAX)', () => {
+    assert.equal(subjectDirectoryAttributesOf({ given_name: 'Erika' }, now).extension, undefined);
   });
 });
 
