@@ -56,8 +56,10 @@ function judge(claim: DocumentClaim, rows: Map<string, Row>, staleBefore: Date):
 export async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome> {
   const at = a.time(claim.claimedAt);
   for (let attempt = 0; ; attempt++) {
-    if (attempt > 0) await sleep(Math.min(5 * attempt, 50)); // let the concurrent write commit
-    const rows = new Map((await ofConsent(a.db, claim).select().where('hash', 'in', [...claim.hashes]).execute()).map((r) => [r.hash, r]));
+    if (attempt > 1) await sleep(Math.min(5 * (attempt - 1), 50)); // let the concurrent write commit (attempt 1 reads what attempt 0 met)
+    // The first attempt inserts without reading: documents are new under their consent in all but a retry,
+    // and the insert claims exactly those nobody holds. Rows are read (and judged) only once some exist.
+    const rows = attempt === 0 ? new Map<string, Row>() : new Map((await ofConsent(a.db, claim).select().where('hash', 'in', [...claim.hashes]).execute()).map((r) => [r.hash, r]));
     let changes: number[];
     try {
       if (rows.size === 0) {
@@ -73,8 +75,10 @@ export async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, s
       if (!isRace(err) || attempt >= 20) throw err;
       continue;
     }
-    if (changes.reduce((x, y) => x + y, 0) === claim.hashes.length) return { kind: 'claimed' };
-    await releaseDocuments(a, claim); // a concurrent request won some: give back what we got, judge again
+    const got = changes.reduce((x, y) => x + y, 0);
+    if (got === claim.hashes.length) return { kind: 'claimed' };
+    // some were held already (signed before, or a concurrent request won them): give back what we got, judge again
+    if (got > 0) await releaseDocuments(a, claim);
     if (attempt >= 20) throw new Error(`documents of txn ${claim.txn} could not be claimed: concurrent requests kept racing`);
   }
 }
