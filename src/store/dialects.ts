@@ -143,8 +143,10 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
   }
   const writer: Writer = {
     // a failing statement rolls the transaction back; Kysely discards a client whose rollback failed
-    write: (statements) =>
+    write: (statements, durability = 'durable') =>
       db.transaction().execute(async (trx) => {
+        // an ordered write commits without waiting for its WAL flush; a later synchronous commit flushes it too
+        if (durability === 'ordered') await sql`SET LOCAL synchronous_commit TO OFF`.execute(trx);
         const changes: number[] = [];
         for (const s of statements) changes.push(Number((await trx.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n));
         return changes;

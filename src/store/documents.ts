@@ -7,16 +7,22 @@
  * mediation record, the kept signature. Written with Kysely once for SQLite and PostgreSQL, for the store's
  * writer (one atomic write of a list of statements: a statement that fails rolls the whole write back), so
  * only portable SQL: INSERT ... ON CONFLICT DO NOTHING, compare-and-set UPDATEs, and a guard (keepQueries).
+ *
+ * Claims and releases are 'ordered' writes (group-commit.ts Durability): committed and visible to every instance
+ * at once, but not each waiting for its own fsync. A claim matters only once the evidence write that follows it
+ * exists, and that write is durable and flushes the claim with it; a claim lost in a crash before that leaves
+ * nothing signed behind, and a lost release only makes the claim go stale. That saves signDoc one disk flush.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Compilable, type Kysely, type Selectable } from 'kysely';
+import type { Durability } from './group-commit.ts';
 import type { SignedDocumentsTable, Tables, Time } from './schema.ts';
 import type { ClaimOutcome, DocumentClaim, KeptSignature } from './types.ts';
 
 /** what this module needs of the store: reads, and its atomic writer (the rows each statement changed) */
 export interface DocumentsAccess {
   readonly db: Kysely<Tables>;
-  write(queries: readonly Compilable[]): Promise<number[]>;
+  write(queries: readonly Compilable[], durability?: Durability): Promise<number[]>;
   /** a Date as this database keeps it */
   time(date: Date): Time;
 }
@@ -64,12 +70,12 @@ export async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, s
     try {
       if (rows.size === 0) {
         const values = claim.hashes.map((hash) => ({ iss: claim.iss, txn: claim.txn, hash_alg: claim.hashAlgorithmOid, hash, claim_id: claim.claimId, request_key: claim.requestKey, claimed_at: at, signature: null, revocation: null, signed_at: null }));
-        changes = await a.write([a.db.insertInto('signed_documents').values(values).onConflict((oc) => oc.doNothing())]);
+        changes = await a.write([a.db.insertInto('signed_documents').values(values).onConflict((oc) => oc.doNothing())], 'ordered');
       } else {
         const verdict = judge(claim, rows, staleBefore);
         if (verdict.kind !== 'take_over') return verdict;
         // every document's claim was abandoned (its request died): take each over only if it is still that claim
-        changes = await a.write(verdict.rows.map((r) => ofConsent(a.db, claim).update().set({ claim_id: claim.claimId, claimed_at: at }).where('hash', '=', r.hash).where('claim_id', '=', r.claim_id).where('signature', 'is', null)));
+        changes = await a.write(verdict.rows.map((r) => ofConsent(a.db, claim).update().set({ claim_id: claim.claimId, claimed_at: at }).where('hash', '=', r.hash).where('claim_id', '=', r.claim_id).where('signature', 'is', null)), 'ordered');
       }
     } catch (err) {
       if (!isRace(err) || attempt >= 20) throw err;
@@ -140,5 +146,5 @@ export async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim)
       .where('hash', 'in', [...claim.hashes])
       .where('claim_id', '=', claim.claimId)
       .where('signature', 'is', null),
-  ]);
+  ], 'ordered'); // lost in a crash, the claim goes stale and is taken over
 }

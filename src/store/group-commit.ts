@@ -17,10 +17,19 @@ export interface Statement {
   readonly parameters: readonly unknown[];
 }
 
+/**
+ * How a write must reach the disk. `durable` (the default): on disk when the call resolves. `ordered`: committed
+ * and visible to every reader when it resolves, on disk no later than the next durable write (SQLite's WAL
+ * and PostgreSQL's WAL are both appended in commit order, and a durable commit flushes everything before it):
+ * for rows that matter only once a later durable write exists, such as a document claim, which the evidence
+ * write follows before any signature is made.
+ */
+export type Durability = 'durable' | 'ordered';
+
 /** the database's writes: each call is one atomic write of its statements */
 export interface Writer {
-  /** runs the statements atomically and durably; resolves with the rows each one changed */
-  write(statements: readonly Statement[]): Promise<number[]>;
+  /** runs the statements atomically (durably unless asked otherwise); resolves with the rows each one changed */
+  write(statements: readonly Statement[], durability?: Durability): Promise<number[]>;
   /** writes already asked for are committed, then no more are taken */
   close(): Promise<void>;
 }

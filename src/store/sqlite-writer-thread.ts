@@ -6,7 +6,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { runBatch, type Statement } from './group-commit.ts';
+import { runBatch, type Durability, type Statement } from './group-commit.ts';
 import type { ThreadReply, ThreadRequest, WriterThreadData } from './sqlite-writer.ts';
 
 const port = parentPort!;
@@ -34,13 +34,17 @@ try {
 }
 
 const prepared = new Map<string, Database.Statement>();
-let queue: { id: number; statements: Statement[] }[] = [];
+let queue: { id: number; statements: Statement[]; durability: Durability }[] = [];
 
 function flush(): void {
   const jobs = queue;
   queue = [];
   if (jobs.length === 0) return;
+  // a batch of ordered writes only commits without its fsync (synchronous=NORMAL in WAL mode): the next durable
+  // commit's fsync of the WAL carries it too (group-commit.ts Durability)
+  const relaxed = jobs.every((j) => j.durability === 'ordered');
   try {
+    if (relaxed) db.pragma('synchronous = NORMAL');
     const outcomes = runBatch(db, jobs.map((j) => j.statements), prepared);
     const results = jobs.map((job, i) => {
       const o = outcomes[i]!;
@@ -50,6 +54,8 @@ function flush(): void {
   } catch (err) {
     // the commit itself failed: nothing of the batch is on disk
     port.postMessage({ kind: 'results', results: jobs.map((job) => ({ id: job.id, ok: false as const, error: plain(err) })) } satisfies ThreadReply);
+  } finally {
+    if (relaxed) db.pragma('synchronous = FULL');
   }
 }
 

@@ -8,7 +8,7 @@
  * (WAL: a reader never waits for the writer and sees every committed write).
  */
 import { Worker } from 'node:worker_threads';
-import type { Statement, Writer } from './group-commit.ts';
+import type { Durability, Statement, Writer } from './group-commit.ts';
 
 export interface WriterThreadData {
   readonly file: string;
@@ -16,7 +16,7 @@ export interface WriterThreadData {
   readonly maxBytes: number;
 }
 
-export type ThreadRequest = { readonly kind: 'write'; readonly id: number; readonly statements: Statement[] } | { readonly kind: 'close' };
+export type ThreadRequest = { readonly kind: 'write'; readonly id: number; readonly statements: Statement[]; readonly durability: Durability } | { readonly kind: 'close' };
 
 interface PlainError {
   readonly name: string;
@@ -102,11 +102,11 @@ export async function startWriterThread(data: WriterThreadData): Promise<Writer>
   updateRef();
 
   return {
-    write(statements) {
+    write(statements, durability = 'durable') {
       if (stopped) return Promise.reject(stopped);
       const id = nextId++;
       const answer = new Promise<number[]>((resolve, reject) => waiting.set(id, { resolve, reject }));
-      worker.postMessage({ kind: 'write', id, statements: statements.map((s) => ({ sql: s.sql, parameters: s.parameters.map(compact) })) } satisfies ThreadRequest);
+      worker.postMessage({ kind: 'write', id, durability, statements: statements.map((s) => ({ sql: s.sql, parameters: s.parameters.map(compact) })) } satisfies ThreadRequest);
       updateRef();
       return answer;
     },

@@ -10,6 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Compilable, type Selectable } from 'kysely';
 import type { StoreDialect } from './dialects.ts';
+import type { Durability } from './group-commit.ts';
 import { claimDocuments, keepQueries, releaseDocuments } from './documents.ts';
 import { checkCertificate, checkRecordSigning, checkRevocationReason, outboxPayloadJson } from './records.ts';
 import type { CertificatesTable, OutboxTable, SigningTransactionsTable } from './schema.ts';
@@ -76,7 +77,7 @@ export function createStore(dialect: StoreDialect): Store {
     if (closed) throw new Error('store is closed');
   };
   /** one atomic, durable write; the rows each statement changed */
-  const write = (queries: readonly Compilable[]) => dialect.writer.write(queries.map((q) => q.compile()));
+  const write = (queries: readonly Compilable[], durability?: Durability) => dialect.writer.write(queries.map((q) => q.compile()), durability);
   const documents = { db, write, time };
 
   const insertCertificate = (c: IssuedCertificate) =>
