@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { urlHost } from '../util/listen.ts';
 import { freePort } from '../util/free-port.ts';
 import { loadConfig } from '../config/load.ts';
 import type { Config, ConfigInput } from '../config/schema.ts';
@@ -123,8 +124,7 @@ export async function prepare(options: EcosystemOptions): Promise<{ base: Config
   const publicationPort = given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
   const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
   await initPki(base);
-  const host = base.server.host.includes(':') ? `[${base.server.host}]` : base.server.host;
-  return { base, port, publicationPort, signDocUrl: `https://${host}:${port}${base.server.signDocPath}` };
+  return { base, port, publicationPort, signDocUrl: `https://${urlHost(base.server.host)}:${port}${base.server.signDocPath}` };
 }
 
 async function startQtspFor(options: EcosystemOptions, info: SandboxInfo, ports: { port: number; publicationPort: number }, redis: ProvidedRedis): Promise<{ config: Config; qtsp: QtspService }> {

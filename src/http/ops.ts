@@ -6,7 +6,7 @@
  * here changes state.
  */
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listen, urlHost } from '../util/listen.ts';
 import express from 'express';
 import type { Config } from '../config/schema.ts';
 import type { Metrics } from '../util/metrics.ts';
@@ -47,11 +47,6 @@ export async function listenOps(config: Config, sources: OpsSources): Promise<{ 
   const server = http.createServer(app);
   server.requestTimeout = 30_000;
   const drain = drainable(server);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.ops.port, config.ops.host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  const host = config.ops.host.includes(':') ? `[${config.ops.host}]` : config.ops.host;
-  return { url: `http://${host}:${port}`, close: () => drain(config.lifecycle.drainTimeoutMs) };
+  const port = await listen(server, config.ops.port, config.ops.host);
+  return { url: `http://${urlHost(config.ops.host)}:${port}`, close: () => drain(config.lifecycle.drainTimeoutMs) };
 }

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type * as net from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { listen as listenOn, urlHost } from '../util/listen.ts';
 import type { TLSSocket } from 'node:tls';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from '../config/schema.ts';
@@ -239,13 +239,8 @@ export async function listenPublication(config: Config, routers: readonly expres
   limitConnections(server, config, 'publication', logger);
   cutSilentClients(server, config.server.headersTimeoutMs, 'connection');
   const drain = drainable(server);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.server.publicationPort, config.server.host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  return { url: `http://${host}:${port}`, close: () => drain(config.lifecycle.drainTimeoutMs) };
+  const port = await listenOn(server, config.server.publicationPort, config.server.host);
+  return { url: `http://${urlHost(config.server.host)}:${port}`, close: () => drain(config.lifecycle.drainTimeoutMs) };
 }
 
 /**
@@ -331,13 +326,8 @@ export async function listen(config: Config, app: http.RequestListener, logger: 
   cutSilentClients(server, config.server.headersTimeoutMs, 'secureConnection');
   server.keepAliveTimeout = 65_000;
   const drain = drainable(server);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.server.port, config.server.host, () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
-  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  const url = `https://${host}:${port}`;
+  const port = await listenOn(server, config.server.port, config.server.host);
+  const url = `https://${urlHost(config.server.host)}:${port}`;
   return {
     url,
     signDocUrl: url + config.server.signDocPath,

@@ -5,6 +5,7 @@
  */
 import * as pkijs from 'pkijs';
 import type { Config } from '../config/schema.ts';
+import { urlHost } from '../util/listen.ts';
 import { explicit, nullValue, oid, sequence, tlv } from '../util/der.ts';
 
 export interface PkiUrls {
@@ -43,8 +44,7 @@ export function pkiUrls(publicBaseUrl: string): PkiUrls {
 /** server.publicBaseUrl, or the address the plain-HTTP publication server listens on. */
 export function publicBaseUrl(config: Config): string {
   if (config.server.publicBaseUrl) return config.server.publicBaseUrl;
-  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  return `http://${host}:${config.server.publicationPort}`;
+  return `http://${urlHost(config.server.host)}:${config.server.publicationPort}`;
 }
 
 export const PKIX_OID = {
