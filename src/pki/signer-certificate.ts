@@ -305,16 +305,13 @@ export function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date):
   // spec 2.16: one countryOfCitizenship attribute per nationality (not one attribute with several values)
   const nationalities = cleanNationalities(claims.nationalities);
   for (const code of nationalities) {
-    attributes.push(attribute(OID.countryOfCitizenship, tlv(PRINTABLE_STRING, Buffer.from(code, 'latin1'))));
+    attributes.push(attribute(OID.countryOfCitizenship, tlv(TAG.printableString, Buffer.from(code, 'latin1'))));
   }
   if (nationalities.length > 0) provided.push('nationalities');
   if (attributes.length === 0) return { claims: provided }; // SIZE (1..MAX): no empty extension
   const value = sequence(...attributes);
   return { extension: new pkijs.Extension({ extnID: OID.subjectDirectoryAttributes, critical: false, extnValue: new Uint8Array(value).buffer }), claims: provided };
 }
-
-/** ASN.1 PrintableString (X.680 41.4): country codes are two letters, always printable */
-const PRINTABLE_STRING = 0x13;
 
 /** One PDS location (EN 319 412-5 4.3.4): an https URL and the ISO 639-1 code of the document's language. */
 export interface PdsLocation {

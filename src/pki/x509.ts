@@ -12,7 +12,7 @@ import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { signatureAlgorithm, SoftwareSigningKey, type SignatureAlgorithm, type SignHash, type SigningKey } from '../crypto/signature.ts';
-import { algorithmIdentifier, bitString, booleanTrue, explicit, integer, integerFromBytes, octetString, oid, sequence, tlv, utf8String, x509Time } from '../util/der.ts';
+import { algorithmIdentifier, bitString, booleanTrue, explicit, integer, integerFromBytes, octetString, oid, sequence, TAG, tlv, utf8String, x509Time } from '../util/der.ts';
 
 export const OID = {
   commonName: '2.5.4.3',
@@ -61,7 +61,7 @@ export function buildName(attributes: readonly NameAttribute[]): pkijs.RelativeD
       new pkijs.AttributeTypeAndValue({ type, value: printable(type) ? new asn1js.PrintableString({ value }) : new asn1js.Utf8String({ value }) }),
   );
   const der = sequence(
-    ...attributes.map(({ type, value }) => tlv(0x31, sequence(oid(type), printable(type) ? tlv(0x13, Buffer.from(value, 'latin1')) : utf8String(value)))),
+    ...attributes.map(({ type, value }) => tlv(TAG.set, sequence(oid(type), printable(type) ? tlv(TAG.printableString, Buffer.from(value, 'latin1')) : utf8String(value)))),
   );
   return new pkijs.RelativeDistinguishedNames({ typesAndValues, valueBeforeDecode: new Uint8Array(der).buffer });
 }

@@ -17,6 +17,7 @@ export const TAG = {
   oid: 0x06,
   enumerated: 0x0a,
   utf8String: 0x0c,
+  printableString: 0x13,
   utcTime: 0x17,
   generalizedTime: 0x18,
   sequence: 0x30,

@@ -3,6 +3,7 @@
  * test process, the CA material made once and copied into each instance's own data directory (each keeps its
  * own key-archive clone and caches), and every setting given as QTSP_* environment variables.
  */
+import { freePort } from '../../src/util/free-port.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,6 +33,14 @@ export interface SharedParts {
  * The sandbox names `signDocUrl` in our SP record (the relying party's flow goes there: an instance, or the
  * load balancer); `publicBaseUrl` goes into the AIA and CRL distribution points of every certificate.
  */
+/** The shared parts for instances that will listen on one signDoc port and one publication port, both free. */
+export async function startSharedPartsOnFreePorts(): Promise<{ shared: SharedParts; port: number; publicationPort: number }> {
+  const port = await freePort();
+  const publicationPort = await freePort();
+  const shared = await startSharedParts({ signDocUrl: `https://127.0.0.1:${port}/signDoc`, publicBaseUrl: `http://127.0.0.1:${publicationPort}` });
+  return { shared, port, publicationPort };
+}
+
 export async function startSharedParts(options: { signDocUrl: string; publicBaseUrl: string }): Promise<SharedParts> {
   const root = mkdtempSync(join(tmpdir(), 'qtsp-instances-'));
   const shared = join(root, 'shared');

@@ -7,9 +7,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { callSignDoc } from '../../src/rp/flow.ts';
 import { openStore } from '../../src/store/open.ts';
-import { freePort } from '../../src/util/free-port.ts';
 import { authorize, sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import { alive, spawnServe, startSharedParts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
+import { alive, spawnServe, startSharedPartsOnFreePorts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 
 /** the child processes of `pid` (the cluster's workers), from /proc */
@@ -35,9 +34,7 @@ describe('qtsp serve with several worker processes', () => {
   const started: ServeProcess[] = [];
 
   before(async () => {
-    port = await freePort();
-    publicationPort = await freePort();
-    shared = await startSharedParts({ signDocUrl: `https://127.0.0.1:${port}/signDoc`, publicBaseUrl: `http://127.0.0.1:${publicationPort}` });
+    ({ shared, port, publicationPort } = await startSharedPartsOnFreePorts());
     pg = await startPostgres();
   });
   after(async () => {

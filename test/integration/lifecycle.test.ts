@@ -18,7 +18,7 @@ import { callSignDoc } from '../../src/rp/flow.ts';
 import { openStore } from '../../src/store/open.ts';
 import { freePort } from '../../src/util/free-port.ts';
 import { authorize, sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import { alive, spawnServe, startSharedParts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
+import { alive, spawnServe, startSharedPartsOnFreePorts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -42,9 +42,7 @@ describe('SIGTERM of qtsp serve', () => {
   const started: ServeProcess[] = [];
 
   before(async () => {
-    port = await freePort();
-    publicationPort = await freePort();
-    shared = await startSharedParts({ signDocUrl: `https://127.0.0.1:${port}/signDoc`, publicBaseUrl: `http://127.0.0.1:${publicationPort}` });
+    ({ shared, port, publicationPort } = await startSharedPartsOnFreePorts());
   });
   after(async () => {
     for (const s of started) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
