@@ -30,11 +30,32 @@ export class HttpTransportError extends Error {
   override name = 'HttpTransportError';
 }
 
-export function httpRequest(url: string | URL, options: HttpRequestOptions): Promise<HttpResponse> {
+/**
+ * A kept-alive socket the server closed while idle (its keep-alive timeout, often 5 s) can be handed to a new
+ * request in the instant before the close arrives; the request then fails with ECONNRESET or EPIPE without
+ * having reached the server. Node's documentation (http `request.reusedSocket`) recommends sending it again:
+ * we do so once, only for those errors and only on a reused socket. Every peer we call takes a repeat
+ * (introspection, directories, JWKS, TSA and OCSP are reads; mediation records carry their reference_id).
+ */
+const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
+
+export async function httpRequest(url: string | URL, options: HttpRequestOptions): Promise<HttpResponse> {
   const target = typeof url === 'string' ? new URL(url) : url;
+  try {
+    return await attempt(target, options);
+  } catch (err) {
+    if (!(err instanceof StaleSocketError)) throw err;
+    return attempt(target, options);
+  }
+}
+
+class StaleSocketError extends HttpTransportError {}
+
+function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse> {
   const lib = target.protocol === 'https:' ? https : http;
   const limit = options.maxResponseBytes ?? 1024 * 1024;
   return new Promise((resolve, reject) => {
+    let answered = false;
     const req = lib.request(
       target,
       {
@@ -43,6 +64,7 @@ export function httpRequest(url: string | URL, options: HttpRequestOptions): Pro
         ...(options.agent ? { agent: options.agent } : {}),
       },
       (res) => {
+        answered = true;
         const chunks: Buffer[] = [];
         let size = 0;
         res.on('data', (chunk: Buffer) => {
@@ -68,7 +90,9 @@ export function httpRequest(url: string | URL, options: HttpRequestOptions): Pro
     }, options.timeoutMs);
     req.on('error', (err) => {
       clearTimeout(timer);
-      reject(err instanceof HttpTimeoutError || err instanceof HttpTransportError ? err : new HttpTransportError(`${target.origin}: ${err.message}`));
+      if (err instanceof HttpTimeoutError || err instanceof HttpTransportError) return reject(err);
+      const stale = req.reusedSocket && !answered && STALE_SOCKET_ERRORS.has((err as NodeJS.ErrnoException).code ?? '');
+      reject(new (stale ? StaleSocketError : HttpTransportError)(`${target.origin}: ${err.message}`));
     });
     req.end(options.body);
   });
