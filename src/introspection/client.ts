@@ -64,6 +64,7 @@ async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<strin
       headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/jwt' },
       body,
       maxResponseBytes: 256 * 1024,
+      repeatOnStaleSocket: true, // introspection is a read: safe to send again
     });
   } catch (err) {
     if (err instanceof HttpTimeoutError) throw gatewayTimeout(`token introspection at the AS did not answer within ${ctx.timeoutMs} ms`);

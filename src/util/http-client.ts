@@ -20,6 +20,11 @@ export interface HttpRequestOptions {
   readonly agent?: https.Agent | http.Agent;
   readonly timeoutMs: number;
   readonly maxResponseBytes?: number;
+  /**
+   * send the request again once when the kept-alive socket it went out on was reset before any answer (see
+   * STALE_SOCKET_ERRORS); for calls that are safe to repeat and have no retry policy of their own
+   */
+  readonly repeatOnStaleSocket?: boolean;
 }
 
 export class HttpTimeoutError extends Error {
@@ -34,8 +39,8 @@ export class HttpTransportError extends Error {
  * A kept-alive socket the server closed while idle (its keep-alive timeout, often 5 s) can be handed to a new
  * request in the instant before the close arrives; the request then fails with ECONNRESET or EPIPE without
  * having reached the server. Node's documentation (http `request.reusedSocket`) recommends sending it again:
- * we do so once, only for those errors and only on a reused socket. Every peer we call takes a repeat
- * (introspection, directories, JWKS, TSA and OCSP are reads; mediation records carry their reference_id).
+ * with `repeatOnStaleSocket` we do so once, only for those errors and only on a reused socket. Callers with a
+ * retry policy of their own (TSA, mediation delivery) count every attempt and leave it off.
  */
 const STALE_SOCKET_ERRORS = new Set(['ECONNRESET', 'EPIPE']);
 
@@ -44,7 +49,7 @@ export async function httpRequest(url: string | URL, options: HttpRequestOptions
   try {
     return await attempt(target, options);
   } catch (err) {
-    if (!(err instanceof StaleSocketError)) throw err;
+    if (!(err instanceof StaleSocketError) || !options.repeatOnStaleSocket) throw err;
     return attempt(target, options);
   }
 }

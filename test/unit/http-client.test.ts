@@ -52,14 +52,14 @@ describe('httpRequest and a kept-alive socket the server dropped', () => {
   });
 
   it('the request reset on the reused socket is sent again once, on a new connection', async () => {
-    assert.equal((await httpRequest(urlDropsSecond, { agent, timeoutMs: 5000 })).body.toString(), 'ok');
-    const second = await httpRequest(urlDropsSecond, { agent, timeoutMs: 5000 });
+    assert.equal((await httpRequest(urlDropsSecond, { agent, timeoutMs: 5000, repeatOnStaleSocket: true })).body.toString(), 'ok');
+    const second = await httpRequest(urlDropsSecond, { agent, timeoutMs: 5000, repeatOnStaleSocket: true });
     assert.equal(second.status, 200);
     assert.deepEqual({ connections: dropsSecond.connections(), requests: dropsSecond.requests() }, { connections: 2, requests: 3 });
   });
 
   it('a reset on a fresh connection is an error, not repeated', async () => {
-    await assert.rejects(httpRequest(urlDropsFirst, { agent, timeoutMs: 5000 }), HttpTransportError);
+    await assert.rejects(httpRequest(urlDropsFirst, { agent, timeoutMs: 5000, repeatOnStaleSocket: true }), HttpTransportError);
     assert.deepEqual({ connections: dropsFirst.connections(), requests: dropsFirst.requests() }, { connections: 1, requests: 1 });
   });
 });
