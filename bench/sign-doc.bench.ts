@@ -79,36 +79,47 @@ async function custodySettings(keys: string, dataDir: string, base: ConfigInput)
 // ---------------------------------------------------------------------------------------------------------
 // processes
 
-/** user + system CPU seconds of a process and all its descendants (cluster workers), from /proc */
-function treeCpuSeconds(pid: number): number {
-  let ticks = 0;
+/** user + system CPU seconds of a process and all its descendants (cluster workers), from /proc, by kind of thread */
+interface CpuSeconds {
+  readonly total: number;
+  /** the event loop threads (the thread whose id is its process's id) */
+  readonly main: number;
+  /** the SQLite store's writer threads (named `qtsp-store`, sqlite-writer-thread.ts) */
+  readonly store: number;
+  /** everything else: V8's garbage collection and compiler threads, libuv's thread pool, other workers */
+  readonly other: number;
+}
+
+function ticksOf(statFile: string): number {
+  const stat = readFileSync(statFile, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of proc(5))
+}
+
+function treeCpuSeconds(pid: number): CpuSeconds {
+  const ticks = { main: 0, store: 0, other: 0 };
   const visit = (p: number) => {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-    } catch {
-      return; // exited
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of proc(5))
     let tasks: string[] = [];
     try {
       tasks = readdirSync(`/proc/${p}/task`);
     } catch {
-      return;
+      return; // exited
     }
     for (const t of tasks) {
       let children = '';
       try {
+        const n = ticksOf(`/proc/${p}/task/${t}/stat`);
+        const kind = Number(t) === p ? 'main' : readFileSync(`/proc/${p}/task/${t}/comm`, 'utf8').trim() === 'qtsp-store' ? 'store' : 'other';
+        ticks[kind] += n;
         children = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8');
       } catch {
-        continue;
+        continue; // the thread ended
       }
       for (const c of children.split(' ').filter(Boolean)) visit(Number(c));
     }
   };
   visit(pid);
-  return ticks / CLK_TCK;
+  return { total: (ticks.main + ticks.store + ticks.other) / CLK_TCK, main: ticks.main / CLK_TCK, store: ticks.store / CLK_TCK, other: ticks.other / CLK_TCK };
 }
 
 function flatten(input: Record<string, unknown>, path: string[] = [], out: Record<string, string> = {}): Record<string, string> {
@@ -189,21 +200,30 @@ interface Row {
   readonly level: string;
   readonly hashes: number;
   readonly workers: number;
-  readonly saturated?: RunResult & { qtspCpuMs: number; sandboxCpuMs: number; loadCpuMs: number };
+  readonly saturated?: Measured;
   readonly halfLoad?: RunResult & { rate: number };
   readonly note?: string;
 }
 
 type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
 
-async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: number }, level: string, hashes: number, count: number, run: Extract<LoadCommand, { type: 'run' }>): Promise<RunResult & { qtspCpuMs: number; sandboxCpuMs: number; loadCpuMs: number }> {
+type Measured = RunResult & { qtspCpuMs: number; qtspThreadsMs: { main: number; store: number; other: number }; sandboxCpuMs: number; loadCpuMs: number };
+
+async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: number }, level: string, hashes: number, count: number, run: Extract<LoadCommand, { type: 'run' }>): Promise<Measured> {
   await load.send({ type: 'prefetch', count, hashes, level, parallel: 4 });
   const q0 = treeCpuSeconds(pids.qtsp);
   const s0 = treeCpuSeconds(pids.sandbox);
   const l0 = treeCpuSeconds(load.pid);
   const result = (await load.send(run)) as unknown as RunResult;
+  const q1 = treeCpuSeconds(pids.qtsp);
   const per = (a: number, b: number) => ((b - a) * 1000) / Math.max(1, result.ok);
-  return { ...result, qtspCpuMs: per(q0, treeCpuSeconds(pids.qtsp)), sandboxCpuMs: per(s0, treeCpuSeconds(pids.sandbox)), loadCpuMs: per(l0, treeCpuSeconds(load.pid)) };
+  return {
+    ...result,
+    qtspCpuMs: per(q0.total, q1.total),
+    qtspThreadsMs: { main: per(q0.main, q1.main), store: per(q0.store, q1.store), other: per(q0.other, q1.other) },
+    sandboxCpuMs: per(s0.total, treeCpuSeconds(pids.sandbox).total),
+    loadCpuMs: per(l0.total, treeCpuSeconds(load.pid).total),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -310,6 +330,12 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       [r.keys.padEnd(9), r.store.padEnd(8), r.level.padEnd(10), pad(String(r.hashes), 7), pad(String(r.workers), 6), pad(f((s.ok / s.wallMs) * 1000, 1), 10), pad(f(s.p50), 7), pad(f(s.p99), 7), pad(f(s.qtspCpuMs, 3), 12), pad(f(s.qtspCpuMs / floorMs, 1), 8), pad(f(s.sandboxCpuMs), 15), pad(f(s.loadCpuMs), 15), pad(`${s.ok}/${s.failed}`, 10)].join(' '),
     );
     if (s.firstFailure) console.log(`    first failure: ${s.firstFailure}`);
+  }
+  console.log('\nQTSP CPU per signDoc by thread: the event loop, the SQLite store\'s writer thread, and the rest (V8 garbage collection and compiler threads, libuv pool)');
+  for (const r of rows) {
+    if (!r.saturated) continue;
+    const t = r.saturated.qtspThreadsMs;
+    console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): event loop ${f(t.main, 3)} ms, store writer ${f(t.store, 3)} ms, other threads ${f(t.other, 3)} ms`);
   }
   const half = rows.filter((r) => r.halfLoad);
   if (half.length) {

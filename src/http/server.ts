@@ -17,6 +17,22 @@ import { badRequest, SignDocError, unauthorized } from '../errors.ts';
 import { signDoc, type SignDocDeps } from '../signing/sign-doc.ts';
 import type { Logger } from '../util/logger.ts';
 
+/**
+ * The DER of the client certificate of a TLS connection, read once per connection (issue 12:
+ * getPeerCertificate builds an object of every field, ~0.045 ms, on each request of a kept-alive connection).
+ * The certificate cannot change under the cache: listen() disables renegotiation on every connection, and
+ * TLS 1.3 has none.
+ */
+const peerCertificates = new WeakMap<TLSSocket, Buffer | null>();
+export function peerCertificateDer(socket: TLSSocket): Buffer | undefined {
+  let der = peerCertificates.get(socket);
+  if (der === undefined) {
+    der = socket.getPeerCertificate?.(false)?.raw ?? null;
+    peerCertificates.set(socket, der);
+  }
+  return der ?? undefined;
+}
+
 function sendError(res: Response, err: SignDocError): void {
   res.status(err.status).set('cache-control', 'no-store').json(err.toBody());
 }
@@ -74,8 +90,7 @@ function handleError(err: unknown, req: Request, res: Response, logger: Logger):
  * server.
  */
 function requireClientCertificate(req: Request, res: Response, next: NextFunction): void {
-  const peer = (req.socket as TLSSocket).getPeerCertificate?.(false);
-  if (peer?.raw) {
+  if (peerCertificateDer(req.socket as TLSSocket)) {
     next();
     return;
   }
@@ -105,9 +120,7 @@ export function createApp(config: Config, deps: SignDocDeps, routers: readonly e
     (req, _res, next) => next(req.is('application/json') ? undefined : badRequest('Content-Type must be application/json')),
     express.json({ limit: config.server.maxBodyBytes, strict: true, type: 'application/json', inflate: false }),
     async (req: Request, res: Response) => {
-      const socket = req.socket as TLSSocket;
-      const peer = socket.getPeerCertificate?.(false);
-      const result = await signDoc(req.body, peer?.raw, deps);
+      const result = await signDoc(req.body, peerCertificateDer(req.socket as TLSSocket), deps);
       res.status(200).set({ 'cache-control': 'no-store', 'x-transaction-id': result.txn }).json({ SignatureObject: result.SignatureObject, ...(result.revocationInfo ? { revocationInfo: result.revocationInfo } : {}) });
     },
   );
@@ -150,8 +163,8 @@ export function withSignDocFastPath(config: Config, deps: SignDocDeps, app: http
       app(req, res);
       return;
     }
-    const peer = (req.socket as TLSSocket).getPeerCertificate?.(false);
-    if (!peer?.raw) {
+    const clientCertDer = peerCertificateDer(req.socket as TLSSocket);
+    if (!clientCertDer) {
       app(req, res); // the 401 of requireClientCertificate
       return;
     }
@@ -169,7 +182,7 @@ export function withSignDocFastPath(config: Config, deps: SignDocDeps, app: http
       res.destroy();
     });
     req.once('end', () => {
-      answerSignDoc(res, chunks, peer.raw, deps).catch((err: unknown) => {
+      answerSignDoc(res, chunks, clientCertDer, deps).catch((err: unknown) => {
         deps.logger.error({ event: 'http.unexpected', err }, 'unexpected error');
         res.destroy();
       });
@@ -323,6 +336,8 @@ export async function listen(config: Config, app: http.RequestListener, logger: 
     app,
   );
   limitConnections(server, config, 'signDoc', logger);
+  // TLS 1.2 renegotiation could swap the client certificate mid-connection (peerCertificateDer reads it once)
+  server.on('secureConnection', (socket: TLSSocket) => socket.disableRenegotiation());
   cutSilentClients(server, config.server.headersTimeoutMs, 'secureConnection');
   server.keepAliveTimeout = 65_000;
   const drain = drainable(server);

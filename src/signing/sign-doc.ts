@@ -88,6 +88,9 @@ async function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDoc
  * minted, in one database transaction (store.recordSigning), before any signature exists. After step 7
  * because the certificate is part of the evidence, and because our OCSP responder must already answer "good"
  * for it while B-LT signatures are built. No evidence, no signature: a store failure is a 503.
+ * An 'ordered' write (store/group-commit.ts): committed and visible (to our OCSP responder too) when it
+ * resolves, and on disk with step 10's durable write, which every answer with signatures waits for. A crash
+ * in between loses only the evidence of signatures that never left; one disk flush per signDoc fewer.
  */
 async function recordEvidence(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<void> {
   const now = new Date();
@@ -109,7 +112,7 @@ async function recordEvidence(introspection: Introspection, consent: Consent, re
     createdAt: now,
   };
   try {
-    await deps.store.recordSigning({ transaction, certificate });
+    await deps.store.recordSigning({ transaction, certificate }, 'ordered');
   } catch (err) {
     // message and code only: a driver's error object may carry row values
     deps.logger.error({ event: 'store.write_failed', driver: deps.store.driver, txn: consent.txn, error: (err as Error).message, code: (err as { code?: unknown }).code }, 'evidence store write failed; request refused');

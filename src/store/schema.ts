@@ -215,6 +215,13 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
           .execute();
       },
     },
+    // issue 12: the relay's look for queued entries whose job may be lost (store.ts outboxPending) is a range
+    // of this index, not a scan of every entry of the topic (delivered ones stay in the outbox)
+    '0006_outbox_queued_since': {
+      async up(db) {
+        await db.schema.createIndex('outbox_topic_state_updated').on('outbox').columns(['topic', 'state', 'updated_at']).execute();
+      },
+    },
   };
 }
 

@@ -6,6 +6,11 @@
  * each write ({sql, parameters}, store.ts) and awaits the answer, which comes after the batch's COMMIT: the
  * evidence is durable before signDoc responds, as before. Reads stay on the main thread's own connection
  * (WAL: a reader never waits for the writer and sees every committed write).
+ *
+ * What crossing threads costs the main thread is kept small (issue 12: postMessage was ~0.17 ms of each
+ * signDoc): the writes asked for during one turn of the event loop travel in one message, and a statement's
+ * SQL text (Kysely's, up to a kilobyte, the same for each shape of a query) crosses once; after that only its
+ * number and parameters do.
  */
 import { Worker } from 'node:worker_threads';
 import type { Durability, Statement, Writer } from './group-commit.ts';
@@ -16,7 +21,23 @@ export interface WriterThreadData {
   readonly maxBytes: number;
 }
 
-export type ThreadRequest = { readonly kind: 'write'; readonly id: number; readonly statements: Statement[]; readonly durability: Durability } | { readonly kind: 'close' };
+/** a statement as it crosses: its SQL text, or the number of a text sent before (`text` defines that number) */
+export interface WireStatement {
+  readonly sql?: string;
+  readonly text?: number;
+  readonly parameters: readonly unknown[];
+}
+
+export interface WireWrite {
+  readonly id: number;
+  readonly statements: WireStatement[];
+  readonly durability: Durability;
+}
+
+export type ThreadRequest = { readonly kind: 'writes'; readonly writes: WireWrite[] } | { readonly kind: 'close' };
+
+/** how many distinct SQL texts get a number (shapes of the store's queries: a few per row count) */
+const NUMBERED_TEXTS = 4096;
 
 interface PlainError {
   readonly name: string;
@@ -64,6 +85,22 @@ export async function startWriterThread(data: WriterThreadData): Promise<Writer>
   });
   const waiting = new Map<number, { resolve: (changes: number[]) => void; reject: (err: unknown) => void }>();
   let nextId = 0;
+  const textNumbers = new Map<string, number>();
+  let outgoing: WireWrite[] = [];
+  const post = () => {
+    const writes = outgoing;
+    outgoing = [];
+    if (writes.length > 0 && !stopped) worker.postMessage({ kind: 'writes', writes } satisfies ThreadRequest);
+  };
+  const wire = (s: Statement): WireStatement => {
+    const parameters = s.parameters.map(compact);
+    const known = textNumbers.get(s.sql);
+    if (known !== undefined) return { text: known, parameters };
+    if (textNumbers.size >= NUMBERED_TEXTS) return { sql: s.sql, parameters };
+    const text = textNumbers.size;
+    textNumbers.set(s.sql, text);
+    return { sql: s.sql, text, parameters }; // defines the number (messages arrive in order)
+  };
   let stopped: Error | undefined;
   let onClosed: (() => void) | undefined;
   // an idle writer never holds the process up (as the RSA key pool's workers)
@@ -106,7 +143,8 @@ export async function startWriterThread(data: WriterThreadData): Promise<Writer>
       if (stopped) return Promise.reject(stopped);
       const id = nextId++;
       const answer = new Promise<number[]>((resolve, reject) => waiting.set(id, { resolve, reject }));
-      worker.postMessage({ kind: 'write', id, durability, statements: statements.map((s) => ({ sql: s.sql, parameters: s.parameters.map(compact) })) } satisfies ThreadRequest);
+      outgoing.push({ id, durability, statements: statements.map(wire) });
+      if (outgoing.length === 1) setImmediate(post); // the rest of this turn's writes join the message
       updateRef();
       return answer;
     },
@@ -114,7 +152,8 @@ export async function startWriterThread(data: WriterThreadData): Promise<Writer>
       if (stopped) return;
       const closed = new Promise<void>((resolve) => (onClosed = resolve));
       updateRef();
-      worker.postMessage({ kind: 'close' } satisfies ThreadRequest); // after every write already posted
+      post();
+      worker.postMessage({ kind: 'close' } satisfies ThreadRequest); // after every write already asked for
       await closed;
       await worker.terminate().catch(() => undefined);
     },

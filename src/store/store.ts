@@ -120,10 +120,10 @@ export function createStore(dialect: StoreDialect): Store {
 
   return {
     driver: dialect.driver,
-    async recordSigning(input) {
+    async recordSigning(input, durability) {
       open();
       checkRecordSigning(input);
-      await write([insertCertificate(input.certificate), insertTransaction(input.transaction), ...insertOutbox(input.outbox ?? [])]);
+      await write([insertCertificate(input.certificate), insertTransaction(input.transaction), ...insertOutbox(input.outbox ?? [])], durability);
     },
     async getTransaction(txn) {
       open();
@@ -179,18 +179,16 @@ export function createStore(dialect: StoreDialect): Store {
     },
     async outboxPending(topic, limit, queuedBefore) {
       open();
-      const rows = await db
-        .selectFrom('outbox')
-        .selectAll()
-        .where('topic', '=', topic)
-        .where((eb) =>
-          queuedBefore ? eb.or([eb('state', '=', 'pending'), eb.and([eb('state', '=', 'queued'), eb('updated_at', '<', time(queuedBefore))])]) : eb('state', '=', 'pending'),
-        )
-        .orderBy('created_at')
-        .orderBy(insertionOrder)
-        .limit(limit)
-        .execute();
-      return rows.map(toOutbox);
+      // Two reads, each a range of an index, merged here (issue 12): one query with `pending OR (queued AND
+      // updated_at < t)` made both databases read every entry of the topic, delivered ones included, on every
+      // relay pass (3.4 ms with 20,000 entries on SQLite, growing with the outbox).
+      const inState = () => db.selectFrom('outbox').selectAll().select(insertionOrder.as('insertion_order')).where('topic', '=', topic);
+      const pending = await inState().where('state', '=', 'pending').orderBy('created_at').orderBy(insertionOrder).limit(limit).execute();
+      if (!queuedBefore) return pending.map(toOutbox);
+      const stale = await inState().where('state', '=', 'queued').where('updated_at', '<', time(queuedBefore)).orderBy('created_at').orderBy(insertionOrder).limit(limit).execute();
+      const at = (r: (typeof pending)[number]) => new Date(r.created_at).getTime();
+      const order = (a: (typeof pending)[number], b: (typeof pending)[number]) => at(a) - at(b) || Number(a.insertion_order) - Number(b.insertion_order);
+      return [...pending, ...stale].sort(order).slice(0, limit).map(toOutbox);
     },
     async getOutbox(id) {
       open();
@@ -210,6 +208,17 @@ export function createStore(dialect: StoreDialect): Store {
       if (onlyFrom) mark = mark.where('state', 'in', onlyFrom);
       const [changed] = await write([mark]);
       return changed === 1;
+    },
+    async markOutboxQueued(ids) {
+      open();
+      if (ids.length === 0) return 0;
+      const mark = db
+        .updateTable('outbox')
+        .set({ state: 'queued', updated_at: time(new Date()) })
+        .where('id', 'in', [...ids])
+        .where('state', 'in', ['pending', 'queued']); // compare-and-set: a delivered or failed entry stays
+      const [changed] = await write([mark], 'ordered');
+      return changed ?? 0;
     },
     async outboxCounts(topic) {
       open();

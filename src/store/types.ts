@@ -11,6 +11,8 @@
  * error (signDoc: 503 temporarily_unavailable).
  */
 
+import type { Durability } from './group-commit.ts';
+
 /** RFC 5280 5.3.1 CRLReason names (value 7 is unused, removeFromCRL is not a state we keep) */
 export type RevocationReason =
   | 'unspecified'
@@ -167,8 +169,12 @@ export type ClaimOutcome =
 export interface Store {
   /** which implementation ('sqlite' or 'postgres'), for logs and readiness reasons */
   readonly driver: 'sqlite' | 'postgres';
-  /** everything that backs one signDoc answer, atomically: all rows or none */
-  recordSigning(input: RecordSigningInput): Promise<void>;
+  /**
+   * everything that backs one signDoc answer, atomically: all rows or none. Durable when it resolves, unless
+   * `durability` is 'ordered' (group-commit.ts): then committed and visible at once, and on disk with the next
+   * durable write (signDoc: keepSignatures, before any signature leaves)
+   */
+  recordSigning(input: RecordSigningInput, durability?: Durability): Promise<void>;
   /** every signing recorded for an AS txn, oldest first; [] when none */
   getTransaction(txn: string): Promise<SigningTransaction[]>;
   /** a certificate issued outside signDoc (TSA, OCSP responder) that our OCSP/CRL must know; fails if the serial exists */
@@ -195,6 +201,12 @@ export interface Store {
    * false when the id is unknown or its state was not in `onlyFrom`
    */
   markOutbox(id: string, state: OutboxState, error?: string, onlyFrom?: readonly OutboxState[]): Promise<boolean>;
+  /**
+   * The relay handed these entries to the delivery queue: each pending or queued one becomes queued (touching
+   * updated_at), in one 'ordered' write (group-commit.ts): a mark lost in a crash leaves the entry pending, and
+   * the next pass hands it over again, which the queue drops (same job id). Returns how many were marked.
+   */
+  markOutboxQueued(ids: readonly string[]): Promise<number>;
   outboxCounts(topic: string): Promise<Record<OutboxState, number>>;
   /**
    * Claims every document of `claim` for its request (all or none, decided by the database's unique key, also

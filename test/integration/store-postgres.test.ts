@@ -82,6 +82,7 @@ describe('PostgreSQL store schema', () => {
       { name: '0003_health_probe' },
       { name: '0004_signing_key_custody' },
       { name: '0005_signed_documents' },
+      { name: '0006_outbox_queued_since' },
     ]);
     await query(url, "INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', now()::text)");
     await assert.rejects(openPostgresStore({ url }), /migration 0099_from_the_future\) is newer than this program knows/);

@@ -39,7 +39,7 @@ registerReleaseMigration('sqlite', {
 });
 
 describe('SQLite store file', () => {
-  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with migrations 0001 to 0005', async () => {
+  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with migrations 0001 to 0006', async () => {
     const dataDir = join(dir, 'data-dir');
     const store = await openStore({ dataDir, store: { driver: 'sqlite', pingIntervalMs: 1000 } });
     await store.close();
@@ -53,6 +53,7 @@ describe('SQLite store file', () => {
         { name: '0003_health_probe' },
         { name: '0004_signing_key_custody' },
         { name: '0005_signed_documents' },
+        { name: '0006_outbox_queued_since' },
       ]);
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
       assert.deepEqual(tables, [{ name: 'certificates' }, { name: 'health_probe' }, { name: 'kysely_migration' }, { name: 'kysely_migration_lock' }, { name: 'outbox' }, { name: 'signed_documents' }, { name: 'signing_transactions' }]);

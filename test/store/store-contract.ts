@@ -259,6 +259,25 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       await assert.rejects(store.markOutbox('ref-1', 'lost' as never));
     });
 
+    it('markOutboxQueued marks a batch queued in one write; delivered and failed entries stay as they are', async () => {
+      const store = await open();
+      await store.addOutbox(['q-1', 'q-2', 'q-3', 'q-4'].map((id) => ({ id, topic: 'mediation', payload: { id } })));
+      await store.markOutbox('q-3', 'delivered');
+      await store.markOutbox('q-4', 'failed', 'refused');
+      const before = (await store.getOutbox('q-1'))!.updatedAt.getTime();
+      assert.equal(await store.markOutboxQueued(['q-1', 'q-2', 'q-3', 'q-4', 'unknown']), 2);
+      assert.deepEqual(await Promise.all(['q-1', 'q-2', 'q-3', 'q-4'].map(async (id) => (await store.getOutbox(id))!.state)), ['queued', 'queued', 'delivered', 'failed']);
+      assert.ok((await store.getOutbox('q-1'))!.updatedAt.getTime() >= before);
+      // an ordered write is visible at once, to the relay's next read too
+      assert.deepEqual(await store.outboxPending('mediation', 10), []);
+      assert.equal(await store.markOutboxQueued(['q-1']), 1); // re-handed queued entries are marked again
+      assert.equal(await store.markOutboxQueued([]), 0);
+      // recordSigning as an ordered write: visible when it resolves
+      const ordered = signing();
+      await store.recordSigning(ordered, 'ordered');
+      assert.equal((await store.getTransaction(ordered.transaction.txn)).length, 1);
+    });
+
     it('concurrent recordSigning calls all land, and a clashing serial lands once', async () => {
       const store = await open();
       const inputs = Array.from({ length: 40 }, (_, i) => ({ ...signing(`txn-concurrent-${i % 10}`), outbox: [{ id: `ref-c-${i}`, topic: 'mediation', payload: { i } }] }));
