@@ -2,8 +2,9 @@
  * What the SQLite store's writes cost the main thread (issue 12: no fsync on the event loop), in process:
  * `node --import tsx bench/store-writes.bench.ts`.
  *
- * Each "signDoc" is what signDoc and the relay write: recordSigning (certificate, transaction, one outbox
- * record) and then the relay's compare-and-set mark (markOutbox queued, only from pending). CONCURRENCY of
+ * Each "signDoc" is what signDoc and the relay write, with the durability each asks for: the claim on the
+ * document (ordered), the evidence (recordSigning: certificate and transaction, ordered), the kept signature
+ * with its mediation record (keepSignatures, durable), and the relay's mark (markOutboxQueued, ordered). CONCURRENCY of
  * them run in a closed loop on a real file with synchronous=FULL (real fsyncs on this disk). Reported per
  * signDoc: the main thread's busy time (event-loop utilisation: time blocked in fsync counts, as it does for
  * the requests waiting behind it), the main thread's CPU time (/proc/self/task/<pid>/stat: the main thread
@@ -17,6 +18,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { openSqliteStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/types.ts';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { signing } from '../test/store/store-contract.ts';
 
 const WRITES = Number(process.env.BENCH_STORE_WRITES ?? 2000);
@@ -37,8 +39,12 @@ async function signDocWrites(store: Store, count: number, concurrency: number): 
       const i = next++;
       const input = signing();
       const id = `ref-${input.certificate.serialHex}-${i}`;
-      await store.recordSigning({ ...input, outbox: [{ id, topic: 'mediation', payload: { reference_id: id, type: 'remote_signature_creation' } }] });
-      await store.markOutbox(id, 'queued', undefined, ['pending']);
+      const hash = randomBytes(32).toString('base64');
+      const claim = { iss: input.transaction.iss, txn: input.transaction.txn, hashAlgorithmOid: input.transaction.hashAlgorithmOid, hashes: [hash], claimId: randomUUID(), requestKey: 'C AdES-B-B ecdsa-p256', claimedAt: new Date() };
+      await store.claimDocuments(claim, new Date(Date.now() - 120_000));
+      await store.recordSigning(input, 'ordered');
+      await store.keepSignatures({ claim, signatures: [{ hash, signature: randomBytes(900).toString('base64'), revocation: null }], outbox: [{ id, topic: 'mediation', payload: { reference_id: id, type: 'remote_signature_creation' } }] });
+      await store.markOutboxQueued([id]);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, loop));
@@ -48,7 +54,7 @@ const dir = mkdtempSync(join(tmpdir(), 'qtsp-store-bench-'));
 try {
   const store = await openSqliteStore(join(dir, 'qtsp.sqlite'));
   await signDocWrites(store, 200, 8); // warm-up: prepared statements, file growth
-  console.log(`SQLite store, ${WRITES} signDocs per row (recordSigning with one outbox record + the relay's markOutbox)`);
+  console.log(`SQLite store, ${WRITES} signDocs per row (claim, evidence, kept signature with its mediation record, the relay's mark)`);
   console.log('concurrency | signDocs/s | main thread busy ms/signDoc | main thread CPU ms/signDoc | process CPU ms/signDoc');
   for (const concurrency of CONCURRENCIES) {
     const elu = performance.eventLoopUtilization();
