@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { CMS_OID, signHashOf, type CmsSignerInput } from '../crypto/cms.ts';
-import { algorithmIdentifier, signatureAlgorithm } from '../crypto/signature.ts';
+import { algorithmIdentifierDer, signatureAlgorithm } from '../crypto/signature.ts';
 import { algorithmIdentifier as derAlgorithmIdentifier, explicit, integer, octetString, oid, partsOf, sequence, tlv, x509Time } from '../util/der.ts';
 
 /**
@@ -26,12 +26,12 @@ export async function buildCadesBaselineB(input: CmsSignerInput): Promise<Buffer
     derAttribute(CMS_OID.messageDigest, octetString(input.hash)),
     ...(input.signingTime ? [derAttribute(CMS_OID.signingTime, x509Time(input.signingTime))] : []),
     // SigningCertificateV2 { certs { ESSCertIDv2 { certHash (SHA-256: hashAlgorithm DEFAULT, omitted), issuerSerial } } }
-    derAttribute(CMS_OID.signingCertificateV2, sequence(sequence(sequence(octetString(createHash('sha256').update(input.signerCertificate.der).digest()), issuerSerial)))),
+    derAttribute(CMS_OID.signingCertificateV2, sequence(sequence(sequence(octetString(certificateHash(input.signerCertificate.der)), issuerSerial)))),
   ].sort(Buffer.compare); // DER SET OF order (FIELD-NOTES: validators re-sort and then fail otherwise)
   const hash = signHashOf(input.hashAlgorithm);
   const signedAttributes = tlv(0x31, ...attributes);
   const signature = await input.key.sign(hash, signedAttributes);
-  const signatureAlgorithmDer = Buffer.from(algorithmIdentifier(signatureAlgorithm(input.key, hash)).toSchema().toBER());
+  const signatureAlgorithmDer = algorithmIdentifierDer(signatureAlgorithm(input.key, hash));
   const digestAlgorithm = derAlgorithmIdentifier(input.hashAlgorithm.oid);
   const signerInfo = sequence(
     integer(1),
@@ -49,6 +49,18 @@ export async function buildCadesBaselineB(input: CmsSignerInput): Promise<Buffer
     tlv(0x31, signerInfo),
   );
   return sequence(oid(CMS_OID.signedData), explicit(0, signedData));
+}
+
+const certificateHashes = new WeakMap<Buffer, Buffer>();
+
+/** SHA-256 of the signer certificate, once per certificate (a request's hashes share it) */
+function certificateHash(der: Buffer): Buffer {
+  let hash = certificateHashes.get(der);
+  if (!hash) {
+    hash = createHash('sha256').update(der).digest();
+    certificateHashes.set(der, hash);
+  }
+  return hash;
 }
 
 /** Attribute ::= SEQUENCE { attrType OID, attrValues SET OF ANY } with one value */

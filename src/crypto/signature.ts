@@ -149,6 +149,19 @@ export function algorithmIdentifier(alg: SignatureAlgorithm): pkijs.AlgorithmIde
   return new pkijs.AlgorithmIdentifier(alg.nullParams ? { algorithmId: alg.oid, algorithmParams: new asn1js.Null() } : { algorithmId: alg.oid });
 }
 
+const algorithmIdentifierDers = new Map<string, Buffer>();
+
+/** The DER of algorithmIdentifier(alg), kept once computed: a signDoc signs with a handful of algorithms, per hash. */
+export function algorithmIdentifierDer(alg: SignatureAlgorithm): Buffer {
+  const key = `${alg.oid} ${alg.hash} ${alg.nullParams}`; // PSS parameters follow from the hash (rsaPssParams)
+  let der = algorithmIdentifierDers.get(key);
+  if (!der) {
+    der = Buffer.from(algorithmIdentifier(alg).toSchema().toBER());
+    algorithmIdentifierDers.set(key, der);
+  }
+  return der;
+}
+
 /**
  * Signs data; ECDSA signatures are DER (X.509 and CMS), not IEEE P1363. RSASSA-PSS ('rsa-pss' keys): MGF1 with
  * the signature hash (OpenSSL's default for an unrestricted PSS key) and a salt as long as the hash, matching
