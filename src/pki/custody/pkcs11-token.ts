@@ -201,6 +201,24 @@ export class Pkcs11Token {
     const waiter = this.#waiters.shift();
     if (waiter) waiter.resolve(session);
     else this.#free.push(session);
+    if (this.#free.length === this.#all.length) for (const done of this.#idleWaiters.splice(0)) done();
+  }
+
+  readonly #idleWaiters: (() => void)[] = [];
+
+  /**
+   * Resolves once every session is back in the pool (no operation runs on the token), or after `timeoutMs`.
+   * close() must not close a session under a running asynchronous call: the module would then work on a
+   * session (and, with C_Finalize, a library state) that is gone.
+   */
+  async idle(timeoutMs: number): Promise<void> {
+    if (this.#free.length === this.#all.length) return;
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.#idleWaiters.push(resolve);
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    clearTimeout(timer);
   }
 
   /** Whether the token answers: its info can be read (a removed token answers CKR_TOKEN_NOT_PRESENT or worse). */

@@ -25,6 +25,9 @@ import type { KeyAlgorithm, SignatureScheme, SignHash } from '../../crypto/signa
 import { pkcs11js, pkcs11Code, Pkcs11Token, pkcs11Reason, SETTING, type Handle, type TokenOptions } from './pkcs11-token.ts';
 import { KeyCustodyUnavailable, type LongLivedKeyMaker, type CustodyReadiness, type EcdsaEncoding, type KeyCustody, type KeyLocation, type LongLivedKeyName, type SignerKey, type SigningKey } from './types.ts';
 
+/** how long close() waits for operations still running on the token before it closes the sessions */
+const CLOSE_WAIT_MS = 5000;
+
 /** CKA_LABEL of each long-lived key pair (private and public half alike). */
 export const LONG_LIVED_LABELS: Readonly<Record<LongLivedKeyName, string>> = {
   'issuing-ca': 'qtsp-issuing-ca',
@@ -577,6 +580,7 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
     // pooled pairs: destroyed explicitly too, not only by closing their sessions
     const pooled = this.#rsaReady.splice(0);
     await this.#token.withSession((session) => this.#destroyHandles(session, pooled.flatMap((p) => [p.privateHandle, p.publicHandle]))).catch(() => undefined);
+    await this.#token.idle(CLOSE_WAIT_MS); // signer keys of requests still under way are destroyed on their sessions first
     this.#token.close();
   }
 }
