@@ -11,7 +11,7 @@
  *
  *   npm run bench                       quick mode (about a minute): B-B, B-T, B-LT x 1 and 10 hashes, software keys
  *   npm run bench -- --full             more calls per row, and the half-load latency run for every row
- *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a B-B one-hash run, written as a
+ *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a run of the first level and hash count (B-B, one hash), written as a
  *                                       .cpuprofile in profiles/ (Chrome DevTools or speedscope) and summarised per
  *                                       module and per pipeline step
  *   npm run bench -- --workers N        the QTSP with server.workers = N (one process per core) beside the
@@ -19,11 +19,13 @@
  * Environment: BENCH_REQUESTS (calls per one-hash row), BENCH_CONCURRENCY (closed-loop connections, default 8),
  * BENCH_LEVELS (e.g. AdES-B-B,AdES-B-T), BENCH_HASHES (e.g. 1,10), BENCH_KEYS (software[,softhsm]),
  * BENCH_WORKER=inprocess (the delivery workers inside the QTSP process; default: off, as a deployment runs
- * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000).
+ * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000), BENCH_WARMUP (signDoc calls
+ * before the first row, default 2000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_STDOUT (a file for
+ * what the QTSP process prints, such as those traces).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -63,6 +65,8 @@ const LEVELS = (process.env.BENCH_LEVELS ?? 'AdES-B-B,AdES-B-T,AdES-B-LT').split
 const HASHES = (process.env.BENCH_HASHES ?? '1,10').split(',').map(Number);
 const KEYS = (process.env.BENCH_KEYS ?? 'software').split(',');
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
+/** signDoc calls before any row is measured: V8 optimises the hot path over the first thousands of calls, and that compiling (on its own threads) would count as the QTSP's CPU */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 2000);
 const WORKER_IN_PROCESS = process.env.BENCH_WORKER === 'inprocess';
 const WORKERS = flags.workers ? Number(flags.workers) : undefined;
 const CLK_TCK = 100; // USER_HZ: the unit of utime/stime in /proc/PID/stat on Linux
@@ -88,6 +92,8 @@ interface CpuSeconds {
   readonly store: number;
   /** everything else: V8's garbage collection and compiler threads, libuv's thread pool, other workers */
   readonly other: number;
+  /** `other` by thread name (/proc/PID/task/TID/comm: V8's platform workers are "V8Worker", libuv's "libuv-worker") */
+  readonly otherByName: Readonly<Record<string, number>>;
 }
 
 function ticksOf(statFile: string): number {
@@ -98,6 +104,7 @@ function ticksOf(statFile: string): number {
 
 function treeCpuSeconds(pid: number): CpuSeconds {
   const ticks = { main: 0, store: 0, other: 0 };
+  const byName: Record<string, number> = {};
   const visit = (p: number) => {
     let tasks: string[] = [];
     try {
@@ -109,8 +116,10 @@ function treeCpuSeconds(pid: number): CpuSeconds {
       let children = '';
       try {
         const n = ticksOf(`/proc/${p}/task/${t}/stat`);
-        const kind = Number(t) === p ? 'main' : readFileSync(`/proc/${p}/task/${t}/comm`, 'utf8').trim() === 'qtsp-store' ? 'store' : 'other';
+        const name = readFileSync(`/proc/${p}/task/${t}/comm`, 'utf8').trim();
+        const kind = Number(t) === p ? 'main' : name === 'qtsp-store' ? 'store' : 'other';
         ticks[kind] += n;
+        if (kind === 'other') byName[name] = (byName[name] ?? 0) + n / CLK_TCK;
         children = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8');
       } catch {
         continue; // the thread ended
@@ -119,7 +128,7 @@ function treeCpuSeconds(pid: number): CpuSeconds {
     }
   };
   visit(pid);
-  return { total: (ticks.main + ticks.store + ticks.other) / CLK_TCK, main: ticks.main / CLK_TCK, store: ticks.store / CLK_TCK, other: ticks.other / CLK_TCK };
+  return { total: (ticks.main + ticks.store + ticks.other) / CLK_TCK, main: ticks.main / CLK_TCK, store: ticks.store / CLK_TCK, other: ticks.other / CLK_TCK, otherByName: byName };
 }
 
 function flatten(input: Record<string, unknown>, path: string[] = [], out: Record<string, string> = {}): Record<string, string> {
@@ -138,16 +147,18 @@ interface QtspProcess {
   stop(): Promise<void>;
 }
 
-async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, string>): Promise<QtspProcess> {
+/** bench/qtsp-process.ts, or (`script` transport-floor.ts) the transport floor, configured as `qtsp serve` */
+async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, string>, script = 'qtsp-process.ts'): Promise<QtspProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env, ...flatten(input as Record<string, unknown>), ...extraEnv, QTSP_LOG_LEVEL: 'silent' };
   delete env.REDIS_URL;
-  const child = spawn(process.execPath, ['--import', 'tsx', join(HERE, 'qtsp-process.ts')], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
+  const child = spawn(process.execPath, [...(process.env.BENCH_QTSP_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', join(HERE, script)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
+  if (process.env.BENCH_QTSP_STDOUT && script === 'qtsp-process.ts') child.stdout!.pipe(createWriteStream(process.env.BENCH_QTSP_STDOUT));
   const signDocUrl = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      const m = /^qtsp serving signDoc at (\S+)/.exec(line);
+      const m = /^(?:qtsp serving signDoc|floor serving) at (\S+)/.exec(line);
       if (m) resolve(m[1]!);
     });
-    child.once('exit', (code) => reject(new Error(`the QTSP process exited with ${code} before it listened`)));
+    child.once('exit', (code) => reject(new Error(`${script} exited with ${code} before it listened`)));
   });
   return {
     pid: child.pid!,
@@ -207,7 +218,7 @@ interface Row {
 
 type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
 
-type Measured = RunResult & { qtspCpuMs: number; qtspThreadsMs: { main: number; store: number; other: number }; sandboxCpuMs: number; loadCpuMs: number };
+type Measured = RunResult & { qtspCpuMs: number; qtspThreadsMs: { main: number; store: number; other: number; otherByName: Record<string, number> }; sandboxCpuMs: number; loadCpuMs: number };
 
 async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: number }, level: string, hashes: number, count: number, run: Extract<LoadCommand, { type: 'run' }>): Promise<Measured> {
   await load.send({ type: 'prefetch', count, hashes, level, parallel: 4 });
@@ -220,10 +231,27 @@ async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: numbe
   return {
     ...result,
     qtspCpuMs: per(q0.total, q1.total),
-    qtspThreadsMs: { main: per(q0.main, q1.main), store: per(q0.store, q1.store), other: per(q0.other, q1.other) },
+    qtspThreadsMs: { main: per(q0.main, q1.main), store: per(q0.store, q1.store), other: per(q0.other, q1.other), otherByName: Object.fromEntries(Object.entries(q1.otherByName).map(([name, s]) => [name, per(q0.otherByName[name] ?? 0, s)])) },
     sandboxCpuMs: per(s0.total, treeCpuSeconds(pids.sandbox).total),
     loadCpuMs: per(l0.total, treeCpuSeconds(load.pid).total),
   };
+}
+
+/**
+ * The transport floor (bench/transport-floor.ts): the same load, bodies and TLS against a process that only
+ * carries signDoc's traffic (mTLS in, one introspection call out, an answer of the same size), CPU per call.
+ */
+async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: SandboxInfo }): Promise<Measured> {
+  const floor = await startQtspProcess(input, { BENCH_FLOOR_ISSUER: sandbox.info.endpoints.issuer }, 'transport-floor.ts');
+  const load = await startLoadGenerator(sandbox.info, floor.signDocUrl);
+  const pids = { qtsp: floor.pid, sandbox: sandbox.pid };
+  try {
+    await measure(load, pids, 'AdES-B-B', 1, WARMUP, { type: 'run', concurrency: CONCURRENCY }); // warm-up, as the QTSP's
+    return await measure(load, pids, 'AdES-B-B', 1, REQUESTS, { type: 'run', concurrency: CONCURRENCY });
+  } finally {
+    await load.stop();
+    await floor.stop();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -315,9 +343,22 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
 const f = (n: number | undefined, digits = 2) => (n === undefined || Number.isNaN(n) ? '-' : n.toFixed(digits));
 const pad = (s: string, n: number) => s.padStart(n);
 
+/**
+ * Signatures a signDoc makes per hash at each level: the CMS signature, and its time-stamp token from B-T on
+ * (our TSA signs in process); B-LTA adds the archive time-stamp. Per request at B-LT and B-LTA: one OCSP
+ * response for the signer certificate (the CRLs are shared across requests).
+ */
+const SIGNATURES_PER_HASH: Readonly<Record<string, number>> = { 'AdES-B-B': 1, 'AdES-B-T': 2, 'AdES-B-LT': 2, 'AdES-B-LTA': 3 };
+
+/** the raw node:crypto cost of the signatures and checks one signDoc of this level and hash count needs */
+function cryptoFloor(floor: StepCosts['floor'], level: string, hashes: number): number {
+  const perRequest = level === 'AdES-B-LT' || level === 'AdES-B-LTA' ? floor.perHash : 0;
+  return floor.signDoc + perRequest + (hashes * (SIGNATURES_PER_HASH[level] ?? 1) - 1) * floor.perHash;
+}
+
 function printRows(rows: Row[], floor: StepCosts['floor']): void {
   console.log('\nsignDoc over keep-alive mutual TLS, one fresh SAD per call (QTSP, sandbox and load generator in separate processes)');
-  console.log(`closed loop, ${CONCURRENCY} connections; CPU = user + system of each process tree per successful call`);
+  console.log(`closed loop, ${CONCURRENCY} connections; CPU = user + system of each process tree per successful call; x floor: QTSP CPU over the raw node:crypto cost of the level's signatures and checks`);
   console.log(['keys', 'store', 'level', 'hashes', 'procs', 'signDoc/s', 'p50 ms', 'p99 ms', 'QTSP CPU ms', 'x floor', 'sandbox CPU ms', 'loadgen CPU ms', 'ok/failed'].map((h, i) => (i < 3 ? h.padEnd([9, 8, 10][i]!) : pad(h, h.length + 1))).join(' '));
   for (const r of rows) {
     if (!r.saturated) {
@@ -325,7 +366,7 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       continue;
     }
     const s = r.saturated;
-    const floorMs = floor.signDoc + (r.hashes - 1) * floor.perHash;
+    const floorMs = cryptoFloor(floor, r.level, r.hashes);
     console.log(
       [r.keys.padEnd(9), r.store.padEnd(8), r.level.padEnd(10), pad(String(r.hashes), 7), pad(String(r.workers), 6), pad(f((s.ok / s.wallMs) * 1000, 1), 10), pad(f(s.p50), 7), pad(f(s.p99), 7), pad(f(s.qtspCpuMs, 3), 12), pad(f(s.qtspCpuMs / floorMs, 1), 8), pad(f(s.sandboxCpuMs), 15), pad(f(s.loadCpuMs), 15), pad(`${s.ok}/${s.failed}`, 10)].join(' '),
     );
@@ -335,7 +376,7 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
   for (const r of rows) {
     if (!r.saturated) continue;
     const t = r.saturated.qtspThreadsMs;
-    console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): event loop ${f(t.main, 3)} ms, store writer ${f(t.store, 3)} ms, other threads ${f(t.other, 3)} ms`);
+    console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): event loop ${f(t.main, 3)} ms, store writer ${f(t.store, 3)} ms, other threads ${f(t.other, 3)} ms (${Object.entries(t.otherByName).filter(([, ms]) => ms >= 0.005).sort((a, b) => b[1] - a[1]).map(([name, ms]) => `${name} ${f(ms, 3)}`).join(', ')})`);
   }
   const half = rows.filter((r) => r.halfLoad);
   if (half.length) {
@@ -351,7 +392,8 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       const many = rows.find((r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes > 1 && r.workers === 1);
       if (!one || !many?.saturated) continue;
       const extra = (many.saturated.qtspCpuMs - one.qtspCpuMs) / (many.hashes - 1);
-      console.log(`each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / floor.perHash, 1)} x the CMS signing floor (${f(floor.perHash, 3)} ms)`);
+      const perHash = floor.perHash * (SIGNATURES_PER_HASH[level] ?? 1);
+      console.log(`each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / perHash, 1)} x the signing floor (${SIGNATURES_PER_HASH[level] ?? 1} x ECDSA sign ${f(floor.perHash, 3)} ms)`);
     }
   }
 }
@@ -393,10 +435,12 @@ async function main(): Promise<void> {
       const pids = { qtsp: qtsp.pid, sandbox: sandbox.pid };
       try {
         // warm-up: JIT, caches (IDP list, AS metadata and keys), connections
-        await measure(load, pids, 'AdES-B-B', 1, 100, { type: 'run', concurrency: CONCURRENCY });
+        await measure(load, pids, 'AdES-B-B', 1, WARMUP, { type: 'run', concurrency: CONCURRENCY });
         for (const level of levels) {
           for (const hashes of hashesList) {
             const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes)));
+            // the code paths of this level and hash count warm up too (the first warm-up ran B-B, one hash)
+            if (level !== 'AdES-B-B' || hashes !== 1) await measure(load, pids, level, hashes, Math.max(50, Math.round(count / 3)), { type: 'run', concurrency: CONCURRENCY });
             const saturated = await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
             let halfLoad: Row['halfLoad'];
             if (halfLoadFor(level, hashes) && saturated.ok > 0) {
@@ -410,7 +454,7 @@ async function main(): Promise<void> {
         if (flags.profile && workers === 1 && keys === 'software' && !postgresUrl) {
           mkdirSync(join(process.cwd(), 'profiles'), { recursive: true });
           profileFile = join(process.cwd(), 'profiles', `qtsp-signdoc-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
-          await load.send({ type: 'prefetch', count: REQUESTS, hashes: 1, level: 'AdES-B-B', parallel: 4 });
+          await load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, level: LEVELS[0]!, parallel: 4 });
           await qtsp.command({ type: 'profile-start', intervalUs: 200 });
           const r = (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
           await qtsp.command({ type: 'profile-stop', file: profileFile });
@@ -422,6 +466,7 @@ async function main(): Promise<void> {
       }
     };
     for (const keys of KEYS) await runAll(keys, 1, LEVELS, HASHES, (level, hashes) => FULL || (level === 'AdES-B-B' && hashes === 1));
+    const transport = LEVELS.includes('AdES-B-B') && HASHES.includes(1) ? await transportFloor(input, sandbox) : undefined;
     if (WORKERS && WORKERS > 1) {
       // several processes need PostgreSQL (serve-cluster.ts): the gain is shown against one process on the same store
       const pg = await startPostgres();
@@ -442,9 +487,17 @@ async function main(): Promise<void> {
     for (const [keys, s] of stepsByKeys) printSteps(s, keys);
     const bb = rows.find((r) => r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1)?.saturated;
     if (bb) console.log(`\nQTSP CPU per B-B one-hash signDoc over the wire: ${f(bb.qtspCpuMs, 3)} ms = ${f(bb.qtspCpuMs / steps.floor.signDoc, 1)} x the crypto floor, ${f(bb.qtspCpuMs / steps.durable, 1)} x the in-process steps 3-10`);
+    if (transport) {
+      console.log(`transport floor (bench/transport-floor.ts: mTLS POST in, JSON, one kept-alive mTLS introspection call out, an answer of the same size; no QTSP logic): ${f(transport.qtspCpuMs, 3)} ms CPU per call (${f((transport.ok / transport.wallMs) * 1000, 1)} calls/s, ${transport.ok}/${transport.failed} ok/failed)`);
+      if (transport.firstFailure) console.log(`    first failure: ${transport.firstFailure}`);
+      if (bb) {
+        const floors = transport.qtspCpuMs + steps.floor.signDoc;
+        console.log(`  B-B one-hash signDoc = ${f(bb.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); the QTSP's own work above them: ${f(bb.qtspCpuMs - floors, 3)} ms`);
+      }
+    }
     if (profileFile) {
       writeFileSync(profileFile.replace(/\.cpuprofile$/, '.txt'), summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
-      console.log(`\nCPU profile of the QTSP over ${profileCalls} B-B one-hash calls: ${profileFile}`);
+      console.log(`\nCPU profile of the QTSP over ${profileCalls} ${LEVELS[0]} calls with ${HASHES[0]} hash(es) each: ${profileFile}`);
       console.log(summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
     }
     const cluster = rows.filter((r) => r.store === 'postgres' && r.saturated);

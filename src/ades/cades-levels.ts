@@ -20,8 +20,8 @@ import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
 import { genTimeOf } from '../pki/tsa.ts';
 import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { BuiltSignature, RevocationInfo, SignatureInput } from './types.ts';
-import { baselineSignedAttributes, CMS_OID, signSignerInfo } from '../crypto/cms.ts';
-import { algorithmIdentifier, children, content, explicit, integer, octetString, oid, partsOf, raw, readWhole, sequence, setOf, tlv, type Tlv } from '../util/der.ts';
+import { baselineSignedAttributes, CMS_OID, encodeSignedData, signerInfo, signSignerInfo } from '../crypto/cms.ts';
+import { algorithmIdentifier, children, explicit, octetString, oid, partsOf, raw, readWhole, sequence, setOf, tlv, type Tlv } from '../util/der.ts';
 
 export const CADES_OID = {
   signatureTimeStamp: '1.2.840.113549.1.9.16.2.14',
@@ -129,60 +129,14 @@ export function addTokenUnsignedAttribute(token: Buffer, attr: Buffer): Buffer {
   const last = siFields[siFields.length - 1]!;
   const existing = last.tag === 0xa1 ? children(token, last).map((a) => raw(token, a)) : [];
   const kept = (last.tag === 0xa1 ? siFields.slice(0, -1) : siFields).map((f) => raw(token, f));
-  const signerInfo = sequence(...kept, tlv(0xa1, ...setMembers([...existing, attr])));
-  const signedData = sequence(...sdFields.slice(0, -1).map((f) => raw(token, f)), setOf([signerInfo]));
+  const tokenSignerInfo = sequence(...kept, tlv(0xa1, ...setMembers([...existing, attr])));
+  const signedData = sequence(...sdFields.slice(0, -1).map((f) => raw(token, f)), setOf([tokenSignerInfo]));
   return sequence(raw(token, typeT), explicit(0, signedData));
 }
 
 /** the DER-sorted members of a SET OF (X.690 11.6), as setOf() would write them */
 function setMembers(items: readonly Buffer[]): Buffer[] {
   return [...items].sort(Buffer.compare);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// SignedData
-
-interface SignedDataParts {
-  readonly hashAlgorithm: HashAlgorithm;
-  readonly certificates: readonly Buffer[];
-  /** RevocationInfoChoice TLVs */
-  readonly crls: readonly Buffer[];
-  /** SignerInfo TLVs version .. signature */
-  readonly signerInfoFields: readonly Buffer[];
-  readonly unsignedAttributes: readonly Buffer[];
-}
-
-/**
- * ContentInfo(SignedData), detached (RFC 5652 5.1): version 5 when crls holds an OtherRevocationInfoFormat,
- * else 1 (RFC 5652 5.1); certificates in the order given (signer first); unsignedAttrs [1] IMPLICIT, DER-sorted.
- */
-function encodeSignedData(p: SignedDataParts): Buffer {
-  const otherFormat = p.crls.some((c) => c[0] === 0xa1);
-  const signerInfo = sequence(...p.signerInfoFields, tlv(0xa1, ...setMembers(p.unsignedAttributes)));
-  const signedData = sequence(
-    integer(otherFormat ? 5 : 1),
-    setOf([algorithmIdentifier(p.hashAlgorithm.oid)]),
-    sequence(oid(CMS_OID.data)),
-    tlv(0xa0, ...p.certificates),
-    ...(p.crls.length ? [tlv(0xa1, ...p.crls)] : []),
-    setOf([signerInfo]),
-  );
-  return sequence(oid(CMS_OID.signedData), explicit(0, signedData));
-}
-
-/**
- * The B-B SignerInfo of crypto/cms.ts (signing-time included: CAdES; left out for the PAdES CMS profile, EN 319 142-1
- * 5.4: the PDF's /M holds the claimed time), as its six field TLVs.
- */
-async function signedFields(input: SignatureInput, withoutSigningTime: boolean): Promise<Buffer[]> {
-  const signerInfo = await signSignerInfo({
-    hashAlgorithm: input.hashAlgorithm,
-    signerCertificate: input.signerCertificate,
-    key: input.key,
-    signedAttributes: baselineSignedAttributes(withoutSigningTime ? { ...input, signingTime: undefined } : input),
-  });
-  const der = Buffer.from(signerInfo.toSchema().toBER());
-  return children(der, readWhole(der)).map((t) => raw(der, t));
 }
 
 /**
@@ -193,14 +147,15 @@ export async function buildCadesLevel(level: CadesLevel, input: SignatureInput, 
   const hash = input.hashAlgorithm;
   if (input.hash.length !== hash.length) throw new RangeError(`document hash has ${input.hash.length} bytes, ${hash.name} has ${hash.length}`);
   const timestamps = requireTimestamps(input.services);
-  const fields = await signedFields(input, withoutSigningTime);
-  const signatureValue = content(fields[5]!, readWhole(fields[5]!));
-  const token = await timestamps.timestamp(digest(hash, signatureValue), hash);
+  // the B-B SignerInfo; the PAdES CMS profile leaves signing-time out (EN 319 142-1 5.4: the PDF's /M holds the claimed time)
+  const signedAttributes = baselineSignedAttributes(withoutSigningTime ? { ...input, signingTime: undefined } : input);
+  const signed = await signSignerInfo({ hashAlgorithm: hash, signerCertificate: input.signerCertificate, key: input.key, signedAttributes });
+  const token = await timestamps.timestamp(digest(hash, signed.signatureValue), hash);
   const timeStampedAt = genTimeOf(token);
   const unsignedAttributes = [attribute(CADES_OID.signatureTimeStamp, token)];
   const signerChain = [input.signerCertificate.der, ...input.chain];
   if (level === 'T') {
-    return { signature: encodeSignedData({ hashAlgorithm: hash, certificates: signerChain, crls: [], signerInfoFields: fields, unsignedAttributes }), timeStampedAt };
+    return { signature: encodeSignedData({ hashAlgorithm: hash, certificates: signerChain, signerInfo: signerInfo(signed, unsignedAttributes) }), timeStampedAt };
   }
   const certificates = unique([...signerChain, ...timestamps.chain]);
   // issued after the signature time-stamp (EU DSS: revocation data fresh relative to the best signature time)
@@ -208,9 +163,9 @@ export async function buildCadesLevel(level: CadesLevel, input: SignatureInput, 
   const crls = [...revocation.ocsp.map(ocspRevocationInfo), ...revocation.crl];
   if (level === 'LTA') {
     const hashIndex = atsHashIndexV3(hash, certificates, crls, unsignedAttributes);
-    const archiveToken = await timestamps.timestamp(digest(hash, archiveTimeStampInput(input.hash, fields, hashIndex)), hash);
+    const archiveToken = await timestamps.timestamp(digest(hash, archiveTimeStampInput(input.hash, signed.fields, hashIndex)), hash);
     const withIndex = addTokenUnsignedAttribute(archiveToken, attribute(CADES_OID.atsHashIndexV3, hashIndex));
     unsignedAttributes.push(attribute(CADES_OID.archiveTimeStampV3, withIndex));
   }
-  return { signature: encodeSignedData({ hashAlgorithm: hash, certificates, crls, signerInfoFields: fields, unsignedAttributes }), revocation, timeStampedAt };
+  return { signature: encodeSignedData({ hashAlgorithm: hash, certificates, crls, signerInfo: signerInfo(signed, unsignedAttributes) }), revocation, timeStampedAt };
 }

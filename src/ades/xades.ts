@@ -18,7 +18,6 @@
  * since xmlsec1 1.2 cannot verify them either (the one rule of offer.ts).
  */
 import { webcrypto } from 'node:crypto';
-import * as asn1js from 'asn1js';
 import { DOMImplementation, DOMParser, XMLSerializer } from '@xmldom/xmldom';
 import * as XAdES from 'xadesjs';
 import * as XmlDSig from 'xmldsigjs';
@@ -26,7 +25,7 @@ import xpath from 'xpath';
 import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { SigningKey } from '../crypto/signature.ts';
 import type { BuiltSignature, SignatureInput } from './types.ts';
-import { PreEncoded, type CmsCertificate } from '../crypto/cms.ts';
+import { issuerSerial, type CmsCertificate } from '../crypto/cms.ts';
 import { SignDocError } from '../errors.ts';
 
 // xml-core (under xadesjs) has no DOM of its own in Node; xmldsigjs digests through WebCrypto (node's). Both
@@ -117,11 +116,7 @@ export function xmlSignatureMethod(key: SigningKey, hashAlgorithm: HashAlgorithm
  * the certificate byte for byte.
  */
 function issuerSerialV2(signer: CmsCertificate): Uint8Array {
-  const issuer = signer.certificate.issuer;
-  const name = issuer.valueBeforeDecode.byteLength > 0 ? new PreEncoded(new Uint8Array(issuer.valueBeforeDecode)) : issuer.toSchema();
-  const directoryName = new asn1js.Constructed({ idBlock: { tagClass: 3, tagNumber: 4 }, value: [name] });
-  const sequence = new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [directoryName] }), signer.certificate.serialNumber] });
-  return new Uint8Array(sequence.toBER());
+  return issuerSerial(signer.der);
 }
 
 /**

@@ -11,7 +11,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import * as pkijs from 'pkijs';
 import { SHA256 } from '../crypto/algorithms.ts';
-import { baselineSignedAttributes, encodeSignedData, signSignerInfo } from '../crypto/cms.ts';
+import { baselineSignedAttributes, encodeSignedData, signerInfo, signSignerInfo } from '../crypto/cms.ts';
 import type { KeyedCertificate } from '../pki/authority.ts';
 
 const CRLF = '\r\n';
@@ -52,14 +52,8 @@ function boundary(): string {
 /** Detached CMS SignedData over `content` with SHA-256 (micalg=sha-256), our certificate and its chain inside. */
 export async function detachedSignature(content: Uint8Array, signer: KeyedCertificate, chain: readonly Buffer[], signingTime: Date): Promise<Buffer> {
   const hash = createHash('sha256').update(content).digest();
-  const signerCertificate = { der: signer.der, certificate: signer.certificate };
-  const signerInfo = await signSignerInfo({
-    hashAlgorithm: SHA256,
-    signerCertificate,
-    key: signer.key,
-    signedAttributes: baselineSignedAttributes({ hash, signerCertificate, signingTime }),
-  });
-  return encodeSignedData({ hashAlgorithm: SHA256, signerInfo, certificates: [signer.der, ...chain] });
+  const signed = await signSignerInfo({ hashAlgorithm: SHA256, signerCertificate: signer, key: signer.key, signedAttributes: baselineSignedAttributes({ hash, signerCertificate: signer, signingTime }) });
+  return encodeSignedData({ hashAlgorithm: SHA256, signerInfo: signerInfo(signed), certificates: [signer.der, ...chain] });
 }
 
 /** multipart/signed around `part` (RFC 8551 3.5.3): the signature covers `part` byte for byte. */

@@ -14,8 +14,8 @@ import type { Agent } from 'node:http';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { digest, HASH_ALGORITHMS, hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
-import { CMS_OID, messageDigestAttribute, signingCertificateV2Attribute, signSignerInfo } from '../crypto/cms.ts';
-import { algorithmIdentifier, booleanTrue, children, content, DerError, explicit, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, setOf, tlv, utf8String } from '../util/der.ts';
+import { contentTypeAttribute, encodeSignedData, messageDigestAttribute, signerInfo, signingCertificateV2Attribute, signSignerInfo } from '../crypto/cms.ts';
+import { algorithmIdentifier, booleanTrue, children, content, DerError, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, utf8String } from '../util/der.ts';
 import { badGateway, gatewayTimeout, SignDocError } from '../errors.ts';
 import { httpRequest, HttpTimeoutError } from '../util/http-client.ts';
 import type { KeyedCertificate } from './authority.ts';
@@ -163,24 +163,18 @@ export class LocalTsa implements TimestampProvider {
   /** A TimeStampToken: ContentInfo(SignedData version 3) with the TSTInfo as eContent (RFC 3161 2.4.2, RFC 5652 5.1). */
   async issue(request: TokenRequest): Promise<Buffer> {
     const tstInfo = this.#tstInfo(request);
-    const signerInfo = await signSignerInfo({
+    const signed = await signSignerInfo({
       hashAlgorithm: this.#hash,
       signerCertificate: this.#unit,
       key: this.#unit.key,
-      signedAttributes: [
-        new pkijs.Attribute({ type: CMS_OID.contentType, values: [new asn1js.ObjectIdentifier({ value: TSP_OID.tstInfo })] }),
-        messageDigestAttribute(digest(this.#hash, tstInfo)),
-        signingCertificateV2Attribute(this.#unit),
-      ],
+      signedAttributes: [contentTypeAttribute(TSP_OID.tstInfo), messageDigestAttribute(digest(this.#hash, tstInfo)), signingCertificateV2Attribute(this.#unit)],
     });
-    const signedData = sequence(
-      integer(3),
-      setOf([algorithmIdentifier(this.#hash.oid)]),
-      sequence(oid(TSP_OID.tstInfo), explicit(0, octetString(tstInfo))),
-      ...(request.certReq ? [tlv(0xa0, this.#unit.der)] : []), // certificates [0] IMPLICIT CertificateSet
-      setOf([Buffer.from(signerInfo.toSchema().toBER())]),
-    );
-    return sequence(oid(CMS_OID.signedData), explicit(0, signedData));
+    return encodeSignedData({
+      hashAlgorithm: this.#hash,
+      signerInfo: signerInfo(signed),
+      certificates: request.certReq ? [this.#unit.der] : [],
+      content: { type: TSP_OID.tstInfo, eContent: tstInfo },
+    });
   }
 
   /** A TimeStampResp for a DER TimeStampReq: granted with a token, or rejection with the reason; never throws. */

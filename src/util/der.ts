@@ -1,11 +1,12 @@
 /**
- * A minimal DER (X.690) reader and writer for the structures we build byte by byte: timestamp tokens, OCSP
- * responses, CRLs and the CAdES B-T..B-LTA SignedData.
+ * A minimal DER (X.690) reader and writer for the structures we build byte by byte: CMS SignedData and
+ * SignerInfos (crypto/cms.ts), time-stamp tokens, OCSP responses, CRLs.
  *
  * Written by hand rather than with asn1js because these structures embed DER we must keep byte-exact
  * (certificates, tokens from a TSA, signed attributes) and asn1js re-encodes what it parsed (times, for one,
- * are rebuilt from the parsed date) and silently drops RawData inside constructed values (see crypto/cms.ts
- * PreEncoded). Reading only walks definite-length DER; requests from clients are parsed with pkijs.
+ * are rebuilt from the parsed date) and silently drops RawData inside constructed values; and because building
+ * asn1js objects costs about ten times as much per SignerInfo (issue 12). Reading only walks definite-length
+ * DER; requests from clients are parsed with pkijs.
  */
 
 export const TAG = {

@@ -27,6 +27,7 @@ import {
   baselineSignedAttributes,
   encodeSignedData,
   messageDigestAttribute,
+  signerInfo,
   signSignerInfo,
   signingCertificateV2Attribute,
   type CmsSignerInput,
@@ -275,10 +276,10 @@ describe('the oracle rejects what it must', () => {
   test('-cades catches a correctly signed but wrong signing-certificate-v2', async () => {
     const input = await signerInput('P-256', hashByName('sha-256')!, new Date());
     // the ESSCertIDv2 names the issuing CA instead of the signer: a valid signature over the wrong reference
-    const wrongReference = signingCertificateV2Attribute({ der: ca.issuing.der, certificate: ca.issuing.certificate });
+    const wrongReference = signingCertificateV2Attribute({ der: ca.issuing.der });
     const attributes = baselineSignedAttributes(input).map((a) => (a.type === CMS_OID.signingCertificateV2 ? wrongReference : a));
-    const signerInfo = await signSignerInfo({ ...input, signedAttributes: attributes });
-    const file = save(encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo, certificates: [input.signerCertificate.der, ...input.chain] }));
+    const signed = await signSignerInfo({ ...input, signedAttributes: attributes });
+    const file = save(encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo: signerInfo(signed), certificates: [input.signerCertificate.der, ...input.chain] }));
     assert.ok((await opensslVerify(file, docFile, false)).ok, 'plain CMS verification does not look at it');
     const result = await opensslVerify(file);
     assert.equal(result.ok, false, 'CAdES verification does');
@@ -286,8 +287,8 @@ describe('the oracle rejects what it must', () => {
 
   test('the building blocks alone give the same verifiable result as buildCadesBaselineB', async () => {
     const input = await signerInput('RSA-3072', hashByName('sha3-384')!, new Date());
-    const signerInfo = await signSignerInfo({ ...input, signedAttributes: [...baselineSignedAttributes(input)].reverse() });
-    const cms = encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo, certificates: [input.signerCertificate.der, ...input.chain] });
+    const signed = await signSignerInfo({ ...input, signedAttributes: [...baselineSignedAttributes(input)].reverse() });
+    const cms = encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo: signerInfo(signed), certificates: [input.signerCertificate.der, ...input.chain] });
     const encodings = signedAttributeEncodings(parseSignedData(cms).signerInfos[0]!);
     assert.deepEqual(encodings, [...encodings].sort(Buffer.compare), 'sorted whatever the input order');
     assert.ok((await opensslVerify(save(cms))).ok);
@@ -298,19 +299,9 @@ describe('the oracle rejects what it must', () => {
         a.type === CMS_OID.messageDigest ? messageDigestAttribute(digest(input.hashAlgorithm, Buffer.from('other'))) : a,
       ),
     });
-    const wrongCms = encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo: wrong, certificates: [input.signerCertificate.der, ...input.chain] });
+    const wrongCms = encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo: signerInfo(wrong), certificates: [input.signerCertificate.der, ...input.chain] });
     const result = await opensslVerify(save(wrongCms));
     assert.equal(result.ok, false);
     assert.match(result.output, /content verify error/i);
-  });
-  test('buildCadesBaselineB (DER writer) equals the pkijs composition byte for byte (RSA PKCS#1 v1.5 is deterministic)', async () => {
-    for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
-      for (const signingTime of [new Date('2026-11-22T06:00:00Z'), new Date('2051-01-01T00:00:00Z'), undefined]) {
-        const input = await signerInput('RSA-3072', hashAlgorithm, signingTime);
-        const signerInfo = await signSignerInfo({ ...input, signedAttributes: baselineSignedAttributes(input) });
-        const composed = encodeSignedData({ hashAlgorithm, signerInfo, certificates: [input.signerCertificate.der, ...input.chain] });
-        assert.ok((await buildCadesBaselineB(input)).equals(composed), `${hashAlgorithm.name}, signing-time ${signingTime?.toISOString() ?? 'absent'}`);
-      }
-    }
   });
 });
