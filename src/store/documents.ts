@@ -15,14 +15,15 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Compilable, type Kysely, type Selectable } from 'kysely';
-import type { Durability } from './group-commit.ts';
+import type { Durability, Statement } from './group-commit.ts';
+import { indexed, prepare, preparedByCount } from './prepared.ts';
 import type { SignedDocumentsTable, Tables, Time } from './schema.ts';
 import type { ClaimOutcome, DocumentClaim, KeptSignature } from './types.ts';
 
 /** what this module needs of the store: reads, and its atomic writer (the rows each statement changed) */
 export interface DocumentsAccess {
   readonly db: Kysely<Tables>;
-  write(queries: readonly Compilable[], durability?: Durability): Promise<number[]>;
+  write(queries: readonly (Compilable | Statement)[], durability?: Durability): Promise<number[]>;
   /** a Date as this database keeps it */
   time(date: Date): Time;
 }
@@ -34,6 +35,68 @@ function ofConsent(db: Kysely<Tables>, claim: DocumentClaim) {
     select: () => db.selectFrom('signed_documents').selectAll().where('iss', '=', claim.iss).where('txn', '=', claim.txn).where('hash_alg', '=', claim.hashAlgorithmOid),
     update: () => db.updateTable('signed_documents').where('iss', '=', claim.iss).where('txn', '=', claim.txn).where('hash_alg', '=', claim.hashAlgorithmOid),
   };
+}
+
+/** The statements of every signDoc for one database, compiled once (prepared.ts). */
+function statementsOf(db: Kysely<Tables>) {
+  const text = (value: string) => sql<string>`CAST(${value} AS TEXT)`; // typed for PostgreSQL's INSERT ... SELECT
+  return {
+    /** claims `count` documents nobody holds; the rows of documents held already stay (0 changes for them) */
+    claim: preparedByCount<Record<string, unknown>>((count) => (p) => {
+      const rows = indexed('hash', count).map((hash) => ({ iss: p.iss as string, txn: p.txn as string, hash_alg: p.hash_alg as string, hash: p[hash] as string, claim_id: p.claim_id as string, request_key: p.request_key as string, claimed_at: p.claimed_at as Time, signature: null, revocation: null, signed_at: null }));
+      return db.insertInto('signed_documents').values(rows).onConflict((oc) => oc.doNothing());
+    }),
+    /** one signature onto its row, if the claim is still ours */
+    keep: prepare<{ iss: string; txn: string; hash_alg: string; hash: string; claim_id: string; signature: string; revocation: string | null; signed_at: Time }>((p) =>
+      db
+        .updateTable('signed_documents')
+        .set({ signature: p.signature, revocation: p.revocation, signed_at: p.signed_at })
+        .where('iss', '=', p.iss)
+        .where('txn', '=', p.txn)
+        .where('hash_alg', '=', p.hash_alg)
+        .where('hash', '=', p.hash)
+        .where('claim_id', '=', p.claim_id)
+        .where('signature', 'is', null),
+    ),
+    /** fails the write (a NOT NULL violation) unless all `count` documents hold a signature of this claim */
+    guard: preparedByCount<Record<string, unknown>>((count) => (p) => {
+      const keptByUs = db
+        .selectFrom('signed_documents')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('iss', '=', p.iss as string)
+        .where('txn', '=', p.txn as string)
+        .where('hash_alg', '=', p.hash_alg as string)
+        .where('hash', 'in', indexed('hash', count).map((hash) => p[hash] as string))
+        .where('claim_id', '=', p.claim_id as string)
+        .where('signature', 'is not', null);
+      return db
+        .insertInto('signed_documents')
+        .columns(['iss', 'txn', 'hash_alg', 'hash', 'claim_id', 'request_key'])
+        .expression(
+          db
+            .selectNoFrom([sql<string>`CAST(NULL AS TEXT)`.as('iss'), text(p.txn as string).as('txn'), text(p.hash_alg as string).as('hash_alg'), text('claim lost').as('hash'), text(p.claim_id as string).as('claim_id'), text(p.request_key as string).as('request_key')])
+            .where((w) => w(keptByUs, '<>', p.count as number)),
+        );
+    }),
+  };
+}
+
+const statements = new WeakMap<Kysely<Tables>, ReturnType<typeof statementsOf>>();
+
+function statementsFor(db: Kysely<Tables>): ReturnType<typeof statementsOf> {
+  let s = statements.get(db);
+  if (!s) {
+    s = statementsOf(db);
+    statements.set(db, s);
+  }
+  return s;
+}
+
+/** the arguments naming a claim's consent, request and documents (hash0 ..) */
+function claimArgs(claim: DocumentClaim, hashes: readonly string[]): Record<string, unknown> {
+  const args: Record<string, unknown> = { iss: claim.iss, txn: claim.txn, hash_alg: claim.hashAlgorithmOid, claim_id: claim.claimId };
+  hashes.forEach((hash, i) => (args[`hash${i}`] = hash));
+  return args;
 }
 
 function kept(row: Row): KeptSignature {
@@ -69,8 +132,8 @@ export async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, s
     let changes: number[];
     try {
       if (rows.size === 0) {
-        const values = claim.hashes.map((hash) => ({ iss: claim.iss, txn: claim.txn, hash_alg: claim.hashAlgorithmOid, hash, claim_id: claim.claimId, request_key: claim.requestKey, claimed_at: at, signature: null, revocation: null, signed_at: null }));
-        changes = await a.write([a.db.insertInto('signed_documents').values(values).onConflict((oc) => oc.doNothing())], 'ordered');
+        const insert = statementsFor(a.db).claim(claim.hashes.length)({ ...claimArgs(claim, claim.hashes), request_key: claim.requestKey, claimed_at: at });
+        changes = await a.write([insert], 'ordered');
       } else {
         const verdict = judge(claim, rows, staleBefore);
         if (verdict.kind !== 'take_over') return verdict;
@@ -105,34 +168,14 @@ function isRace(err: unknown): boolean {
  * for signatures that were not kept. The guard inserts a row with a null primary-key column only in that case,
  * the one statement failure SQLite and PostgreSQL both raise inside a write (a NOT NULL violation).
  */
-export function keepQueries(a: Pick<DocumentsAccess, 'db' | 'time'>, claim: DocumentClaim, signatures: readonly KeptSignature[]): Compilable[] {
-  const { db } = a;
-  const now = a.time(new Date());
+export function keepQueries(a: Pick<DocumentsAccess, 'db' | 'time'>, claim: DocumentClaim, signatures: readonly KeptSignature[]): Statement[] {
+  const { keep, guard } = statementsFor(a.db);
+  const signedAt = a.time(new Date());
   const updates = signatures.map((s) =>
-    ofConsent(db, claim)
-      .update()
-      .set({ signature: s.signature, revocation: s.revocation ? JSON.stringify(s.revocation) : null, signed_at: now })
-      .where('hash', '=', s.hash)
-      .where('claim_id', '=', claim.claimId)
-      .where('signature', 'is', null),
+    keep({ iss: claim.iss, txn: claim.txn, hash_alg: claim.hashAlgorithmOid, hash: s.hash, claim_id: claim.claimId, signature: s.signature, revocation: s.revocation ? JSON.stringify(s.revocation) : null, signed_at: signedAt }),
   );
-  const keptByUs = ofConsent(db, claim)
-    .select()
-    .clearSelect()
-    .select((eb) => eb.fn.countAll().as('n'))
-    .where('hash', 'in', signatures.map((s) => s.hash))
-    .where('claim_id', '=', claim.claimId)
-    .where('signature', 'is not', null);
-  const text = (value: string) => sql<string>`CAST(${value} AS TEXT)`; // typed for PostgreSQL's INSERT ... SELECT
-  const guard = db
-    .insertInto('signed_documents')
-    .columns(['iss', 'txn', 'hash_alg', 'hash', 'claim_id', 'request_key'])
-    .expression(
-      db
-        .selectNoFrom([sql<string>`CAST(NULL AS TEXT)`.as('iss'), text(claim.txn).as('txn'), text(claim.hashAlgorithmOid).as('hash_alg'), text('claim lost').as('hash'), text(claim.claimId).as('claim_id'), text(claim.requestKey).as('request_key')])
-        .where((w) => w(keptByUs, '<>', signatures.length)),
-    );
-  return [...updates, guard];
+  const hashes = signatures.map((s) => s.hash);
+  return [...updates, guard(hashes.length)({ ...claimArgs(claim, hashes), request_key: claim.requestKey, count: signatures.length })];
 }
 
 /** Gives back the documents a request claimed and did not sign (its claim only). */

@@ -8,15 +8,35 @@
  * rows land together or not at all, and a write resolves only once it is durable.
  */
 import { randomUUID } from 'node:crypto';
-import { sql, type Compilable, type Selectable } from 'kysely';
+import { sql, type Compilable, type Insertable, type Selectable } from 'kysely';
 import type { StoreDialect } from './dialects.ts';
-import type { Durability } from './group-commit.ts';
+import type { Durability, Statement } from './group-commit.ts';
+import { columns, indexed, prepare, preparedByCount } from './prepared.ts';
 import { claimDocuments, keepQueries, releaseDocuments } from './documents.ts';
 import { checkCertificate, checkRecordSigning, checkRevocationReason, outboxPayloadJson } from './records.ts';
-import type { CertificatesTable, OutboxTable, SigningTransactionsTable } from './schema.ts';
+import type { CertificatesTable, OutboxTable, SigningTransactionsTable, Time } from './schema.ts';
 import type { CertificateStatus, IssuedCertificate, NewOutboxEntry, OutboxEntry, OutboxState, SigningTransaction, Store, StoredCertificate } from './types.ts';
 
 type CertificateRow = Selectable<CertificatesTable>;
+
+const CERTIFICATE_COLUMNS = ['serial_hex', 'issuer_key_id', 'subject', 'not_before', 'not_after', 'issued_at', 'txn', 'der', 'status'] as const;
+const TRANSACTION_COLUMNS = [
+  'certificate_serial_hex',
+  'txn',
+  'iss',
+  'sub',
+  'client_id',
+  'client_state',
+  'introspection_jwt',
+  'hash_algorithm_oid',
+  'hashes',
+  'hash_count',
+  'signature_format',
+  'conformance_level',
+  'key_source',
+  'key_custody',
+  'created_at',
+] as const;
 
 function statusOf(row: Pick<CertificateRow, 'status' | 'revoked_at' | 'revocation_reason'>): CertificateStatus {
   return row.status === 'revoked' ? { status: 'revoked', revokedAt: new Date(row.revoked_at!), reason: row.revocation_reason! } : { status: 'good' };
@@ -76,24 +96,17 @@ export function createStore(dialect: StoreDialect): Store {
   const open = () => {
     if (closed) throw new Error('store is closed');
   };
-  /** one atomic, durable write; the rows each statement changed */
-  const write = (queries: readonly Compilable[], durability?: Durability) => dialect.writer.write(queries.map((q) => q.compile()), durability);
+  /** one atomic write (durable unless asked 'ordered'); the rows each statement changed */
+  const write = (queries: readonly (Compilable | Statement)[], durability?: Durability) => dialect.writer.write(queries.map((q) => ('compile' in q ? q.compile() : q)), durability);
   const documents = { db, write, time };
 
+  // the statements of every signDoc, compiled once (prepared.ts)
+  const certificateInsert = prepare<Insertable<CertificatesTable>>((p) => db.insertInto('certificates').values(columns(p, CERTIFICATE_COLUMNS)));
   const insertCertificate = (c: IssuedCertificate) =>
-    db.insertInto('certificates').values({
-      serial_hex: c.serialHex,
-      issuer_key_id: c.issuerKeyId,
-      subject: c.subject,
-      not_before: time(c.notBefore),
-      not_after: time(c.notAfter),
-      issued_at: time(c.issuedAt),
-      txn: c.txn,
-      der: c.der,
-      status: 'good',
-    });
+    certificateInsert({ serial_hex: c.serialHex, issuer_key_id: c.issuerKeyId, subject: c.subject, not_before: time(c.notBefore), not_after: time(c.notAfter), issued_at: time(c.issuedAt), txn: c.txn, der: c.der, status: 'good' });
+  const transactionInsert = prepare<Insertable<SigningTransactionsTable>>((p) => db.insertInto('signing_transactions').values(columns(p, TRANSACTION_COLUMNS)));
   const insertTransaction = (t: SigningTransaction) =>
-    db.insertInto('signing_transactions').values({
+    transactionInsert({
       certificate_serial_hex: t.certificateSerialHex,
       txn: t.txn,
       iss: t.iss,
@@ -111,12 +124,23 @@ export function createStore(dialect: StoreDialect): Store {
       created_at: time(t.createdAt),
     });
   /** adding an existing id is a no-op (the mediation reference_id is the id: no record twice) */
-  const insertOutbox = (entries: readonly NewOutboxEntry[]): Compilable[] => {
+  const outboxInsert = preparedByCount<Record<string, unknown>>((count) => (p) => {
+    const rows = Array.from({ length: count }, (_, i) => ({ id: p[`id${i}`] as string, topic: p[`topic${i}`] as string, payload: p[`payload${i}`] as string, state: 'pending' as const, attempts: 0, created_at: p.now as Time, updated_at: p.now as Time }));
+    return db.insertInto('outbox').values(rows).onConflict((oc) => oc.column('id').doNothing());
+  });
+  const insertOutbox = (entries: readonly NewOutboxEntry[]): Statement[] => {
     if (entries.length === 0) return [];
-    const now = time(new Date());
-    const rows = entries.map((e) => ({ id: e.id, topic: e.topic, payload: outboxPayloadJson(e), state: 'pending' as const, attempts: 0, created_at: now, updated_at: now }));
-    return [db.insertInto('outbox').values(rows).onConflict((oc) => oc.column('id').doNothing())];
+    const args: Record<string, unknown> = { now: time(new Date()) };
+    entries.forEach((e, i) => Object.assign(args, { [`id${i}`]: e.id, [`topic${i}`]: e.topic, [`payload${i}`]: outboxPayloadJson(e) }));
+    return [outboxInsert(entries.length)(args)];
   };
+  const queuedMark = preparedByCount<Record<string, unknown>>((count) => (p) =>
+    db
+      .updateTable('outbox')
+      .set({ state: 'queued', updated_at: p.now as Time })
+      .where('id', 'in', indexed('id', count).map((name) => p[name] as string))
+      .where('state', 'in', ['pending', 'queued']), // compare-and-set: a delivered or failed entry stays
+  );
 
   return {
     driver: dialect.driver,
@@ -212,12 +236,9 @@ export function createStore(dialect: StoreDialect): Store {
     async markOutboxQueued(ids) {
       open();
       if (ids.length === 0) return 0;
-      const mark = db
-        .updateTable('outbox')
-        .set({ state: 'queued', updated_at: time(new Date()) })
-        .where('id', 'in', [...ids])
-        .where('state', 'in', ['pending', 'queued']); // compare-and-set: a delivered or failed entry stays
-      const [changed] = await write([mark], 'ordered');
+      const args: Record<string, unknown> = { now: time(new Date()) };
+      ids.forEach((id, i) => (args[`id${i}`] = id));
+      const [changed] = await write([queuedMark(ids.length)(args)], 'ordered');
       return changed ?? 0;
     },
     async outboxCounts(topic) {
