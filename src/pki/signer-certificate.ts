@@ -23,13 +23,13 @@ import * as pkijs from 'pkijs';
 import type { KeyedCertificate } from './authority.ts';
 import {
   basicConstraintsExtension,
-  buildName,
+  nameDer,
   issueCertificateAsync,
   keyUsageExtension,
   nameText,
   OID,
   rawExtension,
-  spkiOf,
+  spkiDer,
   type NameAttribute,
 } from './x509.ts';
 import { ISO_3166_ALPHA2, ISO_639_1 } from '../util/iso-codes.ts';
@@ -50,7 +50,12 @@ export type ClaimName = keyof IdentityClaims;
 
 export interface SignerCertificate {
   readonly der: Buffer;
+  /** the pkijs view, parsed from `der` when first read */
   readonly certificate: pkijs.Certificate;
+  /** lowercase hex of the serial number's content octets */
+  readonly serialHex: string;
+  readonly notBefore: Date;
+  readonly notAfter: Date;
   /** the subject as OpenSSL prints it, lines joined by ", " (x509.ts nameText; what the store records) */
   readonly subjectText: string | undefined;
   /** claim names that went into the certificate, in IdentityClaims order */
@@ -403,9 +408,9 @@ export async function mintSignerCertificate(input: MintSignerCertificateInput): 
   const sda = subjectDirectoryAttributesOf(claims, now);
   const pointers = input.issuingCa.signerPointers ?? [];
   const extensions = [...input.profile.constantExtensions(input.keyInQscd === true), ...pointers, ...(sda.extension ? [sda.extension] : [])];
-  const { der, certificate } = await issueCertificateAsync({
-    subject: buildName(subject.attributes),
-    publicKey: spkiOf(input.publicKey),
+  const issued = await issueCertificateAsync({
+    subject: nameDer(subject.attributes),
+    publicKey: spkiDer(input.publicKey),
     issuer: input.issuingCa.issuer,
     keyIdentifiers: true, // subjectKeyIdentifier (RFC 5280 4.2.1.2) and authorityKeyIdentifier
     notBefore: new Date(now.getTime() - BACKDATE_MS),
@@ -414,5 +419,15 @@ export async function mintSignerCertificate(input: MintSignerCertificateInput): 
   });
   const provided = new Set<ClaimName>([...subject.claims, ...sda.claims]);
   const order: readonly ClaimName[] = ['given_name', 'family_name', 'birthdate', 'place_of_birth', 'nationalities', 'address'];
-  return { der, certificate, subjectText: nameText(subject.attributes), providedClaims: order.filter((c) => provided.has(c)) };
+  return {
+    der: issued.der,
+    get certificate() {
+      return issued.certificate; // parsed when first read (x509.ts assemble)
+    },
+    serialHex: issued.serialHex,
+    notBefore: issued.notBefore,
+    notAfter: issued.notAfter,
+    subjectText: nameText(subject.attributes),
+    providedClaims: order.filter((c) => provided.has(c)),
+  };
 }

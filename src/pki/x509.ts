@@ -12,7 +12,7 @@ import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { signatureAlgorithm, SoftwareSigningKey, type SignatureAlgorithm, type SignHash, type SigningKey } from '../crypto/signature.ts';
-import { algorithmIdentifier, bitString, booleanTrue, explicit, integer, integerFromBytes, octetString, oid, sequence, TAG, tlv, utf8String, x509Time } from '../util/der.ts';
+import { algorithmIdentifier, bitString, booleanTrue, children, content, contentOf, explicit, integer, integerFromBytes, octetString, oid, readWhole, sequence, TAG, tlv, utf8String, x509Time } from '../util/der.ts';
 
 export const OID = {
   commonName: '2.5.4.3',
@@ -55,15 +55,20 @@ export interface NameAttribute {
  * valueBeforeDecode, which is what pkijs (and issueCertificate) read back.
  */
 export function buildName(attributes: readonly NameAttribute[]): pkijs.RelativeDistinguishedNames {
-  const printable = (type: string) => type === OID.countryName || type === OID.serialNumber;
   const typesAndValues = attributes.map(
     ({ type, value }) =>
       new pkijs.AttributeTypeAndValue({ type, value: printable(type) ? new asn1js.PrintableString({ value }) : new asn1js.Utf8String({ value }) }),
   );
-  const der = sequence(
+  return new pkijs.RelativeDistinguishedNames({ typesAndValues, valueBeforeDecode: new Uint8Array(nameDer(attributes)).buffer });
+}
+
+const printable = (type: string) => type === OID.countryName || type === OID.serialNumber;
+
+/** The DER of buildName's Name alone, for a certificate request that needs no pkijs view of it (a signer's subject). */
+export function nameDer(attributes: readonly NameAttribute[]): Buffer {
+  return sequence(
     ...attributes.map(({ type, value }) => tlv(TAG.set, sequence(oid(type), printable(type) ? tlv(TAG.printableString, Buffer.from(value, 'latin1')) : utf8String(value)))),
   );
-  return new pkijs.RelativeDistinguishedNames({ typesAndValues, valueBeforeDecode: new Uint8Array(der).buffer });
 }
 
 /** OpenSSL's short names of the attribute types we put into names (what `openssl x509 -subject` prints). */
@@ -164,9 +169,12 @@ function ipBytes(ip: string): ArrayBuffer {
   return new Uint8Array(ip.split('.').map(Number)).buffer;
 }
 
-/** SHA-1 of the subjectPublicKey BIT STRING contents (RFC 5280 4.2.1.2 method 1). */
-export function keyIdentifier(spki: pkijs.PublicKeyInfo): Buffer {
-  return createHash('sha1').update(new Uint8Array(spki.subjectPublicKey.valueBlock.valueHexView)).digest();
+/** SHA-1 of the subjectPublicKey BIT STRING contents (RFC 5280 4.2.1.2 method 1); `spki` parsed or as DER. */
+export function keyIdentifier(spki: pkijs.PublicKeyInfo | Buffer): Buffer {
+  if (!Buffer.isBuffer(spki)) return createHash('sha1').update(new Uint8Array(spki.subjectPublicKey.valueBlock.valueHexView)).digest();
+  const bits = children(spki, readWhole(spki))[1];
+  if (bits?.tag !== TAG.bitString) throw new TypeError('not a SubjectPublicKeyInfo');
+  return createHash('sha1').update(content(spki, bits).subarray(1)).digest(); // past the unused-bits octet
 }
 
 export function rawExtension(extnID: string, value: asn1js.AsnType, critical = false): pkijs.Extension {
@@ -187,23 +195,20 @@ const spkiDerOf = new WeakMap<pkijs.PublicKeyInfo, Buffer>();
  * costs ~0.1-0.3 ms, and the SPKI of a named curve is a fixed prefix and the uncompressed point.
  */
 export function spkiOf(publicKey: KeyObject): pkijs.PublicKeyInfo {
+  const der = spkiDer(publicKey);
+  const info = pkijs.PublicKeyInfo.fromBER(new Uint8Array(der));
+  spkiDerOf.set(info, der);
+  return info;
+}
+
+/** The DER SubjectPublicKeyInfo of a key (spkiOf without the pkijs view: a signer certificate needs none). */
+export function spkiDer(publicKey: KeyObject): Buffer {
   if (publicKey.asymmetricKeyType === 'ec') {
     const jwk = publicKey.export({ format: 'jwk' });
     const curve = EC_CURVES[jwk.crv ?? ''];
-    if (curve) {
-      const point = Buffer.concat([Buffer.from([4]), Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]);
-      const info = new pkijs.PublicKeyInfo({
-        algorithm: new pkijs.AlgorithmIdentifier({ algorithmId: '1.2.840.10045.2.1', algorithmParams: new asn1js.ObjectIdentifier({ value: curve.oid }) }),
-        subjectPublicKey: new asn1js.BitString({ valueHex: point }),
-      });
-      spkiDerOf.set(info, Buffer.concat([curve.prefix, point]));
-      return info;
-    }
+    if (curve) return Buffer.concat([curve.prefix, Buffer.from([4]), Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]);
   }
-  const der = publicKey.export({ type: 'spki', format: 'der' });
-  const info = pkijs.PublicKeyInfo.fromBER(der);
-  spkiDerOf.set(info, der);
-  return info;
+  return publicKey.export({ type: 'spki', format: 'der' });
 }
 
 export interface Issuer {
@@ -215,8 +220,10 @@ export interface Issuer {
 }
 
 export interface CertificateRequest {
-  readonly subject: pkijs.RelativeDistinguishedNames;
-  readonly publicKey: pkijs.PublicKeyInfo;
+  /** the subject Name, parsed or as DER */
+  readonly subject: pkijs.RelativeDistinguishedNames | Buffer;
+  /** the SubjectPublicKeyInfo, parsed or as DER */
+  readonly publicKey: pkijs.PublicKeyInfo | Buffer;
   /** undefined: self-signed with `selfSignKey` */
   readonly issuer?: Issuer;
   readonly selfSignKey?: KeyObject | SigningKey;
@@ -257,7 +264,8 @@ const extensionDers = new WeakMap<pkijs.Extension, Buffer>();
 const nameDers = new WeakMap<pkijs.RelativeDistinguishedNames, Buffer>();
 const authorityKeyIds = new Map<string, Buffer>();
 
-function nameDer(name: pkijs.RelativeDistinguishedNames): Buffer {
+function nameDerOf(name: pkijs.RelativeDistinguishedNames | Buffer): Buffer {
+  if (Buffer.isBuffer(name)) return name;
   return memo(nameDers, name, () => (name.valueBeforeDecode.byteLength ? name.valueBeforeDecode : name.toSchema().toBER()));
 }
 
@@ -279,7 +287,12 @@ function authorityKeyIdentifierDer(keyId: Buffer): Buffer {
 
 export interface IssuedCertificate {
   readonly der: Buffer;
+  /** the pkijs view, made from `der` when first read (nothing on the signDoc path reads it) */
   readonly certificate: pkijs.Certificate;
+  /** lowercase hex of the serial number's content octets (the store's and OCSP's form) */
+  readonly serialHex: string;
+  readonly notBefore: Date;
+  readonly notAfter: Date;
 }
 
 /** The key a request is signed with: the issuer's, or the self-signing one. */
@@ -297,14 +310,14 @@ export function issueCertificate(req: CertificateRequest): IssuedCertificate {
   const key = signingKeyOf(req);
   if (!(key instanceof SoftwareSigningKey)) throw new TypeError('issueCertificate signs with software keys only: use issueCertificateAsync');
   const tbs = toBeSigned(req, key);
-  return assemble(req, tbs, key.signSync(tbs.alg.hash, tbs.der));
+  return assemble(tbs, key.signSync(tbs.alg.hash, tbs.der));
 }
 
 /** A certificate signed by its issuer's key wherever that lives (a per-request signer certificate, pki init). */
 export async function issueCertificateAsync(req: CertificateRequest): Promise<IssuedCertificate> {
   const key = signingKeyOf(req);
   const tbs = toBeSigned(req, key);
-  return assemble(req, tbs, await key.sign(tbs.alg.hash, tbs.der));
+  return assemble(tbs, await key.sign(tbs.alg.hash, tbs.der));
 }
 
 interface ToBeSigned {
@@ -314,7 +327,6 @@ interface ToBeSigned {
   readonly serial: Buffer;
   readonly notBefore: Date;
   readonly notAfter: Date;
-  readonly issuerName: pkijs.RelativeDistinguishedNames;
 }
 
 /** TBSCertificate (RFC 5280 4.1) */
@@ -338,34 +350,30 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
     explicit(0, integer(2)), // version v3
     integerFromBytes(serial),
     algIdDer,
-    nameDer(issuerName),
+    nameDerOf(issuerName),
     sequence(x509Time(notBefore), x509Time(notAfter)),
-    nameDer(req.subject),
-    memo(spkiDerOf, req.publicKey, () => req.publicKey.toSchema().toBER()),
+    nameDerOf(req.subject),
+    Buffer.isBuffer(req.publicKey) ? req.publicKey : memo(spkiDerOf, req.publicKey, () => (req.publicKey as pkijs.PublicKeyInfo).toSchema().toBER()),
     ...(extensionDers_.length ? [explicit(3, sequence(...extensionDers_))] : []),
   );
-  return { der: tbs, alg, algIdDer, serial, notBefore, notAfter, issuerName };
+  return { der: tbs, alg, algIdDer, serial, notBefore, notAfter };
 }
 
-/** Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signatureValue }, and the pkijs view of it */
-function assemble(req: CertificateRequest, tbs: ToBeSigned, signature: Buffer): IssuedCertificate {
-  const { alg, serial, notBefore, notAfter, issuerName } = tbs;
+/**
+ * Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signatureValue }. The pkijs view is parsed from
+ * the DER when someone reads it: building it from asn1js objects on every signDoc cost ~0.1 ms, and what the
+ * pipeline needs of a certificate (serial, validity) it knows already.
+ */
+function assemble(tbs: ToBeSigned, signature: Buffer): IssuedCertificate {
   const der = sequence(tbs.der, tbs.algIdDer, bitString(signature));
-  const algId = toAlgorithmIdentifier(alg.oid, alg.nullParams);
-  const timeType = (d: Date) => (d.getUTCFullYear() >= 2050 ? 1 : 0);
-  const certificate = new pkijs.Certificate({
-    version: 2,
-    serialNumber: new asn1js.Integer({ valueHex: serial }),
-    signature: algId,
-    issuer: issuerName,
-    notBefore: new pkijs.Time({ type: timeType(notBefore), value: notBefore }),
-    notAfter: new pkijs.Time({ type: timeType(notAfter), value: notAfter }),
-    subject: req.subject,
-    subjectPublicKeyInfo: req.publicKey,
-    extensions: [...req.extensions],
-    signatureAlgorithm: algId,
-    signatureValue: new asn1js.BitString({ valueHex: signature }),
-  });
-  certificate.tbsView = new Uint8Array(tbs.der);
-  return { der, certificate };
+  let view: pkijs.Certificate | undefined;
+  return {
+    der,
+    get certificate() {
+      return (view ??= pkijs.Certificate.fromBER(new Uint8Array(der)));
+    },
+    serialHex: contentOf(integerFromBytes(tbs.serial)).toString('hex'),
+    notBefore: tbs.notBefore,
+    notAfter: tbs.notAfter,
+  };
 }

@@ -12,7 +12,7 @@ import { describeLocation, KeyCustodyUnavailable, type KeyCustody, type SignerKe
 import type { SignerAlgorithm } from '../pki/keys.ts';
 import { mintSignerCertificate, type SignerCertificate, type SignerProfile } from '../pki/signer-certificate.ts';
 import { reportSignature, type MediationReporting } from '../mediation/report.ts';
-import { issuedCertificateRecord, serialHexOf } from '../store/records.ts';
+import { issuedCertificateRecord } from '../store/records.ts';
 import type { DocumentClaim, KeptSignature, SigningTransaction, Store } from '../store/types.ts';
 import { x5tS256 } from '../trust/fingerprint.ts';
 import { validateSad, type SadContext } from '../trust/sad.ts';
@@ -94,7 +94,8 @@ async function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDoc
  */
 async function recordEvidence(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<void> {
   const now = new Date();
-  const certificate = issuedCertificateRecord({ certificate: signer.certificate.certificate, der: signer.certificate.der, subjectText: signer.certificate.subjectText, issuerKeyId: deps.issuingCa.issuer.keyId, txn: consent.txn, issuedAt: now });
+  const { der, serialHex, notBefore, notAfter, subjectText } = signer.certificate;
+  const certificate = issuedCertificateRecord({ der, serialHex, notBefore, notAfter, subjectText, issuerKeyId: deps.issuingCa.issuer.keyId, txn: consent.txn, issuedAt: now });
   const transaction: SigningTransaction = {
     txn: consent.txn,
     iss: consent.issuer,
@@ -162,7 +163,7 @@ function report(introspection: Introspection, consent: Consent, request: ParsedS
   const certificate = signer.certificate;
   const kept = signed.SignatureObject.map((signature, i) => ({ hash: claim.hashes[i]!, signature, revocation: signed.revocationInfo ?? null }));
   return reportSignature(
-    { txn, issuer, clientId, clientState, authorizationDetails: introspection.payload.authorization_details, credentialID: request.body.credentialID, hashes: request.hashes, providedClaims: certificate.providedClaims, certificateSerialHex: serialHexOf(certificate.certificate), deliveryTime: new Date() },
+    { txn, issuer, clientId, clientState, authorizationDetails: introspection.payload.authorization_details, credentialID: request.body.credentialID, hashes: request.hashes, providedClaims: certificate.providedClaims, certificateSerialHex: certificate.serialHex, deliveryTime: new Date() },
     deps,
     { claim, signatures: kept },
   );

@@ -3,16 +3,10 @@
  * write. Kept apart from the drivers so SQLite and PostgreSQL accept and refuse exactly the same input.
  */
 import { X509Certificate } from 'node:crypto';
-import type * as pkijs from 'pkijs';
 import type { IssuedCertificate, NewOutboxEntry, RecordSigningInput, RevocationReason } from './types.ts';
 import { REVOCATION_REASONS } from './types.ts';
 
 const HEX = /^[0-9a-f]+$/;
-
-/** lowercase hex of the DER INTEGER content bytes, as an OCSP CertID carries it */
-export function serialHexOf(certificate: pkijs.Certificate): string {
-  return Buffer.from(certificate.serialNumber.valueBlock.valueHexView).toString('hex');
-}
 
 /**
  * The store's record of a certificate we issued. The subject text is what OpenSSL prints (node:crypto
@@ -20,14 +14,23 @@ export function serialHexOf(certificate: pkijs.Certificate): string {
  * signDoc path passes `subjectText` from the builder (pki/x509.ts nameText, tested against OpenSSL) instead
  * of parsing the certificate it just built; without it, OpenSSL formats it here.
  */
-export function issuedCertificateRecord(input: { certificate: pkijs.Certificate; der: Buffer; issuerKeyId: Buffer; txn: string | null; issuedAt: Date; subjectText?: string | undefined }): IssuedCertificate {
+export function issuedCertificateRecord(input: {
+  der: Buffer;
+  serialHex: string;
+  notBefore: Date;
+  notAfter: Date;
+  issuerKeyId: Buffer;
+  txn: string | null;
+  issuedAt: Date;
+  subjectText?: string | undefined;
+}): IssuedCertificate {
   const subject = input.subjectText ?? new X509Certificate(input.der).subject.split('\n').join(', ');
   return {
-    serialHex: serialHexOf(input.certificate),
+    serialHex: input.serialHex,
     issuerKeyId: input.issuerKeyId.toString('hex'),
     subject,
-    notBefore: input.certificate.notBefore.value,
-    notAfter: input.certificate.notAfter.value,
+    notBefore: input.notBefore,
+    notAfter: input.notAfter,
     issuedAt: input.issuedAt,
     txn: input.txn,
     der: input.der,
