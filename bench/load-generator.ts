@@ -1,7 +1,7 @@
 /**
  * The benchmark's load generator, a child process of bench/sign-doc.bench.ts (so its TLS client work and
  * JSON handling never land on the QTSP's CPU). Driven over IPC:
- *   {type:'prefetch', count, hashes, level}  obtain `count` SADs from the sandbox's AS, each for its own fresh
+ *   {type:'prefetch', count, hashes, level, format?}  obtain `count` SADs from the sandbox's AS, each for its own fresh
  *                                            random document digests (one consent per signDoc call: a SAD is
  *                                            never reused), before any signDoc is timed
  *   {type:'run', concurrency} | {type:'run', rate}
@@ -25,7 +25,7 @@ export interface LoadGeneratorSetup {
 }
 
 export type LoadCommand =
-  | { type: 'prefetch'; count: number; hashes: number; level: string; parallel: number }
+  | { type: 'prefetch'; count: number; hashes: number; level: string; parallel: number; format?: string }
   | { type: 'run'; concurrency: number; rate?: undefined }
   | { type: 'run'; rate: number; concurrency?: undefined }
   | { type: 'exit' };
@@ -59,7 +59,7 @@ async function prefetch(cmd: Extract<LoadCommand, { type: 'prefetch' }>): Promis
       next++;
       const hashes = Array.from({ length: cmd.hashes }, () => randomBytes(32).toString('base64'));
       const auth = await authorizeSigning(setup.endpoints, { documentDigests: hashes.map((hash, i) => ({ hash, label: `bench-${i}` })), hashAlgorithmOID: SHA256.oid }, { agent });
-      const body = { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: SHA256.oid }, profile: PROFILE, signature_format: 'C', conformance_level: cmd.level };
+      const body = { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: SHA256.oid }, profile: PROFILE, signature_format: cmd.format ?? 'C', conformance_level: cmd.level };
       bodies.push(Buffer.from(JSON.stringify(body)));
     }
   };

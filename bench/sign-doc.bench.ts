@@ -9,7 +9,8 @@
  * served is its cost per signDoc. Then, in this process, the step costs of the pipeline and the raw
  * node:crypto floor of the same operations, and the ratios between them. Figures only: it never fails on timing.
  *
- *   npm run bench                       quick mode (about a minute): B-B, B-T, B-LT x 1 and 10 hashes, software keys
+ *   npm run bench                       quick mode (about four minutes): CAdES B-B, B-T, B-LT, B-LTA x 1 and 10 hashes,
+ *                                       PAdES B-B, B-T, B-LT and XAdES B-B, B-T with one hash; software keys
  *   npm run bench -- --full             more calls per row, and the half-load latency run for every row
  *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a run of the first level and hash count (B-B, one hash), written as a
  *                                       .cpuprofile in profiles/ (Chrome DevTools or speedscope) and summarised per
@@ -17,7 +18,7 @@
  *   npm run bench -- --workers N        the QTSP with server.workers = N (one process per core) beside the
  *                                       single-process figures
  * Environment: BENCH_REQUESTS (calls per one-hash row), BENCH_CONCURRENCY (closed-loop connections, default 8),
- * BENCH_LEVELS (e.g. AdES-B-B,AdES-B-T), BENCH_HASHES (e.g. 1,10), BENCH_KEYS (software[,softhsm]),
+ * BENCH_LEVELS (e.g. AdES-B-B,AdES-B-T,P:AdES-B-T,X:AdES-B-B), BENCH_HASHES (e.g. 1,10), BENCH_KEYS (software[,softhsm]),
  * BENCH_WORKER=inprocess (the delivery workers inside the QTSP process; default: off, as a deployment runs
  * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000), BENCH_WARMUP (signDoc calls
  * before the first row, default 2000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_STDOUT (a file for
@@ -61,7 +62,13 @@ const { values: flags } = parseArgs({ options: { full: { type: 'boolean', defaul
 const FULL = flags.full!;
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? (FULL ? 2000 : 300));
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
-const LEVELS = (process.env.BENCH_LEVELS ?? 'AdES-B-B,AdES-B-T,AdES-B-LT').split(',');
+/** signature cases: a level (CAdES), or FORMAT:level for PAdES (P) and XAdES (X) */
+const LEVELS = (process.env.BENCH_LEVELS ?? 'AdES-B-B,AdES-B-T,AdES-B-LT,AdES-B-LTA,P:AdES-B-B,P:AdES-B-T,P:AdES-B-LT,X:AdES-B-B,X:AdES-B-T').split(',');
+/** the format and conformance level of a case of LEVELS */
+const caseOf = (entry: string) => {
+  const [format, level] = entry.includes(':') ? (entry.split(':') as [string, string]) : ['C', entry];
+  return { format, level };
+};
 const HASHES = (process.env.BENCH_HASHES ?? '1,10').split(',').map(Number);
 const KEYS = (process.env.BENCH_KEYS ?? 'software').split(',');
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
@@ -220,8 +227,8 @@ type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
 
 type Measured = RunResult & { qtspCpuMs: number; qtspThreadsMs: { main: number; store: number; other: number; otherByName: Record<string, number> }; sandboxCpuMs: number; loadCpuMs: number };
 
-async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: number }, level: string, hashes: number, count: number, run: Extract<LoadCommand, { type: 'run' }>): Promise<Measured> {
-  await load.send({ type: 'prefetch', count, hashes, level, parallel: 4 });
+async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: number }, entry: string, hashes: number, count: number, run: Extract<LoadCommand, { type: 'run' }>): Promise<Measured> {
+  await load.send({ type: 'prefetch', count, hashes, ...caseOf(entry), parallel: 4 });
   const q0 = treeCpuSeconds(pids.qtsp);
   const s0 = treeCpuSeconds(pids.sandbox);
   const l0 = treeCpuSeconds(load.pid);
@@ -351,7 +358,8 @@ const pad = (s: string, n: number) => s.padStart(n);
 const SIGNATURES_PER_HASH: Readonly<Record<string, number>> = { 'AdES-B-B': 1, 'AdES-B-T': 2, 'AdES-B-LT': 2, 'AdES-B-LTA': 3 };
 
 /** the raw node:crypto cost of the signatures and checks one signDoc of this level and hash count needs */
-function cryptoFloor(floor: StepCosts['floor'], level: string, hashes: number): number {
+function cryptoFloor(floor: StepCosts['floor'], entry: string, hashes: number): number {
+  const { level } = caseOf(entry);
   const perRequest = level === 'AdES-B-LT' || level === 'AdES-B-LTA' ? floor.perHash : 0;
   return floor.signDoc + perRequest + (hashes * (SIGNATURES_PER_HASH[level] ?? 1) - 1) * floor.perHash;
 }
@@ -392,8 +400,8 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       const many = rows.find((r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes > 1 && r.workers === 1);
       if (!one || !many?.saturated) continue;
       const extra = (many.saturated.qtspCpuMs - one.qtspCpuMs) / (many.hashes - 1);
-      const perHash = floor.perHash * (SIGNATURES_PER_HASH[level] ?? 1);
-      console.log(`each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / perHash, 1)} x the signing floor (${SIGNATURES_PER_HASH[level] ?? 1} x ECDSA sign ${f(floor.perHash, 3)} ms)`);
+      const signatures = SIGNATURES_PER_HASH[caseOf(level).level] ?? 1;
+      console.log(`each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / (floor.perHash * signatures), 1)} x the signing floor (${signatures} x ECDSA sign ${f(floor.perHash, 3)} ms)`);
     }
   }
 }
@@ -437,8 +445,11 @@ async function main(): Promise<void> {
         // warm-up: JIT, caches (IDP list, AS metadata and keys), connections
         await measure(load, pids, 'AdES-B-B', 1, WARMUP, { type: 'run', concurrency: CONCURRENCY });
         for (const level of levels) {
-          for (const hashes of hashesList) {
-            const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes)));
+          // PAdES and XAdES: one hash count (the per-hash figures are CAdES's)
+          for (const hashes of caseOf(level).format === 'C' ? hashesList : hashesList.slice(0, 1)) {
+            // B-LT and B-LTA wait for revocation data issued after the time-stamp (up to a second per call): fewer calls
+            const latencyBound = /-LTA?$/.test(level);
+            const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes) / (latencyBound ? 3 : 1)));
             // the code paths of this level and hash count warm up too (the first warm-up ran B-B, one hash)
             if (level !== 'AdES-B-B' || hashes !== 1) await measure(load, pids, level, hashes, Math.max(50, Math.round(count / 3)), { type: 'run', concurrency: CONCURRENCY });
             const saturated = await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
@@ -454,7 +465,7 @@ async function main(): Promise<void> {
         if (flags.profile && workers === 1 && keys === 'software' && !postgresUrl) {
           mkdirSync(join(process.cwd(), 'profiles'), { recursive: true });
           profileFile = join(process.cwd(), 'profiles', `qtsp-signdoc-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
-          await load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, level: LEVELS[0]!, parallel: 4 });
+          await load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
           await qtsp.command({ type: 'profile-start', intervalUs: 200 });
           const r = (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
           await qtsp.command({ type: 'profile-stop', file: profileFile });
