@@ -86,9 +86,16 @@ function attribute(type: string, value: Buffer): CmsAttribute {
 // ---------------------------------------------------------------------------------------------------------
 // Signed attributes (RFC 5652 5.3, 11; RFC 5035; EN 319 122-1 5.2)
 
+const contentTypes = new Map<string, CmsAttribute>();
+
 /** content-type: id-data for signatures over documents, id-ct-TSTInfo in a time-stamp token (RFC 3161 2.4.2) */
 export function contentTypeAttribute(contentType: string = CMS_OID.data): CmsAttribute {
-  return attribute(CMS_OID.contentType, oid(contentType));
+  let attr = contentTypes.get(contentType);
+  if (!attr) {
+    attr = attribute(CMS_OID.contentType, oid(contentType));
+    contentTypes.set(contentType, attr);
+  }
+  return attr;
 }
 
 export function messageDigestAttribute(hash: Uint8Array): CmsAttribute {
@@ -100,17 +107,7 @@ export function signingTimeAttribute(time: Date): CmsAttribute {
   return attribute(CMS_OID.signingTime, x509Time(time));
 }
 
-const certificateHashes = new WeakMap<Buffer, Buffer>();
-
-/** SHA-256 of a certificate, once per certificate (a request's hashes share the signer's, every token the TSA's) */
-function certificateHash(der: Buffer): Buffer {
-  let hash = certificateHashes.get(der);
-  if (!hash) {
-    hash = createHash('sha256').update(der).digest();
-    certificateHashes.set(der, hash);
-  }
-  return hash;
-}
+const signingCertificates = new WeakMap<Buffer, CmsAttribute>();
 
 /**
  * signing-certificate-v2 (RFC 5035 5.4, EN 319 122-1 5.2.2.3):
@@ -119,7 +116,14 @@ function certificateHash(der: Buffer): Buffer {
  * hashAlgorithm is omitted: the hash is SHA-256, the DEFAULT, and DER leaves DEFAULT values out.
  */
 export function signingCertificateV2Attribute(signer: { readonly der: Buffer }): CmsAttribute {
-  return attribute(CMS_OID.signingCertificateV2, sequence(sequence(sequence(octetString(certificateHash(signer.der)), issuerSerial(signer.der)))));
+  // once per certificate: a request's hashes share the signer's, every time-stamp token the TSA's
+  let attr = signingCertificates.get(signer.der);
+  if (!attr) {
+    const certHash = createHash('sha256').update(signer.der).digest();
+    attr = attribute(CMS_OID.signingCertificateV2, sequence(sequence(sequence(octetString(certHash), issuerSerial(signer.der)))));
+    signingCertificates.set(signer.der, attr);
+  }
+  return attr;
 }
 
 /** The signed attributes of a baseline B-B signature: EN 319 122-1 6.3 (CAdES) and EN 319 142-1 6.3 (PAdES). */

@@ -203,8 +203,8 @@ function parseJsonBody(chunks: Buffer[]): unknown {
 }
 
 function sendJson(res: http.ServerResponse, status: number, headers: Record<string, string>, body: unknown): void {
-  const json = JSON.stringify(body);
-  res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) });
+  const json = Buffer.from(JSON.stringify(body), 'utf8'); // encoded once: its length and the bytes sent
+  res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': json.length });
   res.end(json);
 }
 
