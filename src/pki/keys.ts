@@ -5,7 +5,7 @@
  * (signingKeyFor), which OpenSSL refuses to use for PKCS#1 v1.5, so no builder can sign PKCS#1 v1.5 with a key
  * the request asked to use for PSS, or label a PSS signature as PKCS#1 v1.5.
  */
-import { createPrivateKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { createECDH, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { keyAlgorithmOf, type KeyAlgorithm, type SignatureScheme } from '../crypto/signature.ts';
 
 export { keyAlgorithmOf, type KeyAlgorithm, type SignatureScheme };
@@ -29,14 +29,55 @@ export interface KeyPair {
   readonly publicKey: KeyObject;
 }
 
-/** A fresh key pair, synchronously: ~0.05 ms for EC, ~400 ms for RSA-3072 (signer RSA keys come from key-pool.ts). */
+/** A fresh key pair, synchronously: ~0.1 ms for EC, ~400 ms for RSA-3072 (signer RSA keys come from key-pool.ts). */
 export function generateKeyPair(algorithm: KeyAlgorithm): KeyPair {
   if (algorithm === 'RSA-3072') {
     const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 3072 });
     return { algorithm, privateKey, publicKey };
   }
-  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: algorithm });
-  return { algorithm, privateKey, publicKey };
+  return generateEcKeyPair(algorithm);
+}
+
+const EC_CURVES: Readonly<Record<'P-256' | 'P-384', { readonly openssl: string; readonly bytes: number }>> = {
+  'P-256': { openssl: 'prime256v1', bytes: 32 },
+  'P-384': { openssl: 'secp384r1', bytes: 48 },
+};
+
+/** The uncompressed public point (0x04 || X || Y) of EC public keys made by generateKeyPair. */
+const ecPoints = new WeakMap<KeyObject, Buffer>();
+
+/** The uncompressed point of an EC public key from generateKeyPair, known without reading the key; else undefined. */
+export function ecPublicPoint(publicKey: KeyObject): Buffer | undefined {
+  return ecPoints.get(publicKey);
+}
+
+/**
+ * EC key pairs are made with ECDH.generateKeys (the same OpenSSL key generation) and imported, not with
+ * generateKeyPairSync. Node 20's EC generation leaves a KeyGenJob for the garbage collector whose destructor takes
+ * the key's mutex, while reading a fresh key (export, asymmetricKeyDetails) holds that mutex and allocates: a
+ * collection at that moment deadlocks the event loop for good. Issue 12's benchmark caught it (main thread in
+ * futex_wait, ~KeyGenJob called from GetEcKeyDetail's allocation); signDoc reads every fresh signer key for its
+ * certificate, so under load it was a matter of time. Imported keys have no job, and the public point is kept
+ * (ecPublicPoint), so the certificate needs no export at all.
+ */
+function generateEcKeyPair(algorithm: 'P-256' | 'P-384'): KeyPair {
+  const curve = EC_CURVES[algorithm];
+  const ecdh = createECDH(curve.openssl);
+  const point = ecdh.generateKeys();
+  const raw = ecdh.getPrivateKey(); // without leading zero octets
+  const scalar = Buffer.alloc(curve.bytes); // the private scalar at full length (RFC 7518 6.2.2.1)
+  raw.copy(scalar, curve.bytes - raw.length);
+  raw.fill(0);
+  const x = point.subarray(1, 1 + curve.bytes).toString('base64url');
+  const y = point.subarray(1 + curve.bytes).toString('base64url');
+  try {
+    const privateKey = createPrivateKey({ key: { kty: 'EC', crv: algorithm, x, y, d: scalar.toString('base64url') }, format: 'jwk' });
+    const publicKey = createPublicKey({ key: { kty: 'EC', crv: algorithm, x, y }, format: 'jwk' });
+    ecPoints.set(publicKey, point);
+    return { algorithm, privateKey, publicKey };
+  } finally {
+    scalar.fill(0);
+  }
 }
 
 /** The hash a key of this type signs with by default (certificates and CMS). */

@@ -11,6 +11,7 @@
 import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
+import { ecPublicPoint } from './keys.ts';
 import { signatureAlgorithm, SoftwareSigningKey, type SignatureAlgorithm, type SignHash, type SigningKey } from '../crypto/signature.ts';
 import { algorithmIdentifier, bitString, booleanTrue, children, content, contentOf, explicit, integer, integerFromBytes, octetString, oid, readWhole, sequence, TAG, tlv, utf8String, x509Time } from '../util/der.ts';
 
@@ -203,6 +204,11 @@ export function spkiOf(publicKey: KeyObject): pkijs.PublicKeyInfo {
 
 /** The DER SubjectPublicKeyInfo of a key (spkiOf without the pkijs view: a signer certificate needs none). */
 export function spkiDer(publicKey: KeyObject): Buffer {
+  const point = ecPublicPoint(publicKey); // a key of generateKeyPair: nothing to read from it (keys.ts)
+  if (point) {
+    const curve = point.length === 65 ? EC_CURVES['P-256']! : point.length === 97 ? EC_CURVES['P-384'] : undefined;
+    if (curve) return Buffer.concat([curve.prefix, point]);
+  }
   if (publicKey.asymmetricKeyType === 'ec') {
     const jwk = publicKey.export({ format: 'jwk' });
     const curve = EC_CURVES[jwk.crv ?? ''];
