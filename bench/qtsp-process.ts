@@ -2,29 +2,53 @@
  * The QTSP as the benchmark runs it: exactly `qtsp serve` (configuration from QTSP_* variables), in its own
  * process, plus two IPC commands from bench/sign-doc.bench.ts so a CPU profile covers only the measured calls:
  *   {type:'profile-start', intervalUs}  start the V8 sampling profiler (what `node --cpu-prof` uses)
- *   {type:'profile-stop', file}         stop it and write the .cpuprofile (Chrome DevTools / speedscope format)
+ *   {type:'profile-stop', file}         stop it and write the .cpuprofile (Chrome DevTools / speedscope format);
+ *                                       with BENCH_HEAP_SAMPLING set, an allocation profile of the same span too
+ *   {type:'delay-start'}                start sampling the event loop's delay (perf_hooks, 1 ms resolution)
+ *   {type:'delay-stop'}                 stop it and answer its p50, p99 and max in ms: how long the event loop was
+ *                                       blocked when a call arrived, which the half-load latency tail is compared with
  * In cluster mode (server.workers > 1) only the primary answers; the workers run `qtsp serve` as usual.
  */
 import cluster from 'node:cluster';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { runServe } from '../src/cli/serve.ts';
 
-type ProfileCommand = { type: 'profile-start'; intervalUs: number } | { type: 'profile-stop'; file: string };
+type ProfileCommand = { type: 'profile-start'; intervalUs: number } | { type: 'profile-stop'; file: string } | { type: 'delay-start' } | { type: 'delay-stop' };
 
 if (cluster.isPrimary && process.send) {
   const session = new Session();
   session.connect();
+  let delay: IntervalHistogram | undefined;
   process.on('message', (msg: ProfileCommand) => {
+    if (msg.type === 'delay-start') {
+      delay = monitorEventLoopDelay({ resolution: 1 });
+      delay.enable();
+      process.send!({ type: 'delay-started' });
+      return;
+    }
+    if (msg.type === 'delay-stop') {
+      delay?.disable();
+      const ms = (ns: number) => ns / 1e6;
+      process.send!({ type: 'delay', p50: ms(delay?.percentile(50) ?? NaN), p99: ms(delay?.percentile(99) ?? NaN), max: ms(delay?.max ?? NaN) });
+      delay = undefined;
+      return;
+    }
     const work =
       msg.type === 'profile-start'
         ? (async () => {
             await session.post('Profiler.enable');
             await session.post('Profiler.setSamplingInterval', { interval: msg.intervalUs });
             await session.post('Profiler.start');
+            if (process.env.BENCH_HEAP_SAMPLING) await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
             return { type: 'profile-started' };
           })()
         : (async () => {
+            if (process.env.BENCH_HEAP_SAMPLING) {
+              const { profile: heap } = await session.post('HeapProfiler.stopSampling');
+              writeFileSync(msg.file.replace(/\.cpuprofile$/, '.heapprofile'), JSON.stringify(heap));
+            }
             const { profile } = await session.post('Profiler.stop');
             writeFileSync(msg.file, JSON.stringify(profile));
             return { type: 'profile-written', file: msg.file };

@@ -22,7 +22,10 @@
  * BENCH_WORKER=inprocess (the delivery workers inside the QTSP process; default: off, as a deployment runs
  * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000), BENCH_WARMUP (signDoc calls
  * before the first row, default 2000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_STDOUT (a file for
- * what the QTSP process prints, such as those traces).
+ * what the QTSP process prints, such as those traces), BENCH_HEAP_SAMPLING=1 (with --profile: also a V8 allocation
+ * profile of the same calls, collected objects included, as a .heapprofile beside the .cpuprofile).
+ * The half-load run of B-B one hash is run against the transport floor too, at the same offered rate: the latency
+ * any service gets from this machine, sandbox and load generator; the QTSP's event-loop delay is printed beside its own.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
@@ -219,8 +222,15 @@ interface Row {
   readonly hashes: number;
   readonly workers: number;
   readonly saturated?: Measured;
-  readonly halfLoad?: RunResult & { rate: number };
+  readonly halfLoad?: RunResult & { rate: number; delay?: EventLoopDelay };
   readonly note?: string;
+}
+
+/** the QTSP event loop's delay during a run, ms (bench/qtsp-process.ts delay-stop) */
+interface EventLoopDelay {
+  readonly p50: number;
+  readonly p99: number;
+  readonly max: number;
 }
 
 type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
@@ -248,13 +258,18 @@ async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: numbe
  * The transport floor (bench/transport-floor.ts): the same load, bodies and TLS against a process that only
  * carries signDoc's traffic (mTLS in, one introspection call out, an answer of the same size), CPU per call.
  */
-async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: SandboxInfo }): Promise<Measured> {
+async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: SandboxInfo }, halfLoadRate?: number): Promise<Measured & { halfLoad?: RunResult & { rate: number } }> {
   const floor = await startQtspProcess(input, { BENCH_FLOOR_ISSUER: sandbox.info.endpoints.issuer }, 'transport-floor.ts');
   const load = await startLoadGenerator(sandbox.info, floor.signDocUrl);
   const pids = { qtsp: floor.pid, sandbox: sandbox.pid };
   try {
     await measure(load, pids, 'AdES-B-B', 1, WARMUP, { type: 'run', concurrency: CONCURRENCY }); // warm-up, as the QTSP's
-    return await measure(load, pids, 'AdES-B-B', 1, REQUESTS, { type: 'run', concurrency: CONCURRENCY });
+    const saturated = await measure(load, pids, 'AdES-B-B', 1, REQUESTS, { type: 'run', concurrency: CONCURRENCY });
+    if (halfLoadRate === undefined) return saturated;
+    // the latency baseline: the same open loop, at the rate the QTSP's half-load run was offered, with the same
+    // sandbox and load generator on the same cores; what the QTSP adds to the tail is the difference
+    const halfLoad = await measure(load, pids, 'AdES-B-B', 1, Math.max(50, Math.round(halfLoadRate * (FULL ? 10 : 4))), { type: 'run', rate: halfLoadRate });
+    return { ...saturated, halfLoad: { ...halfLoad, rate: halfLoadRate } };
   } finally {
     await load.stop();
     await floor.stop();
@@ -392,6 +407,7 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
     for (const r of half) {
       const h = r.halfLoad!;
       console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): ${f(h.rate, 1)}/s offered, p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed)`);
+      if (h.delay) console.log(`      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms`);
     }
   }
   for (const keys of KEYS) {
@@ -456,8 +472,11 @@ async function main(): Promise<void> {
             let halfLoad: Row['halfLoad'];
             if (halfLoadFor(level, hashes) && saturated.ok > 0) {
               const rate = (saturated.ok / saturated.wallMs) * 1000 * 0.5;
+              // the event loop's delay beside the latency: a tail the QTSP's own blocking explains shows in both
+              if (workers === 1) await qtsp.command({ type: 'delay-start' });
               const r = await measure(load, pids, level, hashes, Math.max(50, Math.round(rate * (FULL ? 10 : 4))), { type: 'run', rate });
-              halfLoad = { ...r, rate };
+              const delay = workers === 1 ? ((await qtsp.command({ type: 'delay-stop' })) as unknown as EventLoopDelay) : undefined;
+              halfLoad = { ...r, rate, ...(delay ? { delay } : {}) };
             }
             rows.push({ keys, store, level, hashes, workers, saturated, ...(halfLoad ? { halfLoad } : {}) });
           }
@@ -477,7 +496,8 @@ async function main(): Promise<void> {
       }
     };
     for (const keys of KEYS) await runAll(keys, 1, LEVELS, HASHES, (level, hashes) => FULL || (level === 'AdES-B-B' && hashes === 1));
-    const transport = LEVELS.includes('AdES-B-B') && HASHES.includes(1) ? await transportFloor(input, sandbox) : undefined;
+    const bbHalfLoad = rows.find((r) => r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1)?.halfLoad;
+    const transport = LEVELS.includes('AdES-B-B') && HASHES.includes(1) ? await transportFloor(input, sandbox, bbHalfLoad?.rate) : undefined;
     if (WORKERS && WORKERS > 1) {
       // several processes need PostgreSQL (serve-cluster.ts): the gain is shown against one process on the same store
       const pg = await startPostgres();
@@ -501,6 +521,8 @@ async function main(): Promise<void> {
     if (transport) {
       console.log(`transport floor (bench/transport-floor.ts: mTLS POST in, JSON, one kept-alive mTLS introspection call out, an answer of the same size; no QTSP logic): ${f(transport.qtspCpuMs, 3)} ms CPU per call (${f((transport.ok / transport.wallMs) * 1000, 1)} calls/s, ${transport.ok}/${transport.failed} ok/failed)`);
       if (transport.firstFailure) console.log(`    first failure: ${transport.firstFailure}`);
+      const h = transport.halfLoad;
+      if (h) console.log(`  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`);
       if (bb) {
         const floors = transport.qtspCpuMs + steps.floor.signDoc;
         console.log(`  B-B one-hash signDoc = ${f(bb.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); the QTSP's own work above them: ${f(bb.qtspCpuMs - floors, 3)} ms`);
