@@ -14,6 +14,7 @@ for (const algorithm of ['P-256', 'P-384'] as const) {
     for (let i = 0; i < 200; i++) {
       const keys = generateKeyPair(algorithm);
       assert.equal(keyAlgorithmOf(keys.privateKey), algorithm);
+      assert.equal(keys.publicKey.type, 'public');
       const data = randomBytes(64);
       assert.ok(verify('sha256', data, keys.publicKey, sign('sha256', data, keys.privateKey)));
       const jwk = keys.publicKey.export({ format: 'jwk' });
