@@ -21,7 +21,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, SqliteDriver, sql, type DatabaseConnection } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import type { Writer } from './group-commit.ts';
 import { startWriterThread } from './sqlite-writer.ts';
@@ -52,8 +52,8 @@ export interface StoreDialect {
  * must leave nothing behind).
  */
 class SqliteStoreDialect extends SqliteDialect {
-  readonly #database: Database.Database;
-  constructor(database: Database.Database) {
+  readonly #database: SqliteDatabase;
+  constructor(database: SqliteDatabase) {
     super({ database });
     this.#database = database;
   }
@@ -77,6 +77,29 @@ class TransactionalDdlSqliteAdapter extends SqliteAdapter {
   }
 }
 
+/** statements the reading connection keeps at most (one per SQL text; reads of an IN list of n ids are n texts) */
+const KEPT_STATEMENTS = 256;
+
+/**
+ * The reading connection as Kysely's SQLite driver sees it, keeping its prepared statements (issue 12): the
+ * driver prepares every query anew (better-sqlite3 prepare, SQLite's parse and plan: ~11 µs of a relay pass's
+ * read), while the store reads the same few SQL texts over and over. better-sqlite3 re-prepares a kept statement
+ * by itself when the schema changes (sqlite3_prepare_v3), and a statement still iterating (a streamed query,
+ * busy) is never handed out a second time. Kysely's driver uses nothing of the database but these two methods.
+ */
+function keepingStatements(database: Database.Database): SqliteDatabase {
+  const kept = new Map<string, Database.Statement>();
+  const prepare = (source: string): Database.Statement => {
+    const statement = kept.get(source);
+    if (statement && !statement.busy) return statement;
+    const fresh = database.prepare(source);
+    if (kept.size >= KEPT_STATEMENTS) kept.clear(); // shapes beyond the bound: start over rather than grow
+    kept.set(source, fresh);
+    return fresh;
+  };
+  return { prepare, close: () => database.close() };
+}
+
 export interface SqliteStoreOptions {
   /**
    * cap on the file size in bytes, 0 or absent for none (PRAGMA max_page_count): writes beyond it fail with
@@ -92,7 +115,7 @@ export interface SqliteStoreOptions {
 export async function sqliteDialect(file: string, options: SqliteStoreOptions = {}): Promise<StoreDialect> {
   mkdirSync(dirname(file), { recursive: true });
   const database = new Database(file);
-  const db = new Kysely<Tables>({ dialect: new SqliteStoreDialect(database) });
+  const db = new Kysely<Tables>({ dialect: new SqliteStoreDialect(keepingStatements(database)) });
   let writer: Writer;
   try {
     database.pragma('journal_mode = WAL');

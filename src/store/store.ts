@@ -8,7 +8,7 @@
  * rows land together or not at all, and a write resolves only once it is durable.
  */
 import { randomUUID } from 'node:crypto';
-import { sql, type Compilable, type Insertable, type Selectable } from 'kysely';
+import { CompiledQuery, sql, type Compilable, type Insertable, type Selectable } from 'kysely';
 import type { StoreDialect } from './dialects.ts';
 import type { Durability, Statement } from './group-commit.ts';
 import { columns, indexed, prepare, preparedByCount } from './prepared.ts';
@@ -18,6 +18,7 @@ import type { CertificatesTable, OutboxTable, SigningTransactionsTable, Time } f
 import type { CertificateStatus, IssuedCertificate, NewOutboxEntry, OutboxEntry, OutboxState, SigningTransaction, Store, StoredCertificate } from './types.ts';
 
 type CertificateRow = Selectable<CertificatesTable>;
+type OutboxRow = Selectable<OutboxTable> & { readonly insertion_order: unknown };
 
 const CERTIFICATE_COLUMNS = ['serial_hex', 'issuer_key_id', 'subject', 'not_before', 'not_after', 'issued_at', 'txn', 'der', 'status'] as const;
 const TRANSACTION_COLUMNS = [
@@ -142,6 +143,16 @@ export function createStore(dialect: StoreDialect): Store {
       .where('state', 'in', ['pending', 'queued']), // compare-and-set: a delivered or failed entry stays
   );
 
+  /** a read compiled once (prepare): its rows */
+  const read = async <R>(statement: Statement): Promise<R[]> => (await db.executeQuery<R>(CompiledQuery.raw(statement.sql, [...statement.parameters]))).rows;
+  const outboxInState = () => db.selectFrom('outbox').selectAll().select(insertionOrder.as('insertion_order'));
+  const pendingRead = prepare<{ topic: string; limit: number }>((p) =>
+    outboxInState().where('topic', '=', p.topic).where('state', '=', 'pending').orderBy('created_at').orderBy(insertionOrder).limit(p.limit),
+  );
+  const staleRead = prepare<{ topic: string; limit: number; before: Time }>((p) =>
+    outboxInState().where('topic', '=', p.topic).where('state', '=', 'queued').where('updated_at', '<', p.before).orderBy('created_at').orderBy(insertionOrder).limit(p.limit),
+  );
+
   return {
     driver: dialect.driver,
     async recordSigning(input, durability) {
@@ -206,12 +217,12 @@ export function createStore(dialect: StoreDialect): Store {
       // Two reads, each a range of an index, merged here (issue 12): one query with `pending OR (queued AND
       // updated_at < t)` made both databases read every entry of the topic, delivered ones included, on every
       // relay pass (3.4 ms with 20,000 entries on SQLite, growing with the outbox).
-      const inState = () => db.selectFrom('outbox').selectAll().select(insertionOrder.as('insertion_order')).where('topic', '=', topic);
-      const pending = await inState().where('state', '=', 'pending').orderBy('created_at').orderBy(insertionOrder).limit(limit).execute();
+      // Both compiled once (prepared.ts): the relay reads them on every pass.
+      const pending = await read<OutboxRow>(pendingRead({ topic, limit }));
       if (!queuedBefore) return pending.map(toOutbox);
-      const stale = await inState().where('state', '=', 'queued').where('updated_at', '<', time(queuedBefore)).orderBy('created_at').orderBy(insertionOrder).limit(limit).execute();
-      const at = (r: (typeof pending)[number]) => new Date(r.created_at).getTime();
-      const order = (a: (typeof pending)[number], b: (typeof pending)[number]) => at(a) - at(b) || Number(a.insertion_order) - Number(b.insertion_order);
+      const stale = await read<OutboxRow>(staleRead({ topic, limit, before: time(queuedBefore) }));
+      const at = (r: OutboxRow) => new Date(r.created_at).getTime();
+      const order = (a: OutboxRow, b: OutboxRow) => at(a) - at(b) || Number(a.insertion_order) - Number(b.insertion_order);
       return [...pending, ...stale].sort(order).slice(0, limit).map(toOutbox);
     },
     async getOutbox(id) {
