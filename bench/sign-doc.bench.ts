@@ -458,8 +458,8 @@ async function main(): Promise<void> {
       const load = await startLoadGenerator(sandbox.info, qtsp.signDocUrl);
       const pids = { qtsp: qtsp.pid, sandbox: sandbox.pid };
       try {
-        // warm-up: JIT, caches (IDP list, AS metadata and keys), connections
-        await measure(load, pids, 'AdES-B-B', 1, WARMUP, { type: 'run', concurrency: CONCURRENCY });
+        // warm-up: JIT, caches (IDP list, AS metadata and keys), connections; each worker process warms up its own
+        await measure(load, pids, 'AdES-B-B', 1, WARMUP * workers, { type: 'run', concurrency: CONCURRENCY });
         for (const level of levels) {
           // PAdES and XAdES: one hash count (the per-hash figures are CAdES's)
           for (const hashes of caseOf(level).format === 'C' ? hashesList : hashesList.slice(0, 1)) {

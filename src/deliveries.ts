@@ -28,6 +28,8 @@ export interface DeliveriesDeps {
   readonly logger: Logger;
   /** run the workers in this process */
   readonly workers: boolean;
+  /** the outbox relay runs in another process, woken with this (delivery.ts) */
+  readonly relayElsewhere?: () => void;
 }
 
 function handlers(config: Config, deps: DeliveriesDeps): Record<string, Deliver> {
@@ -48,5 +50,17 @@ function handlers(config: Config, deps: DeliveriesDeps): Record<string, Deliver>
 }
 
 export function startDeliveries(config: Config, deps: DeliveriesDeps): Delivery {
-  return startDelivery(config, { store: deps.store, logger: deps.logger, workers: deps.workers, topics: DELIVERY_TOPICS, handlers: () => handlers(config, deps) });
+  return startDelivery(config, {
+    store: deps.store,
+    logger: deps.logger,
+    workers: deps.workers,
+    topics: DELIVERY_TOPICS,
+    handlers: () => handlers(config, deps),
+    ...(deps.relayElsewhere ? { relayElsewhere: deps.relayElsewhere } : {}),
+  });
+}
+
+/** Only the outbox relay of both topics, no workers: a cluster's primary, which its workers wake (cli/serve-cluster.ts). */
+export function startOutboxRelay(config: Config, store: Store, logger: Logger): Delivery {
+  return startDelivery(config, { store, logger, workers: false, topics: DELIVERY_TOPICS, handlers: () => ({}) });
 }

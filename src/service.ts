@@ -117,6 +117,8 @@ export interface StartOptions {
   readonly defaultMetrics?: boolean;
   readonly keyArchiveDir?: string;
   readonly dataDirLockHeldByPrimary?: boolean;
+  /** the outbox relay runs in the cluster's primary: new outbox entries are announced with this (delivery.ts) */
+  readonly relayElsewhere?: () => void;
 }
 
 /**
@@ -189,7 +191,7 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
   });
   const pki = await startTrustServices(config, store, agents.plain, keys);
   // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
-  const delivery = startDeliveries(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: config.delivery.inProcessWorker });
+  const delivery = startDeliveries(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: config.delivery.inProcessWorker, ...(options.relayElsewhere ? { relayElsewhere: options.relayElsewhere } : {}) });
   const deps: SignDocDeps = {
     qtspId: config.qtspId,
     sad: { idps, servers, clockSkewSeconds },

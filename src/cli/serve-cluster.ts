@@ -8,7 +8,11 @@
  * file owned by one writing process (its group commit and, later, its writer thread live in that process), so
  * several workers on it are refused at start rather than left to contend for the file. The delivery queues
  * are one Redis (the primary provides it: redis.url, REDIS_URL or a local redis-server) with the same prefix;
- * bullmq workers in several processes are what it is made for. Each worker pulls the key archive into its own
+ * bullmq workers in several processes are what it is made for. The outbox relay runs once, in the primary: the
+ * workers write outbox entries and wake it over IPC (at most one message per GATHER_MS each, and always one
+ * after the last entry). A relay in every worker was correct (compare-and-set marks, bullmq drops a job id it
+ * has) but each read and handed over the entries of all the others too (issue 12: 2 workers cost 40 % more CPU
+ * per signDoc than one process). Each worker pulls the key archive into its own
  * clone (<dataDir>/key-archive-worker-<slot>) and the IDP list itself, and keeps its own caches and RSA key
  * pool; the CA material in dataDir is only read.
  *
@@ -20,6 +24,8 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
+import { startOutboxRelay } from '../deliveries.ts';
+import { GATHER_MS } from '../delivery/relay.ts';
 import { startQtsp } from '../service.ts';
 import { openStore } from '../store/open.ts';
 import { lockDataDir } from '../util/instance-lock.ts';
@@ -50,23 +56,68 @@ interface Listening {
 const RESTART_DELAY_MS = 1000;
 const SLOT_ENV = 'QTSP_CLUSTER_SLOT';
 
+interface RelayWake {
+  readonly type: 'qtsp-relay-wake';
+}
+
+/**
+ * `wake` for a worker whose relay runs elsewhere: the first wake is sent at once, the wakes of the next
+ * `windowMs` become one more send at its end (so an entry written then is announced after it was written),
+ * and so on. The relay gathers for GATHER_MS after a wake anyway: more messages would only cost both sides.
+ */
+export function coalescedWake(send: () => void, windowMs: number): () => void {
+  let window: NodeJS.Timeout | undefined;
+  let again = false;
+  const close = () => {
+    if (!again) {
+      window = undefined;
+      return;
+    }
+    again = false;
+    send();
+    window = setTimeout(close, windowMs).unref();
+  };
+  return () => {
+    if (window) {
+      again = true;
+      return;
+    }
+    send();
+    window = setTimeout(close, windowMs).unref();
+  };
+}
+
 /** The primary: Redis for all, N workers, their replacement, and the stop of all of them. */
 export async function runClusterPrimary(config: Config, workers: number, untilSignal: (stop: () => Promise<void>) => Promise<number>): Promise<number> {
   checkClusterConfig(config, workers);
   // the cluster is one instance: the primary holds the data directory's lock for all its workers
   const lock = lockDataDir(config.dataDir);
-  // the schema is migrated once, here, before the workers open the store together
-  await (await openStore(config)).close();
-  const redis = await provideRedis(config.redis.url, process.env, config.dataDir);
+  // the schema is migrated once, here, before the workers open the store together; the relay keeps it open
+  const store = await openStore(config);
+  let redis: Awaited<ReturnType<typeof provideRedis>>;
+  try {
+    redis = await provideRedis(config.redis.url, process.env, config.dataDir);
+  } catch (err) {
+    await store.close();
+    lock.release();
+    throw err;
+  }
   const env = { QTSP_REDIS_URL: redis.url };
+  // the one outbox relay of the instance (see the header); never waits for Redis
+  const relay = startOutboxRelay({ ...config, redis: { ...config.redis, url: redis.url } }, store, logger);
+  const stopRelay = async () => {
+    await relay.close();
+    await store.close();
+  };
   let stopping = false;
   let failure: ((err: Error) => void) | undefined;
   const listening = new Set<Worker>();
   // each worker has a slot (0..workers-1) that its replacement inherits: its own key-archive clone
   const fork = (slot: number): Worker => {
     const worker = cluster.fork({ ...env, [SLOT_ENV]: String(slot) });
-    worker.on('message', (msg: Listening) => {
+    worker.on('message', (msg: Listening | RelayWake) => {
       if (msg?.type === 'qtsp-listening') listening.add(worker);
+      else if (msg?.type === 'qtsp-relay-wake') relay.wake();
     });
     worker.once('exit', (code, signal) => {
       const wasListening = listening.delete(worker);
@@ -112,6 +163,7 @@ export async function runClusterPrimary(config: Config, workers: number, untilSi
     });
   } catch (err) {
     await stopWorkers();
+    await stopRelay();
     await redis.stop();
     lock.release();
     throw err;
@@ -121,7 +173,8 @@ export async function runClusterPrimary(config: Config, workers: number, untilSi
   process.stdout.write(`qtsp publishing OCSP, CRLs, TSA at ${first.publicationUrl}\n`);
   process.stdout.write(`qtsp operations (health, metrics) at ${first.opsUrl}\n`);
   return untilSignal(async () => {
-    await stopWorkers();
+    await stopWorkers(); // their last outbox entries are written and announced before the relay stops
+    await stopRelay();
     await redis.stop();
     lock.release();
   });
@@ -136,7 +189,14 @@ export async function runClusterWorker(config: Config, untilSignal: (stop: () =>
   const slot = Number(process.env[SLOT_ENV] ?? cluster.worker?.id ?? 0);
   let qtsp;
   try {
-    qtsp = await startQtsp(config, { keyArchiveDir: join(config.dataDir, `key-archive-worker-${slot}`), dataDirLockHeldByPrimary: true });
+    qtsp = await startQtsp(config, {
+      keyArchiveDir: join(config.dataDir, `key-archive-worker-${slot}`),
+      dataDirLockHeldByPrimary: true,
+      // a wake that cannot reach the primary (it is stopping) is dropped: its relay's timer passes are the backstop
+      relayElsewhere: coalescedWake(() => {
+        if (process.connected) process.send!({ type: 'qtsp-relay-wake' } satisfies RelayWake, undefined, undefined, () => undefined);
+      }, GATHER_MS),
+    });
   } catch (err) {
     // the IPC channel would keep a failed worker alive: end it, so that the primary sees it never listened
     process.stderr.write(`qtsp worker ${process.pid}: ${(err as Error).message}\n`);

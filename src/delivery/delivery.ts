@@ -1,6 +1,7 @@
 /**
  * Delivery of what the QTSP owes others after a signature (DESIGN step 10, spec 6.2, 6.3): the outbox relay
- * (always, in every process that writes the outbox) and, where configured, the workers, one per outbox topic.
+ * (in every process that writes the outbox, or in the one process a cluster's workers wake) and, where
+ * configured, the workers, one per outbox topic.
  * What a topic's entries are and how one is delivered is plugged in by topic (src/deliveries.ts wires the
  * mediation records and the notifications); this module knows no topic. Starting never waits for Redis: the
  * connections come up in the background, and until they do the outbox simply keeps the entries.
@@ -22,6 +23,11 @@ export interface DeliveryDeps {
   readonly handlers: () => Readonly<Record<string, Deliver>>;
   /** run the workers in this process */
   readonly workers: boolean;
+  /**
+   * The outbox relay runs in another process (a cluster's primary, cli/serve-cluster.ts): this process starts no
+   * relay of its own, and wake() calls this instead. Without it, this process relays.
+   */
+  readonly relayElsewhere?: () => void;
 }
 
 export interface TopicStatus {
@@ -65,8 +71,10 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
   const connection = redisConnection(url, { blocking: false, onError: producerLog.error });
   connection.on('ready', producerLog.ready);
   const queues = new DeliveryQueues(connection, deps.topics, config, producerLog.error);
-  const relay = new OutboxRelay({ store: deps.store, queues, topics: deps.topics, intervalMs: config.delivery.relayIntervalMs, requeueAfterMs: config.delivery.requeueAfterMs, logger: deps.logger });
-  relay.start();
+  const relay = deps.relayElsewhere
+    ? undefined
+    : new OutboxRelay({ store: deps.store, queues, topics: deps.topics, intervalMs: config.delivery.relayIntervalMs, requeueAfterMs: config.delivery.requeueAfterMs, logger: deps.logger });
+  relay?.start();
   let workers: DeliveryWorkers | undefined;
   if (deps.workers) {
     const workerLog = outageLogger(deps.logger, 'worker');
@@ -75,11 +83,11 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
     workers = new DeliveryWorkers({ connection: workerConnection, store: deps.store, handlers: deps.handlers(), config, logger: deps.logger });
   }
   return {
-    wake: () => relay.wake(),
-    idle: () => relay.idle(),
+    wake: relay ? () => relay.wake() : deps.relayElsewhere!,
+    idle: async () => relay?.idle(),
     status: () => deliveryStatus(deps.store, queues),
     async close() {
-      await relay.stop();
+      await relay?.stop();
       await workers?.close();
       await queues.close();
     },

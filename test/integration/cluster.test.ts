@@ -54,9 +54,11 @@ describe('qtsp serve with several worker processes', () => {
     });
   });
 
-  it('serves signDoc from two processes on one port, every evidence row in PostgreSQL; a killed worker is replaced; SIGTERM stops all', async () => {
+  it('serves signDoc from two processes on one port, every evidence row in PostgreSQL, the outbox relayed by the primary on the workers\' wakes; a killed worker is replaced; SIGTERM stops all', async () => {
     const url = await pg.freshSchemaUrl();
-    const env = shared.instanceEnv('pg-cluster', { port, publicationPort, store: { driver: 'postgres', url }, extra: { QTSP_SERVER_WORKERS: '2', QTSP_LOG_LEVEL: process.env.DEBUG_LOG ?? 'silent' } });
+    // relay passes only when woken: an entry handed over within seconds was announced by its worker over IPC
+    const extra = { QTSP_SERVER_WORKERS: '2', QTSP_LOG_LEVEL: process.env.DEBUG_LOG ?? 'silent', QTSP_DELIVERY_RELAY_INTERVAL_MS: '600000', QTSP_DELIVERY_IN_PROCESS_WORKER: 'false' };
+    const env = shared.instanceEnv('pg-cluster', { port, publicationPort, store: { driver: 'postgres', url }, extra });
     const serve = await spawnServe(env);
     started.push(serve);
     assert.match(serve.output(), /\(2 processes\)/);
@@ -81,6 +83,12 @@ describe('qtsp serve with several worker processes', () => {
     const store = await openStore({ dataDir: env.QTSP_DATA_DIR!, store: { driver: 'postgres', url, pingIntervalMs: 5000 } });
     try {
       for (const r of [...first, ...second]) assert.equal((await store.getTransaction(String(r.headers['x-transaction-id']))).length, 1);
+      // no delivery workers run: every mediation record of the ten calls ends queued, none stays pending
+      const counts = await waitFor('the relay in the primary to hand over every record', async () => {
+        const c = await store.outboxCounts('mediation');
+        return c.pending === 0 && c.queued === 10 ? c : undefined;
+      }, 10_000);
+      assert.equal(counts.delivered, 0);
     } finally {
       await store.close();
     }
