@@ -23,7 +23,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { CompiledQuery, Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
-import type { Writer } from './group-commit.ts';
+import type { Statement, Writer } from './group-commit.ts';
 import { startWriterThread } from './sqlite-writer.ts';
 import { migrate, type SchemaShape, type Tables, type Time } from './schema.ts';
 
@@ -164,17 +164,41 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
     await db.destroy().catch(() => undefined);
     throw err;
   }
-  const writer: Writer = {
+  // Ordered writes have connections of their own whose commits do not wait for their WAL flush
+  // (synchronous_commit off for the session, set before the connection's first use: pg runs a client's queries in
+  // order). A later durable commit, on any connection, flushes the WAL up to its own commit record and so theirs
+  // too. A session setting rather than SET LOCAL in each write: that took a transaction, hence three more round
+  // trips, even for a write of one statement (issue 12).
+  const orderedPool = new pg.Pool({ connectionString: options.url, max: Math.max(1, Math.ceil((options.maxConnections ?? 10) / 2)), connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+  orderedPool.on('error', () => undefined);
+  orderedPool.on('connect', (client) => void client.query('SET synchronous_commit TO OFF').catch(() => undefined)); // a failure fails the client's next query too
+  const ordered = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: orderedPool }) });
+  const run = async (target: Kysely<Tables>, statements: readonly Statement[]): Promise<number[]> => {
+    const one = async (executor: Kysely<Tables>, s: Statement) => Number((await executor.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n);
+    if (statements.length === 0) return [];
+    // one statement is atomic on its own: no BEGIN and COMMIT round trips around it
+    if (statements.length === 1) return [await one(target, statements[0]!)];
     // a failing statement rolls the transaction back; Kysely discards a client whose rollback failed
-    write: (statements, durability = 'durable') =>
-      db.transaction().execute(async (trx) => {
-        // an ordered write commits without waiting for its WAL flush; a later synchronous commit flushes it too
-        if (durability === 'ordered') await sql`SET LOCAL synchronous_commit TO OFF`.execute(trx);
-        const changes: number[] = [];
-        for (const s of statements) changes.push(Number((await trx.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n));
-        return changes;
-      }),
+    return target.transaction().execute(async (trx) => {
+      const changes: number[] = [];
+      for (const s of statements) changes.push(await one(trx, s));
+      return changes;
+    });
+  };
+  const writer: Writer = {
+    write: (statements, durability = 'durable') => run(durability === 'ordered' ? ordered : db, statements),
     close: async () => undefined,
   };
-  return { driver: 'postgres', db, writer, insertionOrder: 'seq', time: (date) => date, probeFiller: undefined, close: () => db.destroy() };
+  return {
+    driver: 'postgres',
+    db,
+    writer,
+    insertionOrder: 'seq',
+    time: (date) => date,
+    probeFiller: undefined,
+    async close() {
+      await ordered.destroy();
+      await db.destroy();
+    },
+  };
 }
