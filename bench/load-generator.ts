@@ -4,10 +4,11 @@
  *   {type:'prefetch', count, hashes, level, format?}  obtain `count` SADs from the sandbox's AS, each for its own fresh
  *                                            random document digests (one consent per signDoc call: a SAD is
  *                                            never reused), before any signDoc is timed
- *   {type:'run', concurrency} | {type:'run', rate}
+ *   {type:'run', concurrency, slowMs?} | {type:'run', rate, slowMs?}
  *                                            spend every prefetched SAD on one signDoc call: closed loop with
  *                                            `concurrency` connections, or open loop at `rate` calls/s
- *                                            (latency from the scheduled start, so queueing counts)
+ *                                            (latency from the scheduled start, so queueing counts); the calls
+ *                                            slower than each of slowMs are counted
  *   {type:'exit'}
  * All signDoc calls go over keep-alive mutual TLS with the RP's certificate (the SAD's cnf binding).
  */
@@ -26,8 +27,8 @@ export interface LoadGeneratorSetup {
 
 export type LoadCommand =
   | { type: 'prefetch'; count: number; hashes: number; level: string; parallel: number; format?: string }
-  | { type: 'run'; concurrency: number; rate?: undefined }
-  | { type: 'run'; rate: number; concurrency?: undefined }
+  | { type: 'run'; concurrency: number; rate?: undefined; slowMs?: readonly number[] }
+  | { type: 'run'; rate: number; concurrency?: undefined; slowMs?: readonly number[] }
   | { type: 'exit' };
 
 export interface RunResult {
@@ -39,6 +40,8 @@ export interface RunResult {
   readonly p50: number;
   readonly p99: number;
   readonly max: number;
+  /** successful calls slower than each of the run's slowMs, in that order */
+  readonly slow: readonly number[];
 }
 
 const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
@@ -127,7 +130,7 @@ async function run(cmd: Extract<LoadCommand, { type: 'run' }>): Promise<RunResul
   const wallMs = performance.now() - wall0;
   agent.destroy();
   latencies.sort((a, b) => a - b);
-  return { type: 'result', ok: latencies.length, failed, ...(firstFailure ? { firstFailure } : {}), wallMs, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies[latencies.length - 1] ?? NaN };
+  return { type: 'result', ok: latencies.length, failed, ...(firstFailure ? { firstFailure } : {}), wallMs, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies[latencies.length - 1] ?? NaN, slow: (cmd.slowMs ?? []).map((ms) => latencies.filter((l) => l > ms).length) };
 }
 
 process.on('message', (msg: LoadCommand) => {

@@ -25,7 +25,10 @@
  * what the QTSP process prints, such as those traces), BENCH_HEAP_SAMPLING=1 (with --profile: also a V8 allocation
  * profile of the same calls, collected objects included, as a .heapprofile beside the .cpuprofile).
  * The half-load run of B-B one hash is run against the transport floor too, at the same offered rate: the latency
- * any service gets from this machine, sandbox and load generator; the QTSP's event-loop delay is printed beside its own.
+ * any service gets from this machine, sandbox and load generator. Beside each half-load run of the QTSP: its
+ * event-loop delay, and how many calls were slower than 10 / 25 / 50 ms at the load generator and inside the QTSP
+ * (its own qtsp_signdoc_duration_seconds histogram, read from the operations port before and after): a tail
+ * that the QTSP's histogram shows too is the QTSP's, not the machine's.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
@@ -79,6 +82,8 @@ const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 2000);
 const WORKER_IN_PROCESS = process.env.BENCH_WORKER === 'inprocess';
 const WORKERS = flags.workers ? Number(flags.workers) : undefined;
+/** latency thresholds, ms, counted in half-load runs: bucket bounds of the QTSP's qtsp_signdoc_duration_seconds */
+const SLOW_MS = [10, 25, 50];
 const CLK_TCK = 100; // USER_HZ: the unit of utime/stime in /proc/PID/stat on Linux
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const silent = pino({ level: 'silent' });
@@ -153,6 +158,8 @@ function flatten(input: Record<string, unknown>, path: string[] = [], out: Recor
 interface QtspProcess {
   readonly pid: number;
   readonly signDocUrl: string;
+  /** the operations listener (health, metrics); none for the transport floor */
+  readonly opsUrl?: string;
   command(msg: unknown): Promise<{ type: string; [k: string]: unknown }>;
   stop(): Promise<void>;
 }
@@ -163,19 +170,37 @@ async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, str
   delete env.REDIS_URL;
   const child = spawn(process.execPath, [...(process.env.BENCH_QTSP_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', join(HERE, script)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
   if (process.env.BENCH_QTSP_STDOUT && script === 'qtsp-process.ts') child.stdout!.pipe(createWriteStream(process.env.BENCH_QTSP_STDOUT));
+  let opsUrl: string | undefined;
   const signDocUrl = await new Promise<string>((resolve, reject) => {
+    let signDoc: string | undefined;
     createInterface({ input: child.stdout! }).on('line', (line) => {
-      const m = /^(?:qtsp serving signDoc|floor serving) at (\S+)/.exec(line);
-      if (m) resolve(m[1]!);
+      const m = /^(?:qtsp serving signDoc|floor serving|qtsp operations \(health, metrics\)) at (\S+)/.exec(line);
+      if (!m) return;
+      if (line.startsWith('qtsp operations')) opsUrl = m[1]!;
+      else signDoc = m[1]!;
+      if (signDoc && (opsUrl || script !== 'qtsp-process.ts')) resolve(signDoc); // serve prints the operations line last
     });
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code} before it listened`)));
   });
   return {
     pid: child.pid!,
     signDocUrl,
+    ...(opsUrl ? { opsUrl } : {}),
     command: (msg) => ask(child, msg),
     stop: () => stopChild(child),
   };
+}
+
+/**
+ * Successful signDoc calls the QTSP itself counted slower than each of SLOW_MS (its qtsp_signdoc_duration_seconds
+ * histogram on the operations port, from reading the request to the answer written), so far.
+ */
+async function qtspSlowCounts(opsUrl: string): Promise<number[]> {
+  const text = await (await fetch(new URL('/metrics', opsUrl))).text();
+  const bucket = (le: string) =>
+    [...text.matchAll(/^qtsp_signdoc_duration_seconds_bucket\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes(`le="${le}"`) && labels!.includes('status="200"')).reduce((sum, m) => sum + Number(m[2]), 0);
+  const all = bucket('+Inf');
+  return SLOW_MS.map((ms) => all - bucket(String(ms / 1000)));
 }
 
 function ask(child: ChildProcess, msg: unknown): Promise<{ type: string; [k: string]: unknown }> {
@@ -222,7 +247,7 @@ interface Row {
   readonly hashes: number;
   readonly workers: number;
   readonly saturated?: Measured;
-  readonly halfLoad?: RunResult & { rate: number; delay?: EventLoopDelay };
+  readonly halfLoad?: RunResult & { rate: number; delay?: EventLoopDelay; qtspSlow?: number[] };
   readonly note?: string;
 }
 
@@ -268,7 +293,7 @@ async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: 
     if (halfLoadRate === undefined) return saturated;
     // the latency baseline: the same open loop, at the rate the QTSP's half-load run was offered, with the same
     // sandbox and load generator on the same cores; what the QTSP adds to the tail is the difference
-    const halfLoad = await measure(load, pids, 'AdES-B-B', 1, Math.max(50, Math.round(halfLoadRate * (FULL ? 10 : 4))), { type: 'run', rate: halfLoadRate });
+    const halfLoad = await measure(load, pids, 'AdES-B-B', 1, Math.max(50, Math.round(halfLoadRate * (FULL ? 10 : 4))), { type: 'run', rate: halfLoadRate, slowMs: SLOW_MS });
     return { ...saturated, halfLoad: { ...halfLoad, rate: halfLoadRate } };
   } finally {
     await load.stop();
@@ -408,6 +433,7 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       const h = r.halfLoad!;
       console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): ${f(h.rate, 1)}/s offered, p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed)`);
       if (h.delay) console.log(`      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms`);
+      if (h.qtspSlow) console.log(`      calls slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} at the load generator, ${h.qtspSlow.join(' / ')} inside the QTSP (its own signDoc duration histogram)`);
     }
   }
   for (const keys of KEYS) {
@@ -474,9 +500,11 @@ async function main(): Promise<void> {
               const rate = (saturated.ok / saturated.wallMs) * 1000 * 0.5;
               // the event loop's delay beside the latency: a tail the QTSP's own blocking explains shows in both
               if (workers === 1) await qtsp.command({ type: 'delay-start' });
-              const r = await measure(load, pids, level, hashes, Math.max(50, Math.round(rate * (FULL ? 10 : 4))), { type: 'run', rate });
+              const slow0 = qtsp.opsUrl ? await qtspSlowCounts(qtsp.opsUrl) : undefined;
+              const r = await measure(load, pids, level, hashes, Math.max(50, Math.round(rate * (FULL ? 10 : 4))), { type: 'run', rate, slowMs: SLOW_MS });
               const delay = workers === 1 ? ((await qtsp.command({ type: 'delay-stop' })) as unknown as EventLoopDelay) : undefined;
-              halfLoad = { ...r, rate, ...(delay ? { delay } : {}) };
+              const qtspSlow = slow0 ? (await qtspSlowCounts(qtsp.opsUrl!)).map((n, i) => n - slow0[i]!) : undefined;
+              halfLoad = { ...r, rate, ...(delay ? { delay } : {}), ...(qtspSlow ? { qtspSlow } : {}) };
             }
             rows.push({ keys, store, level, hashes, workers, saturated, ...(halfLoad ? { halfLoad } : {}) });
           }
@@ -522,7 +550,7 @@ async function main(): Promise<void> {
       console.log(`transport floor (bench/transport-floor.ts: mTLS POST in, JSON, one kept-alive mTLS introspection call out, an answer of the same size; no QTSP logic): ${f(transport.qtspCpuMs, 3)} ms CPU per call (${f((transport.ok / transport.wallMs) * 1000, 1)} calls/s, ${transport.ok}/${transport.failed} ok/failed)`);
       if (transport.firstFailure) console.log(`    first failure: ${transport.firstFailure}`);
       const h = transport.halfLoad;
-      if (h) console.log(`  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`);
+      if (h) console.log(`  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms, slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`);
       if (bb) {
         const floors = transport.qtspCpuMs + steps.floor.signDoc;
         console.log(`  B-B one-hash signDoc = ${f(bb.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); the QTSP's own work above them: ${f(bb.qtspCpuMs - floors, 3)} ms`);
