@@ -342,7 +342,9 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
     const claims = { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12', nationalities: ['DE'] };
     const keys = generateKeyPair('P-256');
     const cert = await mintSignerCertificate({ claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600, profile: deps.signerProfile, keyInQscd: false, consent: { issuer: 'https://as.bench', txn: 'bench' } });
-    const cms = () => buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: cert, chain: [deps.issuingCa.der], key: new SoftwareSigningKey(keys.privateKey), signingTime: new Date() });
+    // one signer key object for all of them, as signDoc signs every hash of a request with the one signer.key
+    const signerKey = new SoftwareSigningKey(keys.privateKey);
+    const cms = () => buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: cert, chain: [deps.issuingCa.der], key: signerKey, signingTime: new Date() });
     // the signing core: fresh key + signer certificate + CAdES-B-B (what FIELD-NOTES compares with BouncyCastle)
     const core = await timeIt(ITERATIONS, async () => {
       const k = generateKeyPair('P-256');

@@ -56,6 +56,12 @@ export class OutboxRelay {
   private runId: string | undefined;
   /** set when Redis restarted: queued entries last touched before this go to the queue again */
   private requeueQueuedBefore: Date | undefined;
+  /**
+   * when a pass last looked for queued entries whose job may be lost: at most once per intervalMs, not on every
+   * wake (those entries are requeueAfterMs old; a read per signDoc's pass for them cost the event loop ~0.03 ms
+   * per signDoc, issue 12)
+   */
+  private staleCheckedAt = Number.NEGATIVE_INFINITY;
   private readonly connected = () => {
     this.checkRunId = true;
     this.wake();
@@ -102,10 +108,13 @@ export class OutboxRelay {
       this.gathering = false;
       try {
         await this.noticeRestart();
-        const queuedBefore = this.requeueQueuedBefore ?? new Date(Date.now() - this.o.requeueAfterMs);
+        const now = Date.now();
+        const checkStale = this.requeueQueuedBefore !== undefined || now - this.staleCheckedAt >= this.o.intervalMs;
+        const queuedBefore = this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
         for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
+        if (checkStale) this.staleCheckedAt = now; // a pass cut short looks again next time
         // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
-        if (queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
+        if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
       } catch (err) {
         this.reportFailure(err as Error);
       }
@@ -130,11 +139,11 @@ export class OutboxRelay {
   }
 
   /**
-   * Hands over every pending entry of a topic (and the queued ones last touched before `queuedBefore`), batch
+   * Hands over every pending entry of a topic (and, when given, the queued ones last touched before `queuedBefore`), batch
    * by batch, while Redis takes them. Marking an entry queued touches it, so the next batch holds others; an
    * entry that comes back anyway (a database clock behind ours) ends the pass instead of looping.
    */
-  private async drain(topic: string, queuedBefore: Date): Promise<void> {
+  private async drain(topic: string, queuedBefore: Date | undefined): Promise<void> {
     const batchSize = this.o.batchSize ?? 100;
     const handed = new Set<string>();
     for (;;) {
