@@ -23,6 +23,7 @@ import * as pkijs from 'pkijs';
 import type { KeyedCertificate } from './authority.ts';
 import {
   basicConstraintsExtension,
+  extensionDer,
   nameDer,
   issueCertificateAsync,
   keyUsageExtension,
@@ -286,14 +287,13 @@ function subjectOf(claims: IdentityClaims, profile: SignerProfile, consent: Cons
   return { attributes, claims: provided };
 }
 
-/** Subject Directory Attributes (RFC 3739 3.2.2, spec 2.16), or undefined when no claim goes there. */
 /**
- * The subjectDirectoryAttributes extension (RFC 3739 3.2.2, spec 2.16) of the claims, written with the DER
- * writer: composing it from pkijs/asn1js objects cost ~0.3 ms per certificate in the signDoc profile, more
+ * The subjectDirectoryAttributes extension (RFC 3739 3.2.2, spec 2.16) of the claims, as the DER of the whole
+ * Extension, or none when no claim goes there. Written with the DER writer: composing it from pkijs/asn1js objects cost ~0.3 ms per certificate in the signDoc profile, more
  * than the certificate's signature. test/unit/signer-certificate.test.ts checks it byte for byte against the
  * pkijs composition and OpenSSL reads it in the integration tests.
  */
-export function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date): { extension?: pkijs.Extension; claims: ClaimName[] } {
+export function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date): { extension?: Buffer; claims: ClaimName[] } {
   const attributes: Buffer[] = [];
   const provided: ClaimName[] = [];
   const attribute = (type: string, value: Buffer) => sequence(oid(type), tlv(TAG.set, value));
@@ -314,8 +314,8 @@ export function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date):
   }
   if (nationalities.length > 0) provided.push('nationalities');
   if (attributes.length === 0) return { claims: provided }; // SIZE (1..MAX): no empty extension
-  const value = sequence(...attributes);
-  return { extension: new pkijs.Extension({ extnID: OID.subjectDirectoryAttributes, critical: false, extnValue: new Uint8Array(value).buffer }), claims: provided };
+  // the Extension's DER itself: a pkijs.Extension around it cost asn1js objects and an encoding per certificate
+  return { extension: extensionDer(OID.subjectDirectoryAttributes, sequence(...attributes)), claims: provided };
 }
 
 /** One PDS location (EN 319 412-5 4.3.4): an https URL and the ISO 639-1 code of the document's language. */

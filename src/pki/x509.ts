@@ -236,7 +236,8 @@ export interface CertificateRequest {
   readonly hash?: SignHash;
   readonly notBefore: Date;
   readonly notAfter: Date;
-  readonly extensions: readonly pkijs.Extension[];
+  /** each parsed, or as the DER of its Extension (what a certificate minted per request builds: nothing to encode) */
+  readonly extensions: readonly (pkijs.Extension | Buffer)[];
   /** whether to add subject and authority key identifiers (CA and long-lived certificates) */
   readonly keyIdentifiers?: boolean;
 }
@@ -276,7 +277,7 @@ function nameDerOf(name: pkijs.RelativeDistinguishedNames | Buffer): Buffer {
 }
 
 /** Extension ::= SEQUENCE { extnID, critical BOOLEAN DEFAULT FALSE, extnValue OCTET STRING } */
-function extensionDer(extnID: string, value: Buffer, critical = false): Buffer {
+export function extensionDer(extnID: string, value: Buffer, critical = false): Buffer {
   return sequence(oid(extnID), ...(critical ? [booleanTrue()] : []), octetString(value));
 }
 
@@ -340,7 +341,7 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
   const hash = req.issuer?.hash ?? req.hash ?? 'sha256';
   const alg = signatureAlgorithm(signingKey, hash);
   const algIdDer = algorithmIdentifier(alg.oid, alg.nullParams);
-  const extensionDers_ = req.extensions.map((e) => memo(extensionDers, e, () => e.toSchema().toBER()));
+  const extensionDers_ = req.extensions.map((e) => (Buffer.isBuffer(e) ? e : memo(extensionDers, e, () => e.toSchema().toBER())));
   if (req.keyIdentifiers) {
     const skid = keyIdentifier(req.publicKey);
     extensionDers_.push(extensionDer(OID.subjectKeyIdentifier, octetString(skid)));
