@@ -145,13 +145,15 @@ export async function sqliteDialect(file: string, options: SqliteStoreOptions = 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
   readonly url: string;
-  /** most connections this instance opens (pg default 10) */
+  /** most connections this instance opens, at least 2 (default 10): a third of them for ordered writes, the rest for reads and durable writes */
   readonly maxConnections?: number;
 }
 
 /** Opens the PostgreSQL store's database and migrates its schema; rejects when it cannot be reached. */
 export async function postgresDialect(options: PostgresStoreOptions): Promise<StoreDialect> {
-  const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+  const budget = Math.max(2, options.maxConnections ?? 10);
+  const orderedConnections = Math.max(1, Math.floor(budget / 3));
+  const pool = new pg.Pool({ connectionString: options.url, max: budget - orderedConnections, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
   // an idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
   // The next query (and readiness' ping) reports the outage instead.
   pool.on('error', () => undefined);
@@ -169,7 +171,7 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
   // order). A later durable commit, on any connection, flushes the WAL up to its own commit record and so theirs
   // too. A session setting rather than SET LOCAL in each write: that took a transaction, hence three more round
   // trips, even for a write of one statement (issue 12).
-  const orderedPool = new pg.Pool({ connectionString: options.url, max: Math.max(1, Math.ceil((options.maxConnections ?? 10) / 2)), connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+  const orderedPool = new pg.Pool({ connectionString: options.url, max: orderedConnections, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
   orderedPool.on('error', () => undefined);
   orderedPool.on('connect', (client) => void client.query('SET synchronous_commit TO OFF').catch(() => undefined)); // a failure fails the client's next query too
   const ordered = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: orderedPool }) });
