@@ -58,8 +58,8 @@ export class OutboxRelay {
   private requeueQueuedBefore: Date | undefined;
   /**
    * when a pass last looked for queued entries whose job may be lost: at most once per intervalMs, not on every
-   * wake (those entries are requeueAfterMs old; a read per signDoc's pass for them cost the event loop ~0.03 ms
-   * per signDoc, issue 12)
+   * wake (those entries are requeueAfterMs old; issue 12: under load that look was half of the relay's reads,
+   * one per pass, on the event loop)
    */
   private staleCheckedAt = Number.NEGATIVE_INFINITY;
   private readonly connected = () => {

@@ -289,9 +289,10 @@ function subjectOf(claims: IdentityClaims, profile: SignerProfile, consent: Cons
 
 /**
  * The subjectDirectoryAttributes extension (RFC 3739 3.2.2, spec 2.16) of the claims, as the DER of the whole
- * Extension, or none when no claim goes there. Written with the DER writer: composing it from pkijs/asn1js objects cost ~0.3 ms per certificate in the signDoc profile, more
- * than the certificate's signature. test/unit/signer-certificate.test.ts checks it byte for byte against the
- * pkijs composition and OpenSSL reads it in the integration tests.
+ * Extension, or none when no claim goes there. Written with the DER writer: composing it from pkijs/asn1js
+ * objects cost ~0.3 ms per certificate in the signDoc profile, more than the certificate's signature.
+ * test/unit/signer-certificate.test.ts checks it byte for byte against the pkijs composition and OpenSSL reads
+ * it in the integration tests.
  */
 export function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date): { extension?: Buffer; claims: ClaimName[] } {
   const attributes: Buffer[] = [];
