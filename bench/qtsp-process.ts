@@ -6,13 +6,15 @@
  *                                       with BENCH_HEAP_SAMPLING set, an allocation profile of the same span too
  *   {type:'delay-start'}                start sampling the event loop's delay (perf_hooks, 1 ms resolution)
  *   {type:'delay-stop'}                 stop it and answer its p50, p99 and max in ms: how long the event loop was
- *                                       blocked when a call arrived, which the half-load latency tail is compared with
+ *                                       blocked when a call arrived, which the half-load latency tail is compared with;
+ *                                       and the garbage collections meanwhile (perf_hooks 'gc' entries): how many
+ *                                       minor (scavenge) and major (mark-compact) ones, and the longest of each
  * In cluster mode (server.workers > 1) only the primary answers; the workers run `qtsp serve` as usual.
  */
 import cluster from 'node:cluster';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { constants, monitorEventLoopDelay, PerformanceObserver, type IntervalHistogram } from 'node:perf_hooks';
 import { runServe } from '../src/cli/serve.ts';
 
 type ProfileCommand = { type: 'profile-start'; intervalUs: number } | { type: 'profile-stop'; file: string } | { type: 'delay-start' } | { type: 'delay-stop' };
@@ -21,17 +23,33 @@ if (cluster.isPrimary && process.send) {
   const session = new Session();
   session.connect();
   let delay: IntervalHistogram | undefined;
+  const gc = { minor: 0, minorMaxMs: 0, major: 0, majorMaxMs: 0 };
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as PerformanceEntry & { readonly detail?: { readonly kind?: number } }).detail?.kind;
+      if (kind === constants.NODE_PERFORMANCE_GC_MINOR) {
+        gc.minor++;
+        gc.minorMaxMs = Math.max(gc.minorMaxMs, entry.duration);
+      } else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) {
+        gc.major++;
+        gc.majorMaxMs = Math.max(gc.majorMaxMs, entry.duration);
+      }
+    }
+  });
   process.on('message', (msg: ProfileCommand) => {
     if (msg.type === 'delay-start') {
       delay = monitorEventLoopDelay({ resolution: 1 });
       delay.enable();
+      Object.assign(gc, { minor: 0, minorMaxMs: 0, major: 0, majorMaxMs: 0 });
+      gcObserver.observe({ entryTypes: ['gc'] });
       process.send!({ type: 'delay-started' });
       return;
     }
     if (msg.type === 'delay-stop') {
       delay?.disable();
+      gcObserver.disconnect();
       const ms = (ns: number) => ns / 1e6;
-      process.send!({ type: 'delay', p50: ms(delay?.percentile(50) ?? NaN), p99: ms(delay?.percentile(99) ?? NaN), max: ms(delay?.max ?? NaN) });
+      process.send!({ type: 'delay', p50: ms(delay?.percentile(50) ?? NaN), p99: ms(delay?.percentile(99) ?? NaN), max: ms(delay?.max ?? NaN), gc: { ...gc } });
       delay = undefined;
       return;
     }

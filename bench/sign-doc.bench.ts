@@ -256,6 +256,8 @@ interface EventLoopDelay {
   readonly p50: number;
   readonly p99: number;
   readonly max: number;
+  /** the QTSP's garbage collections during the run: count and longest pause (ms) of minor and major ones */
+  readonly gc?: { readonly minor: number; readonly minorMaxMs: number; readonly major: number; readonly majorMaxMs: number };
 }
 
 type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
@@ -434,7 +436,11 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
     for (const r of half) {
       const h = r.halfLoad!;
       console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): ${f(h.rate, 1)}/s offered, p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed)`);
-      if (h.delay) console.log(`      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms`);
+      if (h.delay) {
+        const gc = h.delay.gc;
+        const gcText = gc ? `; garbage collections: ${gc.minor} minor (longest ${f(gc.minorMaxMs, 1)} ms), ${gc.major} major (longest ${f(gc.majorMaxMs, 1)} ms)` : '';
+        console.log(`      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms${gcText}`);
+      }
       if (h.qtspSlow) console.log(`      calls slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} at the load generator, ${h.qtspSlow.join(' / ')} inside the QTSP (its own signDoc duration histogram)`);
     }
   }
