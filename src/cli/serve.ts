@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { untilStopped } from '../util/lifecycle.ts';
+import { applyHeapGrowth } from '../util/heap-growth.ts';
 import { logger } from '../util/logger.ts';
 import { pkiPaths } from '../pki/init.ts';
 import { startQtsp } from '../service.ts';
@@ -36,6 +37,7 @@ export async function runServe(_args: string[]): Promise<number> {
   const config = loadConfig();
   refuseUnsharedRedis(config, process.env);
   const workers = workerCount(config);
+  applyHeapGrowth(config.server.heapGrowthPercent); // this process serves (a cluster primary relays): its full collections stall calls in flight
   if (cluster.isWorker) return runClusterWorker(config, (stop) => untilSignal(config, `qtsp serve worker ${process.pid}`, stop));
   if (workers !== 1) return runClusterPrimary(config, workers, (stop) => untilSignal(config, 'qtsp serve', stop));
   // redis.url, else REDIS_URL, else a local redis-server on a free loopback port (files in <dataDir>/redis)

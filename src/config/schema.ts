@@ -82,6 +82,15 @@ export const configSchema = z.strictObject({
        */
       workers: z.coerce.number().int().min(0).max(256).default(1),
       /**
+       * How far V8 lets the heap grow past what the last full collection kept before it marks again (percent;
+       * `qtsp serve` only; 0: V8's own adaptive choice). V8's choice under signDoc load is about 50 %: with a
+       * live heap of about 55 MB a full collection started every 1-2 s, and each one stalled every call in flight
+       * for 50-100 ms (issue 12: the half-load p99). At 400 the heap may grow to about five times the live heap
+       * (up to some 300 MB) and full collections come about every half minute, mostly when external (Buffer)
+       * memory calls for one. Lower it where memory is scarcer than latency.
+       */
+      heapGrowthPercent: z.coerce.number().int().min(0).max(1000).default(400),
+      /**
        * Port of the plain-HTTP publication server (/ocsp, /crl/..., /ca/..., /tsa): OCSP and CRLs are fetched
        * over plain HTTP by validators (RFC 6960 A.1, RFC 5280 4.2.1.13; NSS, and so pdfsig, cannot fetch
        * https OCSP URLs). Their answers are signed, so TLS adds nothing. 0 picks a free port.
