@@ -8,7 +8,8 @@
  *   {type:'delay-stop'}                 stop it and answer its p50, p99 and max in ms: how long the event loop was
  *                                       blocked when a call arrived, which the half-load latency tail is compared with;
  *                                       and the garbage collections meanwhile (perf_hooks 'gc' entries): how many
- *                                       minor (scavenge) and major (mark-compact) ones, and the longest of each
+ *                                       minor (scavenge) and major (mark-compact) ones, and the longest of each;
+ *                                       and the process's resident memory then (what server.heapGrowthPercent trades)
  * In cluster mode (server.workers > 1) only the primary answers; the workers run `qtsp serve` as usual.
  */
 import cluster from 'node:cluster';
@@ -49,7 +50,7 @@ if (cluster.isPrimary && process.send) {
       delay?.disable();
       gcObserver.disconnect();
       const ms = (ns: number) => ns / 1e6;
-      process.send!({ type: 'delay', p50: ms(delay?.percentile(50) ?? NaN), p99: ms(delay?.percentile(99) ?? NaN), max: ms(delay?.max ?? NaN), gc: { ...gc } });
+      process.send!({ type: 'delay', p50: ms(delay?.percentile(50) ?? NaN), p99: ms(delay?.percentile(99) ?? NaN), max: ms(delay?.max ?? NaN), gc: { ...gc }, rssMb: process.memoryUsage.rss() / 2 ** 20 });
       delay = undefined;
       return;
     }
@@ -59,7 +60,13 @@ if (cluster.isPrimary && process.send) {
             await session.post('Profiler.enable');
             await session.post('Profiler.setSamplingInterval', { interval: msg.intervalUs });
             await session.post('Profiler.start');
-            if (process.env.BENCH_HEAP_SAMPLING) await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+            if (process.env.BENCH_HEAP_SAMPLING) {
+              // 1: every allocation; 'promoted': without what the young generation collects, i.e. what outlived two
+              // scavenges (the old generation's garbage, which is what makes full collections come) and what is still
+              // alive; 'live': only what is still alive when the profile stops
+              const mode = process.env.BENCH_HEAP_SAMPLING;
+              await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: mode !== 'live', includeObjectsCollectedByMinorGC: mode !== 'live' && mode !== 'promoted' });
+            }
             return { type: 'profile-started' };
           })()
         : (async () => {

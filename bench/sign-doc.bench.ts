@@ -23,7 +23,8 @@
  * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000), BENCH_WARMUP (signDoc calls
  * before the first row, default 2000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_STDOUT (a file for
  * what the QTSP process prints, such as those traces), BENCH_HEAP_SAMPLING=1 (with --profile: also a V8 allocation
- * profile of the same calls, collected objects included, as a .heapprofile beside the .cpuprofile).
+ * profile of the same calls, collected objects included, as a .heapprofile beside the .cpuprofile; =promoted: only
+ * what outlived the young generation; =live: only what was still alive at the end).
  * The half-load run of B-B one hash is run against the transport floor too, at the same offered rate: the latency
  * any service gets from this machine, sandbox and load generator. Beside each half-load run of the QTSP: its
  * event-loop delay, and how many calls were slower than 10 / 25 / 50 ms at the load generator and inside the QTSP
@@ -258,6 +259,8 @@ interface EventLoopDelay {
   readonly max: number;
   /** the QTSP's garbage collections during the run: count and longest pause (ms) of minor and major ones */
   readonly gc?: { readonly minor: number; readonly minorMaxMs: number; readonly major: number; readonly majorMaxMs: number };
+  /** the QTSP process's resident memory at the end of the run (MB) */
+  readonly rssMb?: number;
 }
 
 type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
@@ -439,7 +442,8 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       if (h.delay) {
         const gc = h.delay.gc;
         const gcText = gc ? `; garbage collections: ${gc.minor} minor (longest ${f(gc.minorMaxMs, 1)} ms), ${gc.major} major (longest ${f(gc.majorMaxMs, 1)} ms)` : '';
-        console.log(`      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms${gcText}`);
+        const rssText = h.delay.rssMb !== undefined ? `; resident memory at the end ${f(h.delay.rssMb, 0)} MB` : '';
+        console.log(`      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms${gcText}${rssText}`);
       }
       if (h.qtspSlow) console.log(`      calls slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} at the load generator, ${h.qtspSlow.join(' / ')} inside the QTSP (its own signDoc duration histogram)`);
     }
