@@ -8,6 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { runBatch, type Durability, type Statement } from './group-commit.ts';
+import { startCheckpointer, WRITER_AUTOCHECKPOINT_PAGES, type Checkpointer } from './sqlite-checkpointer.ts';
 import type { ThreadReply, ThreadRequest, WireStatement, WriterThreadData } from './sqlite-writer.ts';
 
 const port = parentPort!;
@@ -28,6 +29,7 @@ try {
 }
 
 let db: Database.Database;
+let checkpointer: Checkpointer | undefined;
 try {
   db = new Database(file);
   db.pragma('journal_mode = WAL');
@@ -35,6 +37,12 @@ try {
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
   if (maxBytes) db.pragma(`max_page_count = ${Math.max(1, Math.floor(maxBytes / (db.pragma('page_size', { simple: true }) as number)))}`);
+  // checkpoints on their own thread (sqlite-checkpointer.ts); if it stops, this connection checkpoints again as SQLite does by default
+  db.pragma(`wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
+  checkpointer = await startCheckpointer(file, () => {
+    checkpointer = undefined;
+    db.pragma('wal_autocheckpoint = 1000');
+  });
   port.postMessage({ kind: 'ready' } satisfies ThreadReply);
 } catch (err) {
   port.postMessage({ kind: 'failed', error: plain(err) } satisfies ThreadReply);
@@ -89,7 +97,9 @@ port.on('message', (request: ThreadRequest) => {
     return;
   }
   flush(); // close: what was asked for is committed first
-  db.close(); // the last connection: SQLite checkpoints the WAL into the file
-  port.postMessage({ kind: 'closed' } satisfies ThreadReply);
-  port.close();
+  void (checkpointer?.close() ?? Promise.resolve()).then(() => {
+    db.close(); // the last connection: SQLite checkpoints the WAL into the file
+    port.postMessage({ kind: 'closed' } satisfies ThreadReply);
+    port.close();
+  });
 });

@@ -5,11 +5,14 @@
  */
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openSqliteStore, openStore, sqlitePath } from '../../src/store/open.ts';
+import { CHECKPOINT_INTERVAL_MS } from '../../src/store/sqlite-checkpointer.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
 import { registerStoreContract } from '../store/store-contract.ts';
 import { registerDocumentsContract } from '../store/documents-contract.ts';
@@ -60,6 +63,28 @@ describe('SQLite store file', () => {
     } finally {
       db.close();
     }
+  });
+
+  it('committed writes reach the database file while the store is open, from the checkpoint thread; the WAL is folded in at close', async () => {
+    const file = join(dir, 'checkpoints', 'qtsp.sqlite');
+    const store = await openSqliteStore(file);
+    try {
+      const before = createHash('sha256').update(readFileSync(file)).digest('hex');
+      const walBefore = statSync(`${file}-wal`).size;
+      for (let i = 0; i < 20; i++) await store.ping(); // durable writes, far below the writer's own checkpoint threshold
+      assert.ok(statSync(`${file}-wal`).size > walBefore, 'the writes went to the WAL');
+      // the writer's connection checkpoints only past WRITER_AUTOCHECKPOINT_PAGES: a changed database file is
+      // the checkpoint thread's doing
+      let changed = false;
+      for (let waited = 0; !changed && waited < 20 * CHECKPOINT_INTERVAL_MS; waited += CHECKPOINT_INTERVAL_MS / 4) {
+        await sleep(CHECKPOINT_INTERVAL_MS / 4);
+        changed = createHash('sha256').update(readFileSync(file)).digest('hex') !== before;
+      }
+      assert.ok(changed, `the database file unchanged ${20 * CHECKPOINT_INTERVAL_MS} ms after the writes`);
+    } finally {
+      await store.close();
+    }
+    assert.ok(!existsSync(`${file}-wal`) || statSync(`${file}-wal`).size === 0, 'the WAL is folded into the file at close');
   });
 
   it('refuses to open a database whose schema is newer than the program', async () => {
