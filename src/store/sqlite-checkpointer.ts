@@ -2,9 +2,10 @@
  * The SQLite store's WAL checkpoints, on a thread and connection of their own (started by the writer thread,
  * sqlite-writer-thread.ts). SQLite's automatic checkpoint runs inside the COMMIT that crosses its threshold,
  * on the committing connection: on the writer thread it copied some 1,000 pages into the database file and
- * fsynced it every few hundred ms under load, 5-7 ms during which every write queued behind it waited
- * (issue 12: store writes' p99 1.5-1.7 ms with it, 1.2-1.3 ms without; signDoc's half-load p99 about 3 ms
- * lower). A PASSIVE checkpoint from another connection copies what is committed without taking the write
+ * fsynced it every few hundred ms under load, 5-7 ms during which every write queued behind it waited.
+ * Issue 12's bench, 4 alternating runs each way (B-B, one hash): saturated signDoc/s 224-244 with this thread,
+ * 176-221 with the checkpoint inline; the writer thread's CPU per call 0.68-0.76 against 0.78-0.91 ms (the
+ * half-load p99 was too noisy on that machine to tell the two apart). A PASSIVE checkpoint from another connection copies what is committed without taking the write
  * lock, so the writer keeps committing meanwhile (https://sqlite.org/wal.html#checkpointing); the writer's
  * automatic checkpoint stays armed at a far higher threshold in case this thread stops.
  *
