@@ -5,9 +5,10 @@
  * fsynced it every few hundred ms under load, 5-7 ms during which every write queued behind it waited.
  * Issue 12's bench, 4 alternating runs each way (B-B, one hash): saturated signDoc/s 224-244 with this thread,
  * 176-221 with the checkpoint inline; the writer thread's CPU per call 0.68-0.76 against 0.78-0.91 ms (the
- * half-load p99 was too noisy on that machine to tell the two apart). A PASSIVE checkpoint from another connection copies what is committed without taking the write
- * lock, so the writer keeps committing meanwhile (https://sqlite.org/wal.html#checkpointing); the writer's
- * automatic checkpoint stays armed at a far higher threshold in case this thread stops.
+ * half-load p99 was too noisy on that machine to tell the two apart). A PASSIVE checkpoint from another
+ * connection copies what is committed without taking the write lock, so the writer keeps committing
+ * meanwhile (https://sqlite.org/wal.html#checkpointing); the writer's automatic checkpoint stays armed at a
+ * far higher threshold in case this thread stops.
  *
  * Plain JavaScript evaluated in a worker: it needs only better-sqlite3, not the TypeScript loader.
  */
