@@ -17,13 +17,18 @@ async function growthBeforeFullCollection(percent: number): Promise<{ liveMb: nu
   return JSON.parse(stdout) as { liveMb: number; grownMb: number };
 }
 
-test('400 lets the old generation grow more than four times the live heap before the next full collection; 10 about a tenth', async () => {
+// The probe sees the full collection when V8 starts it, which is when incremental marking begins, some way
+// below the limit itself, and earlier on a busy machine. Measured with a 37 MB live heap, idle and with four
+// busy processes on two cores (CI runs two test files at once): 400 % grew 160-216 MB (4.3-5.8x), 10 % grew
+// 24-48 MB (0.6-1.3x), V8's own choice (0) 136-176 MB (3.7-4.7x). A 1.2x bound on 10 % failed in CI; these
+// bounds keep a margin to what was seen, and the 10 % bound lies well below V8's own choice, so it fails if
+// the flag does not reach V8.
+test('the percentage reaches V8: at 10 the old generation grows less than twice the live heap before the next full collection, at 400 more than 3.5 times', async () => {
   const wide = await growthBeforeFullCollection(400);
   const narrow = await growthBeforeFullCollection(10);
   assert.ok(wide.liveMb > 20, `a live heap to grow from: ${wide.liveMb} MB`);
-  // V8 adds its young generation's capacity and a minimum step to the limit: bounds, not equalities
-  assert.ok(wide.grownMb >= 4.5 * wide.liveMb, `400 %: grew ${wide.grownMb} MB on ${wide.liveMb.toFixed(0)} MB live`);
-  assert.ok(narrow.grownMb <= 1.2 * narrow.liveMb, `10 %: grew ${narrow.grownMb} MB on ${narrow.liveMb.toFixed(0)} MB live`);
+  assert.ok(narrow.grownMb < 2 * narrow.liveMb, `10 %: grew ${narrow.grownMb} MB on ${narrow.liveMb.toFixed(0)} MB live`);
+  assert.ok(wide.grownMb > 3.5 * wide.liveMb, `400 %: grew ${wide.grownMb} MB on ${wide.liveMb.toFixed(0)} MB live`);
 });
 
 test('0 leaves V8 its own choice; a negative or fractional percentage is refused', () => {
