@@ -22,7 +22,10 @@ const BASE_FIELDS = ['client_id', 'count', 'credentialID', 'delivery_time', 'iss
 
 before(async () => {
   env = await startEnvironment({
-    delivery: { attempts: 4, backoffMs: 100, timeoutMs: 3000, relayIntervalMs: 200 },
+    // lockMs 5000: a Redis stopped with SIGTERM may have moved a job to active whose answer the worker never
+    // got (ioredis then sends the fetch again and gets the next job); that job runs once its lock expires and
+    // the stalled check finds it, lockMs + lockMs/2 later at most: 7.5 s here, 45 s with the default 30 s
+    delivery: { attempts: 4, backoffMs: 100, timeoutMs: 3000, relayIntervalMs: 200, lockMs: 5000 },
     redis: { commandTimeoutMs: 500 },
   });
   agent = rpAgent(env.endpoints);
@@ -215,7 +218,12 @@ describe('Redis stopped during a run of 200 signatures', () => {
     const ids = new Set((await Promise.all([...txns].map((txn) => referenceIdsOf(env, txn)))).flat());
     assert.equal(ids.size, 200);
     const held = () => env.sandbox.mediation.records().filter((r) => ids.has(r.record.reference_id));
-    await waitFor('200 records at the mediation service', () => held().length === 200, 30_000);
+    const restarted = Date.now();
+    await waitFor('200 records at the mediation service', () => held().length === 200, 30_000).catch(async (err: Error) => {
+      // what a CI log needs to tell a lost record from a late one: the outbox and queue counts
+      throw new Error(`${err.message}; ${held().length} held; ${JSON.stringify(await env.qtsp.delivery.status())}`);
+    });
+    t.diagnostic(`all 200 records at the mediation service ${Date.now() - restarted} ms after Redis returned`);
     await env.qtsp.delivery.idle();
     assert.equal(held().length, 200);
     assert.equal(new Set(held().map((r) => r.record.reference_id)).size, 200);
