@@ -3,6 +3,12 @@
  *   - busy time by module: node_modules package, src/ file, node: internal module; native frames (no URL:
  *     the crypto, zlib, TLS bindings) are charged to the nearest JavaScript caller, so `sign` inside
  *     src/ades/cades.ts counts for src/ades/cades.ts; GC and (program) stay apart;
+ *     Samples are taken on the thread's wall clock, not its CPU clock: a native call that wakes another thread
+ *     or process (postMessage to the store's writer, a socket write to the peer on loopback) also counts the
+ *     time this thread then waited for a core. On two busy cores that is a lot: postMessage showed 0.18 ms per
+ *     signDoc where it costs ~8 us of CPU per message (measured apart, main thread's /proc/self/task stat),
+ *     and busy time per call exceeded the event loop's CPU per call by ~0.5 ms. The bench's CPU by thread is
+ *     the measure; this summary says where to look;
  *   - inclusive time of each pipeline step (the functions sign-doc.ts calls), counting only what runs
  *     synchronously under that frame: work after an `await` is charged to the module doing it, not to the step.
  */
@@ -101,7 +107,7 @@ export function summariseProfile(profile: CpuProfile, calls: number): string {
   });
 
   const perCall = (us: number) => (us / 1000 / Math.max(1, calls)).toFixed(3).padStart(8);
-  const lines = [`busy ${perCall(busy)} ms per call (${calls} calls, idle ${(idle / 1e6).toFixed(2)} s); by module, native work charged to its JavaScript caller:`];
+  const lines = [`busy ${perCall(busy)} ms per call (${calls} calls, idle ${(idle / 1e6).toFixed(2)} s); by module, native work charged to its JavaScript caller (wall-clock samples: calls that wake another thread include its turn on the core):`];
   for (const [label, us] of [...byModule].sort((a, b) => b[1] - a[1]).slice(0, 25)) lines.push(`  ${perCall(us)} ms  ${((us / busy) * 100).toFixed(1).padStart(5)} %  ${label}`);
   lines.push('pipeline steps, inclusive synchronous time per call (after an await, work is charged to the module above):');
   for (const [label, us] of stepTime) lines.push(`  ${perCall(us)} ms  ${label}`);
