@@ -1,8 +1,9 @@
 /**
  * Child process of test/unit/heap-growth.test.ts (node --expose-gc): applies server.heapGrowthPercent (argv[2]),
  * keeps a live heap, collects it fully, then grows the old generation 1 MB at a time (arrays of that size go
- * straight to the large-object space) until the next full collection starts. How far it grew is the limit
- * V8 set after the first collection. Prints {liveMb, grownMb} as JSON.
+ * straight to the large-object space) until the next full collection starts. How far it grew follows the limit
+ * V8 set after the first collection (it starts the next one somewhat below that limit, when incremental
+ * marking begins). Prints {liveMb, grownMb} as JSON.
  */
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { applyHeapGrowth } from '../../src/util/heap-growth.ts';
