@@ -26,7 +26,7 @@ export interface CpuProfile {
 }
 
 /** the function names of the pipeline steps and their modules (src/signing/sign-doc.ts and what it calls) */
-const STEPS: readonly [label: string, file: string, fn: string][] = [
+export const STEPS: readonly [label: string, file: string, fn: string][] = [
   ['HTTP: express app (routing, JSON body, response)', 'node_modules/express/', 'handle'],
   ['1 parse request', 'src/signing/request.ts', 'parseSignDocRequest'],
   ['3 SAD validation', 'src/trust/sad.ts', 'validateSad'],
@@ -39,7 +39,7 @@ const STEPS: readonly [label: string, file: string, fn: string][] = [
   ['10 mediation record', 'src/signing/sign-doc.ts', 'report'],
 ];
 
-function moduleOf(url: string): string | undefined {
+export function moduleOf(url: string): string | undefined {
   if (!url) return undefined;
   const nm = url.lastIndexOf('/node_modules/');
   if (nm >= 0) {

@@ -15,6 +15,10 @@
  *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a run of the first level and hash count (B-B, one hash), written as a
  *                                       .cpuprofile in profiles/ (Chrome DevTools or speedscope) and summarised per
  *                                       module and per pipeline step
+ *   npm run bench -- --perf             also an on-CPU profile of the QTSP with Linux perf (Debian package linux-perf) during such a
+ *                                       run: CPU time per call by thread, and on the event loop by module and step
+ *                                       (bench/perf-summary.ts says why: V8's profile counts wall time). The QTSP
+ *                                       then runs with --perf-basic-prof for every row; perf.data stays in profiles/
  *   npm run bench -- --workers N        the QTSP with server.workers = N (one process per core) beside the
  *                                       single-process figures
  * Environment: BENCH_REQUESTS (calls per one-hash row), BENCH_CONCURRENCY (closed-loop connections, default 8),
@@ -31,9 +35,9 @@
  * (its own qtsp_signdoc_duration_seconds histogram, read from the operations port before and after): a tail
  * that the QTSP's histogram shows too is the QTSP's, not the machine's.
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
-import { createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -62,10 +66,11 @@ import { mintSignerCertificate } from '../src/pki/signer-certificate.ts';
 import { buildCadesBaselineB } from '../src/ades/cades.ts';
 import { SHA256 } from '../src/crypto/algorithms.ts';
 import type { LoadCommand, RunResult } from './load-generator.ts';
+import { parsePerfScript, summarisePerf } from './perf-summary.ts';
 import { summariseProfile } from './profile-summary.ts';
 import { startPostgres } from '../test/helpers/postgres.ts';
 
-const { values: flags } = parseArgs({ options: { full: { type: 'boolean', default: false }, profile: { type: 'boolean', default: false }, workers: { type: 'string' } } });
+const { values: flags } = parseArgs({ options: { full: { type: 'boolean', default: false }, profile: { type: 'boolean', default: false }, perf: { type: 'boolean', default: false }, workers: { type: 'string' } } });
 const FULL = flags.full!;
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? (FULL ? 2000 : 300));
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
@@ -169,7 +174,8 @@ interface QtspProcess {
 async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, string>, script = 'qtsp-process.ts'): Promise<QtspProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env, ...flatten(input as Record<string, unknown>), ...extraEnv, QTSP_LOG_LEVEL: 'silent' };
   delete env.REDIS_URL;
-  const child = spawn(process.execPath, [...(process.env.BENCH_QTSP_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', join(HERE, script)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
+  const nodeFlags = [...(process.env.BENCH_QTSP_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...(flags.perf && script === 'qtsp-process.ts' ? ['--perf-basic-prof'] : [])];
+  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', join(HERE, script)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
   if (process.env.BENCH_QTSP_STDOUT && script === 'qtsp-process.ts') child.stdout!.pipe(createWriteStream(process.env.BENCH_QTSP_STDOUT));
   let opsUrl: string | undefined;
   const signDocUrl = await new Promise<string>((resolve, reject) => {
@@ -190,6 +196,35 @@ async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, str
     command: (msg) => ask(child, msg),
     stop: () => stopChild(child),
   };
+}
+
+const PERF_HZ = 999;
+
+/**
+ * `perf record` (cpu-clock: CPU time, not wall time) on the QTSP process, every thread, while `run` runs; then the
+ * summary of bench/perf-summary.ts, also written beside perf.data in profiles/. A missing or refused perf gives
+ * a line saying so, not a failed bench.
+ */
+async function perfRun(pid: number, run: () => Promise<RunResult>): Promise<string> {
+  if (spawnSync('perf', ['--version'], { stdio: 'ignore' }).status !== 0) return 'perf profile: perf is not installed (Debian package linux-perf); skipped';
+  mkdirSync(join(process.cwd(), 'profiles'), { recursive: true });
+  const file = join(process.cwd(), 'profiles', `qtsp-signdoc-${new Date().toISOString().replace(/[:.]/g, '-')}.perf.data`);
+  const perf = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(PERF_HZ), '-g', '-p', String(pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let perfErr = '';
+  perf.stderr!.on('data', (d: Buffer) => (perfErr = (perfErr + d.toString()).slice(-2000)));
+  const ended = new Promise<number | null>((resolve) => perf.once('exit', (code) => resolve(code)));
+  await new Promise((r) => setTimeout(r, 500)); // perf attaches to every thread before the calls start
+  if (perf.exitCode !== null) return `perf profile: perf record failed: ${perfErr.trim().split('\n').pop()}`;
+  const threadNames = new Map<number, string>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) threadNames.set(Number(tid), readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim());
+  const r = await run();
+  perf.kill('SIGINT');
+  if ((await ended) !== 0 && !existsSync(file)) return `perf profile: perf record failed: ${perfErr.trim().split('\n').pop()}`;
+  const script = spawnSync('perf', ['script', '-i', file, '-F', 'tid,ip,sym'], { encoding: 'utf8', maxBuffer: 1 << 30 });
+  if (script.status !== 0) return `perf profile: perf script failed: ${script.stderr.trim().split('\n').pop()}`;
+  const summary = `on-CPU profile of the QTSP (perf, cpu-clock at ${PERF_HZ} Hz) over ${r.ok} ${LEVELS[0]} calls with ${HASHES[0]} hash(es) each: ${file}\n${summarisePerf(parsePerfScript(script.stdout), pid, threadNames, PERF_HZ, r.ok)}`;
+  writeFileSync(file.replace(/\.perf\.data$/, '.perf.txt'), summary + '\n');
+  return summary;
 }
 
 /**
@@ -482,6 +517,7 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   let profileFile: string | undefined;
   let profileCalls = 0;
+  let perfReport: string | undefined;
   const input = qtspConfigInput({ dataDir, ops: { port: 0 }, server: { maxConnectionsPerAddress: 0 } /* one load generator, one address */, delivery: { inProcessWorker: WORKER_IN_PROCESS }, signer: { rsaPoolSize: 0 } }, sandbox.info, { port, publicationPort }, redis.url);
   try {
     const runAll = async (keys: string, workers: number, levels: string[], hashesList: number[], halfLoadFor: (level: string, hashes: number) => boolean, postgresUrl?: string) => {
@@ -530,6 +566,10 @@ async function main(): Promise<void> {
           await qtsp.command({ type: 'profile-stop', file: profileFile });
           profileCalls = r.ok;
         }
+        if (flags.perf && workers === 1 && keys === 'software' && !postgresUrl) {
+          await load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
+          perfReport = await perfRun(qtsp.pid, () => load.send({ type: 'run', concurrency: CONCURRENCY }) as Promise<unknown> as Promise<RunResult>);
+        }
       } finally {
         await load.stop();
         await qtsp.stop();
@@ -573,6 +613,7 @@ async function main(): Promise<void> {
       console.log(`\nCPU profile of the QTSP over ${profileCalls} ${LEVELS[0]} calls with ${HASHES[0]} hash(es) each: ${profileFile}`);
       console.log(summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
     }
+    if (perfReport) console.log(`\n${perfReport}`);
     const cluster = rows.filter((r) => r.store === 'postgres' && r.saturated);
     if (cluster.length === 2) {
       const [a, b] = cluster.map((r) => (r.saturated!.ok / r.saturated!.wallMs) * 1000) as [number, number];
