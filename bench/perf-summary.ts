@@ -1,6 +1,7 @@
 /**
- * An on-CPU profile of the QTSP process with Linux perf (`npm run bench -- --perf`), summarised per call like
- * profile-summary.ts summarises the V8 profile, but counting CPU time only.
+ * An on-CPU profile of the QTSP process with Linux perf (`npm run bench -- --perf`), summarised per call by
+ * thread and, on the event loop, by module, like profile-summary.ts summarises the V8 profile, but counting CPU
+ * time only.
  *
  * Why a second profiler: V8's sampling profiler samples the event loop on its wall clock. A native call that
  * wakes another thread or process (postMessage to the store's writer, a socket write to a peer on loopback)
@@ -14,10 +15,15 @@
  * a frame reads `JS:*name file:///…/src/x.ts:1:234` (`*` optimised, `^` baseline, `~` interpreted). Native frames
  * (OpenSSL, libuv, the kernel) are charged to the nearest JavaScript caller, as in profile-summary.ts; inlined
  * functions count for the function they were inlined into (node:crypto's verify inside src/trust/jws.ts).
+ * No per-step figures: a step is an outer frame, and outer frames can carry the wrong name. perf names a JIT
+ * address from perf-<pid>.map, where V8 appends every code object it creates; code that was discarded (a
+ * deoptimisation, say) leaves its address to later code, and perf may name it after the earlier one. In one
+ * run, 382 samples of node:net's Socket._writev sat "under" sign-doc.ts recordEvidence, which writes to no
+ * socket. The innermost frame is the code running, hot and stable after the warm-up, so modules are reliable.
  * The text format parsed is `perf script -F tid,ip,sym` (Linux perf 5 and 6): a line `<tid>` per sample, then
  * one indented line per frame, innermost first.
  */
-import { moduleOf, STEPS } from './profile-summary.ts';
+import { moduleOf } from './profile-summary.ts';
 
 interface Sample {
   readonly tid: number;
@@ -40,10 +46,9 @@ export function parsePerfScript(text: string): Sample[] {
   return samples;
 }
 
-/** `JS:*signDoc file:///…/sign-doc.ts:1:5763` -> { fn: 'signDoc', url: 'file:///…/sign-doc.ts' } */
-function jsFrame(symbol: string): { fn: string; url: string } | undefined {
-  const m = /^(?:JS|LazyCompile|Function):[*~^+]?(\S*) (\S+?)(?::\d+:\d+)?$/.exec(symbol);
-  return m ? { fn: m[1]!, url: m[2]! } : undefined;
+/** `JS:*signDoc file:///…/sign-doc.ts:1:5763` -> 'file:///…/sign-doc.ts' */
+function jsFrameUrl(symbol: string): string | undefined {
+  return /^(?:JS|LazyCompile|Function):[*~^+]?\S* (\S+?)(?::\d+:\d+)?$/.exec(symbol)?.[1];
 }
 
 /** what the event loop did in a sample without any JavaScript frame, by the native frames it went through */
@@ -65,25 +70,20 @@ export function summarisePerf(samples: readonly Sample[], mainTid: number, threa
   const perCall = (n: number) => ((n / hz) * 1000 / Math.max(1, calls)).toFixed(3).padStart(8);
   const byThread = new Map<string, number>();
   const byModule = new Map<string, number>();
-  const steps = new Map<string, number>();
   let main = 0;
   for (const s of samples) {
     const thread = s.tid === mainTid ? 'event loop' : (threadNames.get(s.tid) ?? 'node').replace(/^node$/, 'V8 and libuv helpers');
     byThread.set(thread, (byThread.get(thread) ?? 0) + 1);
     if (s.tid !== mainTid) continue;
     main++;
-    const frames = s.frames.map(jsFrame);
-    const first = frames.find((f) => f && moduleOf(f.url));
-    const label = first ? moduleOf(first.url)! : nativeOnly(s.frames);
+    const url = s.frames.map(jsFrameUrl).find((u) => u && moduleOf(u));
+    const label = url ? moduleOf(url)! : nativeOnly(s.frames);
     byModule.set(label, (byModule.get(label) ?? 0) + 1);
-    for (const [step, file, fn] of STEPS) if (frames.some((f) => f && f.fn === fn && f.url.includes(file))) steps.set(step, (steps.get(step) ?? 0) + 1);
   }
   const total = samples.length;
   const lines = [`on-CPU ${perCall(total)} ms per call in all threads (${calls} calls, ${total} samples at ${hz} Hz); by thread:`];
   for (const [thread, n] of [...byThread].sort((a, b) => b[1] - a[1])) lines.push(`  ${perCall(n)} ms  ${thread}`);
   lines.push('event loop by module, native and kernel work charged to its JavaScript caller:');
   for (const [label, n] of [...byModule].sort((a, b) => b[1] - a[1]).slice(0, 25)) lines.push(`  ${perCall(n)} ms  ${((n / Math.max(1, main)) * 100).toFixed(1).padStart(5)} %  ${label}`);
-  lines.push('pipeline steps, on-CPU time per call under each step (synchronous part only, as in the V8 summary):');
-  for (const [step] of STEPS) lines.push(`  ${perCall(steps.get(step) ?? 0)} ms  ${step}`);
   return lines.join('\n');
 }

@@ -26,7 +26,7 @@ export interface CpuProfile {
 }
 
 /** the function names of the pipeline steps and their modules (src/signing/sign-doc.ts and what it calls) */
-export const STEPS: readonly [label: string, file: string, fn: string][] = [
+const STEPS: readonly [label: string, file: string, fn: string][] = [
   ['HTTP: express app (routing, JSON body, response)', 'node_modules/express/', 'handle'],
   ['1 parse request', 'src/signing/request.ts', 'parseSignDocRequest'],
   ['3 SAD validation', 'src/trust/sad.ts', 'validateSad'],

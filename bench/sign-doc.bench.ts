@@ -16,7 +16,7 @@
  *                                       .cpuprofile in profiles/ (Chrome DevTools or speedscope) and summarised per
  *                                       module and per pipeline step
  *   npm run bench -- --perf             also an on-CPU profile of the QTSP with Linux perf (Debian package linux-perf) during such a
- *                                       run: CPU time per call by thread, and on the event loop by module and step
+ *                                       run: CPU time per call by thread, and on the event loop by module
  *                                       (bench/perf-summary.ts says why: V8's profile counts wall time). The QTSP
  *                                       then runs with --perf-basic-prof for every row; perf.data stays in profiles/
  *   npm run bench -- --workers N        the QTSP with server.workers = N (one process per core) beside the
