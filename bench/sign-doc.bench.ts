@@ -25,7 +25,7 @@
  * BENCH_LEVELS (e.g. AdES-B-B,AdES-B-T,P:AdES-B-T,X:AdES-B-B), BENCH_HASHES (e.g. 1,10), BENCH_KEYS (software[,softhsm]),
  * BENCH_WORKER=inprocess (the delivery workers inside the QTSP process; default: off, as a deployment runs
  * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000), BENCH_WARMUP (signDoc calls
- * before the first row, default 2000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_STDOUT (a file for
+ * before the first row, default 2000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_PRELOAD (LD_PRELOAD for the QTSP process only, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2), BENCH_QTSP_STDOUT (a file for
  * what the QTSP process prints, such as those traces), BENCH_HEAP_SAMPLING=1 (with --profile: also a V8 allocation
  * profile of the same calls, collected objects included, as a .heapprofile beside the .cpuprofile; =promoted: only
  * what outlived the young generation; =live: only what was still alive at the end).
@@ -174,7 +174,11 @@ interface QtspProcess {
 async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, string>, script = 'qtsp-process.ts'): Promise<QtspProcess> {
   const env: NodeJS.ProcessEnv = { ...process.env, ...flatten(input as Record<string, unknown>), ...extraEnv, QTSP_LOG_LEVEL: 'silent' };
   delete env.REDIS_URL;
-  const nodeFlags = [...(process.env.BENCH_QTSP_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...(flags.perf && script === 'qtsp-process.ts' ? ['--perf-basic-prof'] : [])];
+  // another malloc for the QTSP process alone, to measure it against glibc's (jemalloc: see issue 12's notes)
+  if (process.env.BENCH_QTSP_PRELOAD && script === 'qtsp-process.ts') env.LD_PRELOAD = process.env.BENCH_QTSP_PRELOAD;
+  // --perf-basic-prof also turns on V8's event log, one isolate-*.log per thread in the working directory: into one file in tmp instead
+  const perfFlags = flags.perf && script === 'qtsp-process.ts' ? ['--perf-basic-prof', `--logfile=${join(tmpdir(), 'qtsp-bench-v8.log')}`, '--no-logfile-per-isolate'] : [];
+  const nodeFlags = [...(process.env.BENCH_QTSP_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...perfFlags];
   const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', join(HERE, script)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
   if (process.env.BENCH_QTSP_STDOUT && script === 'qtsp-process.ts') child.stdout!.pipe(createWriteStream(process.env.BENCH_QTSP_STDOUT));
   let opsUrl: string | undefined;
