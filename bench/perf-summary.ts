@@ -20,8 +20,8 @@
  * deoptimisation, say) leaves its address to later code, and perf may name it after the earlier one. In one
  * run, 382 samples of node:net's Socket._writev sat "under" sign-doc.ts recordEvidence, which writes to no
  * socket. The innermost frame is the code running, hot and stable after the warm-up, so modules are reliable.
- * The text format parsed is `perf script -F tid,ip,sym` (Linux perf 5 and 6): a line `<tid>` per sample, then
- * one indented line per frame, innermost first.
+ * The text format parsed is `perf script -F tid,ip,sym` (Linux perf 5 and 6): a line with the tid alone per sample
+ * (right-aligned, so a short tid starts with spaces), then one indented line per frame, innermost first.
  */
 import { moduleOf } from './profile-summary.ts';
 
@@ -36,8 +36,9 @@ export function parsePerfScript(text: string): Sample[] {
   let current: { tid: number; frames: string[] } | undefined;
   for (const line of text.split('\n')) {
     if (line.trim() === '') continue;
-    if (!/^\s/.test(line)) {
-      current = { tid: Number(line.trim().split(/\s+/)[0]), frames: [] };
+    const header = /^\s*(\d+)\s*$/.exec(line); // the tid alone, right-aligned to the widest tid (` 2875`)
+    if (header) {
+      current = { tid: Number(header[1]), frames: [] };
       samples.push(current);
     } else if (current) {
       current.frames.push(line.trim().replace(/^[0-9a-f]+\s+/, '')); // drop the address

@@ -34,6 +34,11 @@ test('perf script text: one sample per tid line, frames innermost first, address
   assert.equal(samples[7]!.tid, WRITER);
 });
 
+test('a short tid, right-aligned by perf, starts a sample and is no frame', () => {
+  const samples = parsePerfScript(` 2875 \n\t          858a3 __GI___pthread_disable_asynccancel\n\n 2875 \n\t     ae1a01 JS:*signDoc file:///w/src/signing/sign-doc.ts:1:5\n`);
+  assert.deepEqual(samples.map((s) => [s.tid, s.frames.length]), [[2875, 1], [2875, 1]]);
+});
+
 test('CPU per call by thread, and on the event loop by module (native charged to its JavaScript caller)', () => {
   // 10 Hz and 2 calls: one sample is 100 ms of CPU, 50 ms per call
   const out = summarisePerf(parsePerfScript(text), MAIN, new Map([[MAIN, 'node'], [WRITER, 'qtsp-store']]), 10, 2);
