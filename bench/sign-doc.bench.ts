@@ -204,6 +204,15 @@ async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, str
 
 const PERF_HZ = 999;
 
+/** profiles/qtsp-signdoc-<time>.<extension>, the folder made if missing */
+function profilePath(extension: string): string {
+  mkdirSync(join(process.cwd(), 'profiles'), { recursive: true });
+  return join(process.cwd(), 'profiles', `qtsp-signdoc-${new Date().toISOString().replace(/[:.]/g, '-')}.${extension}`);
+}
+
+/** the last line of a tool's error output */
+const lastLine = (text: string) => text.trim().split('\n').pop();
+
 /**
  * `perf record` (cpu-clock: CPU time, not wall time) on the QTSP process, every thread, while `run` runs; then the
  * summary of bench/perf-summary.ts, also written beside perf.data in profiles/. A missing or refused perf gives
@@ -211,21 +220,20 @@ const PERF_HZ = 999;
  */
 async function perfRun(pid: number, run: () => Promise<RunResult>): Promise<string> {
   if (spawnSync('perf', ['--version'], { stdio: 'ignore' }).status !== 0) return 'perf profile: perf is not installed (Debian package linux-perf); skipped';
-  mkdirSync(join(process.cwd(), 'profiles'), { recursive: true });
-  const file = join(process.cwd(), 'profiles', `qtsp-signdoc-${new Date().toISOString().replace(/[:.]/g, '-')}.perf.data`);
+  const file = profilePath('perf.data');
   const perf = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(PERF_HZ), '-g', '-p', String(pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
   let perfErr = '';
   perf.stderr!.on('data', (d: Buffer) => (perfErr = (perfErr + d.toString()).slice(-2000)));
   const ended = new Promise<number | null>((resolve) => perf.once('exit', (code) => resolve(code)));
   await new Promise((r) => setTimeout(r, 500)); // perf attaches to every thread before the calls start
-  if (perf.exitCode !== null) return `perf profile: perf record failed: ${perfErr.trim().split('\n').pop()}`;
+  if (perf.exitCode !== null) return `perf profile: perf record failed: ${lastLine(perfErr)}`;
   const threadNames = new Map<number, string>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) threadNames.set(Number(tid), readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim());
   const r = await run();
   perf.kill('SIGINT');
-  if ((await ended) !== 0 && !existsSync(file)) return `perf profile: perf record failed: ${perfErr.trim().split('\n').pop()}`;
+  if ((await ended) !== 0 && !existsSync(file)) return `perf profile: perf record failed: ${lastLine(perfErr)}`;
   const script = spawnSync('perf', ['script', '-i', file, '-F', 'tid,ip,sym'], { encoding: 'utf8', maxBuffer: 1 << 30 });
-  if (script.status !== 0) return `perf profile: perf script failed: ${script.stderr.trim().split('\n').pop()}`;
+  if (script.status !== 0) return `perf profile: perf script failed: ${lastLine(script.stderr)}`;
   const summary = `on-CPU profile of the QTSP (perf, cpu-clock at ${PERF_HZ} Hz) over ${r.ok} ${LEVELS[0]} calls with ${HASHES[0]} hash(es) each: ${file}\n${summarisePerf(parsePerfScript(script.stdout), pid, threadNames, PERF_HZ, r.ok)}`;
   writeFileSync(file.replace(/\.perf\.data$/, '.perf.txt'), summary + '\n');
   return summary;
@@ -583,18 +591,22 @@ async function main(): Promise<void> {
             rows.push({ keys, store, level, hashes, workers, saturated, ...(halfLoad ? { halfLoad } : {}) });
           }
         }
-        if (flags.profile && workers === 1 && keys === 'software' && !postgresUrl) {
-          mkdirSync(join(process.cwd(), 'profiles'), { recursive: true });
-          profileFile = join(process.cwd(), 'profiles', `qtsp-signdoc-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
-          await load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
+        // the profiled calls: REQUESTS of the first level and hash count, their SADs fetched before any profile
+        // starts (the sandbox's work is not the QTSP's)
+        const prefetchProfiled = () => load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
+        const runProfiled = async () => (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
+        const profiled = workers === 1 && keys === 'software' && !postgresUrl;
+        if (flags.profile && profiled) {
+          profileFile = profilePath('cpuprofile');
+          await prefetchProfiled();
           await qtsp.command({ type: 'profile-start', intervalUs: 200 });
-          const r = (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
+          const r = await runProfiled();
           await qtsp.command({ type: 'profile-stop', file: profileFile });
           profileCalls = r.ok;
         }
-        if (flags.perf && workers === 1 && keys === 'software' && !postgresUrl) {
-          await load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
-          perfReport = await perfRun(qtsp.pid, () => load.send({ type: 'run', concurrency: CONCURRENCY }) as Promise<unknown> as Promise<RunResult>);
+        if (flags.perf && profiled) {
+          await prefetchProfiled();
+          perfReport = await perfRun(qtsp.pid, runProfiled);
         }
       } finally {
         await load.stop();
