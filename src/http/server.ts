@@ -14,7 +14,8 @@ import type { TLSSocket } from 'node:tls';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Config } from '../config/schema.ts';
 import { badRequest, SignDocError, unauthorized } from '../errors.ts';
-import { signDoc, type SignDocDeps } from '../signing/sign-doc.ts';
+import { signDoc, type SignDocDeps, type SignDocResult } from '../signing/sign-doc.ts';
+import { base64JsonArray } from '../util/base64.ts';
 import type { Logger } from '../util/logger.ts';
 
 /**
@@ -203,9 +204,24 @@ function parseJsonBody(chunks: Buffer[]): unknown {
 }
 
 function sendJson(res: http.ServerResponse, status: number, headers: Record<string, string>, body: unknown): void {
-  const json = Buffer.from(JSON.stringify(body), 'utf8'); // encoded once: its length and the bytes sent
+  sendJsonText(res, status, headers, JSON.stringify(body), 'utf8');
+}
+
+/** `encoding` latin1 only for text that is ASCII (signDocAnswerJson): the same bytes, encoded faster */
+function sendJsonText(res: http.ServerResponse, status: number, headers: Record<string, string>, text: string, encoding: 'utf8' | 'latin1'): void {
+  const json = Buffer.from(text, encoding); // encoded once: its length and the bytes sent
   res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': json.length });
   res.end(json);
+}
+
+/**
+ * The JSON text of a signDoc answer, byte for byte what JSON.stringify makes of the express route's object
+ * (test/unit/sign-doc-answer.test.ts), written from its Base64 texts without the escape scan of every
+ * character: 0.07 ms of CPU less for a ten-hash B-B answer (issue 12).
+ */
+export function signDocAnswerJson(result: Pick<SignDocResult, 'SignatureObject' | 'revocationInfo'>): string {
+  const revocation = result.revocationInfo ? `,"revocationInfo":{"ocsp":${base64JsonArray(result.revocationInfo.ocsp)},"crl":${base64JsonArray(result.revocationInfo.crl)}}` : '';
+  return `{"SignatureObject":${base64JsonArray(result.SignatureObject)}${revocation}}`;
 }
 
 async function answerSignDoc(res: http.ServerResponse, chunks: Buffer[], clientCertDer: Buffer, deps: SignDocDeps): Promise<void> {
@@ -220,7 +236,7 @@ async function answerSignDoc(res: http.ServerResponse, chunks: Buffer[], clientC
     sendJson(res, e.status, { 'cache-control': 'no-store' }, e.toBody());
     return;
   }
-  sendJson(res, 200, { 'cache-control': 'no-store', 'x-transaction-id': result.txn }, { SignatureObject: result.SignatureObject, ...(result.revocationInfo ? { revocationInfo: result.revocationInfo } : {}) });
+  sendJsonText(res, 200, { 'cache-control': 'no-store', 'x-transaction-id': result.txn }, signDocAnswerJson(result), 'latin1');
 }
 
 export interface RunningServer {

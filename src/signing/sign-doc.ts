@@ -16,6 +16,7 @@ import { issuedCertificateRecord } from '../store/records.ts';
 import type { DocumentClaim, KeptSignature, SigningTransaction, Store } from '../store/types.ts';
 import { x5tS256 } from '../trust/fingerprint.ts';
 import { validateSad, type SadContext } from '../trust/sad.ts';
+import { base64Text, checkedBase64Text, type Base64Text } from '../util/base64.ts';
 import type { Logger } from '../util/logger.ts';
 import type { Metrics } from '../util/metrics.ts';
 import { checkConsent, type Consent } from './consent.ts';
@@ -45,8 +46,8 @@ export interface SignDocDeps {
 }
 
 export interface SignDocResult {
-  readonly SignatureObject: string[];
-  readonly revocationInfo?: { ocsp: string[]; crl: string[] };
+  readonly SignatureObject: Base64Text[];
+  readonly revocationInfo?: { ocsp: Base64Text[]; crl: Base64Text[] };
   readonly txn: string;
 }
 
@@ -135,14 +136,14 @@ async function signHashes(request: ParsedSignDocRequest, choice: SigningChoice, 
     request.hashes.map((hash) => build({ hash, hashAlgorithm: request.hashAlgorithm, signerCertificate: signer.certificate, chain: [deps.issuingCa.der], key, signingTime, services: deps.ades })),
   );
   deps.metrics.signatures.inc(built.length);
-  return { SignatureObject: built.map((b) => b.signature.toString('base64')), ...revocationInfo(built.map((b) => b.revocation)) };
+  return { SignatureObject: built.map((b) => base64Text(b.signature)), ...revocationInfo(built.map((b) => b.revocation)) };
 }
 
 /** revocationInfo of kept signatures: each kept the revocationInfo of the response it was returned in */
 function revocationOf(kept: readonly KeptSignature[]): Pick<SignDocResult, 'revocationInfo'> {
   const present = kept.flatMap((k) => (k.revocation ? [k.revocation] : []));
   if (present.length === 0) return {};
-  const unique = (list: string[]) => [...new Set(list)];
+  const unique = (list: string[]) => [...new Set(list)].map(checkedBase64Text);
   return { revocationInfo: { ocsp: unique(present.flatMap((r) => r.ocsp)), crl: unique(present.flatMap((r) => r.crl)) } };
 }
 
@@ -150,7 +151,7 @@ function revocationOf(kept: readonly KeptSignature[]): Pick<SignDocResult, 'revo
 function revocationInfo(all: readonly (RevocationInfo | undefined)[]): Pick<SignDocResult, 'revocationInfo'> {
   const present = all.filter((r): r is RevocationInfo => r !== undefined);
   if (present.length === 0) return {};
-  const unique = (list: Buffer[]) => [...new Set(list.map((b) => b.toString('base64')))];
+  const unique = (list: Buffer[]) => [...new Set(list.map(base64Text))];
   return { revocationInfo: { ocsp: unique(present.flatMap((r) => [...r.ocsp])), crl: unique(present.flatMap((r) => [...r.crl])) } };
 }
 
@@ -169,9 +170,12 @@ function report(introspection: Introspection, consent: Consent, request: ParsedS
   );
 }
 
-/** step 5b, a replay: the signatures kept for these documents, as first returned (once.ts) */
+/**
+ * step 5b, a replay: the signatures kept for these documents, as first returned (once.ts). Read back from the
+ * store, so their characters are checked: the answer carries Base64Text into its JSON unescaped.
+ */
 function replayed(signatures: readonly KeptSignature[], consent: Consent): SignDocResult {
-  return { SignatureObject: signatures.map((s) => s.signature), ...revocationOf(signatures), txn: consent.txn };
+  return { SignatureObject: signatures.map((s) => checkedBase64Text(s.signature)), ...revocationOf(signatures), txn: consent.txn };
 }
 
 /** step 9: the key pair is gone before the response leaves (PKCS#11: C_DestroyObject of both halves) */

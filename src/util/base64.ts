@@ -27,6 +27,33 @@ export function decodeDigest(value: string, expectedLength: number): DigestDecod
   return { ok: true, bytes };
 }
 
+/**
+ * Text that is standard Base64 (RFC 4648 section 4) by construction: JSON carries it as it is, since none of
+ * its characters needs escaping (base64JsonArray).
+ */
+export type Base64Text = string & { readonly __base64Text: unique symbol };
+
+/** Base64 of bytes: always Base64Text. */
+export function base64Text(bytes: Buffer): Base64Text {
+  return bytes.toString('base64') as Base64Text;
+}
+
+const NOT_BASE64_CHARACTER = /[^A-Za-z0-9+/=]/;
+
+/** Text we did not encode here (read back from the store): Base64Text once its characters are checked. */
+export function checkedBase64Text(text: string): Base64Text {
+  if (NOT_BASE64_CHARACTER.test(text)) throw new TypeError('not Base64 text');
+  return text as Base64Text;
+}
+
+/**
+ * The JSON array of Base64 texts, exactly as JSON.stringify writes it, without its per-character escape scan
+ * (issue 12: ~2.5 ns per character, 0.07 ms of a ten-hash B-B answer's 27 KB; the join costs a seventh of it).
+ */
+export function base64JsonArray(items: readonly Base64Text[]): string {
+  return items.length === 0 ? '[]' : `["${items.join('","')}"]`;
+}
+
 export function toPem(der: Uint8Array, label: string): string {
   const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '');
   return `-----BEGIN ${label}-----\n${b64}\n-----END ${label}-----\n`;
