@@ -203,7 +203,7 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
     keys,
     defaultAlgorithm: config.signer.defaultAlgorithm,
     store,
-    mediation: { ownerId: config.mediation.ownerId, recorded: () => delivery.wake() },
+    mediation: { ownerId: config.mediation.ownerId, recorded: (entries) => delivery.wake(entries) },
     logger,
     metrics: instanceMetrics(config, options.defaultMetrics ?? true),
   };

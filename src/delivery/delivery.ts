@@ -11,7 +11,7 @@ import type { Config } from '../config/schema.ts';
 import type { OutboxState, Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
 import { DeliveryQueues, redisConnection, type QueueDepth } from './queue.ts';
-import { OutboxRelay } from './relay.ts';
+import { OutboxRelay, type CommittedEntry } from './relay.ts';
 import { DeliveryWorkers, type Deliver } from './worker.ts';
 
 export interface DeliveryDeps {
@@ -38,8 +38,11 @@ export interface TopicStatus {
 }
 
 export interface Delivery {
-  /** hand new outbox entries over soon; never waits, never throws */
-  wake(): void;
+  /**
+   * hand new outbox entries over soon; never waits, never throws. `entries`: the ones just committed, which the
+   * relay may then hand over without reading them back (relay.ts)
+   */
+  wake(entries?: readonly CommittedEntry[]): void;
   /** resolves when the relay has nothing in hand (tests) */
   idle(): Promise<void>;
   status(): Promise<Record<string, TopicStatus>>;
@@ -83,7 +86,7 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
     workers = new DeliveryWorkers({ connection: workerConnection, store: deps.store, handlers: deps.handlers(), config, logger: deps.logger });
   }
   return {
-    wake: relay ? () => relay.wake() : deps.relayElsewhere!,
+    wake: relay ? (entries) => relay.wake(entries) : () => deps.relayElsewhere!(), // the primary's relay reads what the workers wrote
     idle: async () => relay?.idle(),
     status: () => deliveryStatus(deps.store, queues),
     async close() {

@@ -10,7 +10,6 @@
 import { Queue, type JobsOptions } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config/schema.ts';
-import type { OutboxEntry } from '../store/types.ts';
 
 export interface DeliveryJob {
   /** the outbox id (mediation: the reference_id) */
@@ -104,10 +103,10 @@ export class DeliveryQueues {
     return queue;
   }
 
-  /** Adds one job per entry (all of one topic), job id = outbox id. */
-  async add(topic: string, entries: readonly OutboxEntry[]): Promise<void> {
+  /** Adds one job per outbox entry (all of one topic), job id = outbox id. */
+  async add(topic: string, ids: readonly string[]): Promise<void> {
     const options = jobOptions(this.config);
-    const jobs = entries.map((e) => ({ name: topic, data: { id: e.id }, opts: { ...options, jobId: e.id } }));
+    const jobs = ids.map((id) => ({ name: topic, data: { id }, opts: { ...options, jobId: id } }));
     const queue = await this.queue(topic);
     await withTimeout(queue.addBulk(jobs), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
   }

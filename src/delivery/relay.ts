@@ -15,6 +15,15 @@
  * again at once: bullmq drops the jobs that still exist (same job id), the lost ones are queued anew. The
  * first connection of a process counts as a restart too (Redis may have restarted while we were not running).
  * delivery.requeueAfterMs remains the backstop for jobs lost without a restart (a FLUSHALL, say).
+ *
+ * Entries handed over without reading them back (issue 12): a signDoc that has just committed its mediation
+ * record names it in wake(entries), and a pass that has nothing else to look for hands those ids to Redis and
+ * marks them, without the outbox read (~0.05 ms of the event loop per signDoc, for rows whose ids we hold).
+ * Every other pass reads the outbox as before: the timer's (every intervalMs, so nothing written by another
+ * process or left by a failure waits longer than that), the first after a (re)connect, the one after a failed
+ * pass, and a wake that names no entries. A read and a hand-over may both hand one entry over: Redis keeps
+ * the job (or its completion, a day) under the entry's id and drops the second add, and the mark only moves
+ * a pending or queued entry.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '../store/types.ts';
@@ -23,11 +32,21 @@ import type { DeliveryQueues } from './queue.ts';
 
 /**
  * A pass starts this long after the wake that asked for it, and wakes meanwhile join it: under load one pass
- * (one read of the outbox, one call to Redis, one write of the marks) serves the records of many signDocs
- * instead of one each (issue 12: the relay's per-record passes cost each signDoc ~0.25 ms of the event loop).
- * Delivery happens after the response anyway; 10 ms more before it is nothing to the mediation service.
+ * (one call to Redis, one write of the marks) serves the records of many signDocs instead of one each (issue
+ * 12). A pass costs more than its records: at 400 records/s, the relay's CPU on the main thread per record was
+ * ~125 us with 10 ms, ~28 us with 50 ms and ~30 us with 100 ms (bench/relay.bench.ts). Delivery happens after
+ * the response anyway; 50 ms more before it is nothing to the mediation service.
  */
-export const GATHER_MS = 10;
+export const GATHER_MS = 50;
+
+/** ids held for a hand-over at most; past them the next pass reads the outbox instead (memory stays bounded) */
+export const MAX_HELD_ENTRIES = 10_000;
+
+/** an outbox entry just committed, as wake() is told of it */
+export interface CommittedEntry {
+  readonly id: string;
+  readonly topic: string;
+}
 
 export interface RelayOptions {
   readonly store: Store;
@@ -38,6 +57,8 @@ export interface RelayOptions {
   readonly requeueAfterMs: number;
   /** entries per queue call */
   readonly batchSize?: number;
+  /** how long a pass waits for more wakes to join it (default GATHER_MS; the relay bench compares others) */
+  readonly gatherMs?: number;
   readonly logger: Logger;
 }
 
@@ -45,7 +66,7 @@ export class OutboxRelay {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
-  /** a pass is waiting out GATHER_MS: a wake now is served by it */
+  /** a pass is waiting out its gathering time: a wake now is served by it */
   private gathering = false;
   private stopped = false;
   /** for logs: one line when handing over stops (Redis or the store failing), one when it resumes */
@@ -62,6 +83,11 @@ export class OutboxRelay {
    * one per pass, on the event loop)
    */
   private staleCheckedAt = Number.NEGATIVE_INFINITY;
+  /** the next pass reads the outbox (see the head of this file for when) */
+  private readDue = true;
+  /** ids of committed entries to hand over without reading them back, by topic */
+  private held = new Map<string, string[]>();
+  private heldCount = 0;
   private readonly connected = () => {
     this.checkRunId = true;
     this.wake();
@@ -71,14 +97,18 @@ export class OutboxRelay {
 
   start(): void {
     this.o.queues.connection.on('ready', this.connected);
-    this.timer = setInterval(() => this.wake(), this.o.intervalMs);
+    this.timer = setInterval(() => this.wake(), this.o.intervalMs); // a wake naming no entries: a read
     this.timer.unref();
     this.wake();
   }
 
-  /** Run a pass soon; passes never overlap, and wakes during a pass cause one more. Never throws. */
-  wake(): void {
+  /**
+   * Run a pass soon; passes never overlap, and wakes during a pass cause one more. `entries`: committed outbox
+   * entries the pass may hand over without reading the outbox; without them, the pass reads it. Never throws.
+   */
+  wake(entries?: readonly CommittedEntry[]): void {
     if (this.stopped) return;
+    this.hold(entries);
     if (this.running) {
       if (!this.gathering) this.again = true;
       return;
@@ -86,6 +116,21 @@ export class OutboxRelay {
     this.running = this.passes().finally(() => {
       this.running = undefined;
     });
+  }
+
+  /** Keeps the ids of `entries` for the next pass, or has it read the outbox (no entries named, or too many held). */
+  private hold(entries: readonly CommittedEntry[] | undefined): void {
+    if (this.readDue) return; // the read finds them
+    if (!entries || this.heldCount + entries.length > MAX_HELD_ENTRIES || entries.some((e) => !this.o.topics.includes(e.topic))) {
+      this.readDue = true;
+      return;
+    }
+    for (const { id, topic } of entries) {
+      const ids = this.held.get(topic);
+      if (ids) ids.push(id);
+      else this.held.set(topic, [id]);
+    }
+    this.heldCount += entries.length;
   }
 
   /** Runs passes until no wake arrived during the last one; resolves when idle (tests, shutdown). */
@@ -104,18 +149,29 @@ export class OutboxRelay {
     do {
       this.again = false;
       this.gathering = true;
-      await sleep(GATHER_MS); // the signDoc response goes out first, and the records of others join this pass
+      await sleep(this.o.gatherMs ?? GATHER_MS); // the signDoc response goes out first, and the records of others join this pass
       this.gathering = false;
+      const read = this.readDue;
+      const held = this.held;
+      this.readDue = false;
+      this.held = new Map();
+      this.heldCount = 0;
       try {
         await this.noticeRestart();
         const now = Date.now();
         const checkStale = this.requeueQueuedBefore !== undefined || now - this.staleCheckedAt >= this.o.intervalMs;
-        const queuedBefore = this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
-        for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
-        if (checkStale) this.staleCheckedAt = now; // a pass cut short looks again next time
-        // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
-        if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
+        if (read || checkStale) {
+          // the read finds the held entries too: pending, or queued by the pass that read them before
+          const queuedBefore = this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
+          for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
+          if (checkStale) this.staleCheckedAt = now; // a pass cut short looks again next time
+          // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
+          if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
+        } else {
+          for (const [topic, ids] of held) await this.handOver(topic, ids);
+        }
       } catch (err) {
+        this.readDue = true; // what this pass did not hand over is still pending: the next pass reads it
         this.reportFailure(err as Error);
       }
     } while (this.again && !this.stopped);
@@ -150,18 +206,24 @@ export class OutboxRelay {
       const batch = await this.o.store.outboxPending(topic, batchSize, queuedBefore);
       const pending = batch.filter((e) => !handed.has(e.id));
       if (pending.length === 0) return;
-      if (!this.o.queues.ready) throw new Error('Redis is not connected');
-      await this.o.queues.add(topic, pending);
-      if (this.paused) {
-        this.paused = false;
-        this.o.logger.info({ event: 'relay.resumed', topic }, 'Redis takes jobs again; relaying the outbox');
-      }
-      // one write for the batch; only a pending (or re-handed queued) entry becomes queued, atomically: a fast
-      // worker may have delivered it already
-      await this.o.store.markOutboxQueued(pending.map((e) => e.id));
-      for (const entry of pending) handed.add(entry.id);
+      const ids = pending.map((e) => e.id);
+      await this.handOver(topic, ids);
+      for (const id of ids) handed.add(id);
       if (batch.length < batchSize) return;
     }
+  }
+
+  /** Adds the entries' jobs to Redis, then marks them queued: a crash in between leaves them pending. */
+  private async handOver(topic: string, ids: readonly string[]): Promise<void> {
+    if (!this.o.queues.ready) throw new Error('Redis is not connected');
+    await this.o.queues.add(topic, ids);
+    if (this.paused) {
+      this.paused = false;
+      this.o.logger.info({ event: 'relay.resumed', topic }, 'Redis takes jobs again; relaying the outbox');
+    }
+    // one write for the batch; only a pending (or re-handed queued) entry becomes queued, atomically: a fast
+    // worker may have delivered it already
+    await this.o.store.markOutboxQueued(ids);
   }
 
   private reportFailure(err: Error): void {

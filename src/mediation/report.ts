@@ -17,8 +17,8 @@ import { mediationOutboxEntries, type SignatureReport } from './record.ts';
 export interface MediationReporting {
   /** owner_id of our records (config mediation.ownerId) */
   readonly ownerId: string;
-  /** wakes the outbox relay; returns at once */
-  readonly recorded: () => void;
+  /** wakes the outbox relay with the entries just committed; returns at once */
+  readonly recorded: (entries: readonly { readonly id: string; readonly topic: string }[]) => void;
 }
 
 export interface ReportContext {
@@ -43,5 +43,5 @@ export async function reportSignature(report: SignatureReport, ctx: ReportContex
     ctx.logger.error({ event: 'mediation.record_not_stored', txn: report.txn, error: (err as Error).message }, 'mediation record could not be stored; signatures withheld');
     throw temporarilyUnavailable('the evidence store is unavailable; the signatures were not returned');
   }
-  if (entries.length) ctx.mediation.recorded();
+  if (entries.length) ctx.mediation.recorded(entries);
 }
