@@ -34,8 +34,8 @@ import type { DeliveryQueues } from './queue.ts';
  * A pass starts this long after the wake that asked for it, and wakes meanwhile join it: under load one pass
  * (one call to Redis, one write of the marks) serves the records of many signDocs instead of one each (issue
  * 12). A pass costs more than its records: at 400 records/s, the relay's CPU on the main thread per record was
- * ~125 us with 10 ms, ~28 us with 50 ms and ~30 us with 100 ms (bench/relay.bench.ts). Delivery happens after
- * the response anyway; 50 ms more before it is nothing to the mediation service.
+ * 125-140 us with 10 ms and 60-90 us with 50 ms (bench/relay.bench.ts, hand-over passes). Delivery happens
+ * after the response anyway; 50 ms more before it is nothing to the mediation service.
  */
 export const GATHER_MS = 50;
 
