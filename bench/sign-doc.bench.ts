@@ -9,7 +9,7 @@
  * served is its cost per signDoc. Then, in this process, the step costs of the pipeline and the raw
  * node:crypto floor of the same operations, and the ratios between them. Figures only: it never fails on timing.
  *
- *   npm run bench                       quick mode (about four minutes): CAdES B-B, B-T, B-LT, B-LTA x 1 and 10 hashes,
+ *   npm run bench                       quick mode (about six minutes): CAdES B-B, B-T, B-LT, B-LTA x 1 and 10 hashes,
  *                                       PAdES B-B, B-T, B-LT and XAdES B-B, B-T with one hash; software keys
  *   npm run bench -- --full             more calls per row, and the half-load latency run for every row
  *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a run of the first level and hash count (B-B, one hash), written as a
@@ -84,8 +84,15 @@ const caseOf = (entry: string) => {
 const HASHES = (process.env.BENCH_HASHES ?? '1,10').split(',').map(Number);
 const KEYS = (process.env.BENCH_KEYS ?? 'software').split(',');
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
-/** signDoc calls before any row is measured: V8 optimises the hot path over the first thousands of calls, and that compiling (on its own threads) would count as the QTSP's CPU */
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 2000);
+/**
+ * signDoc calls before any row is measured, run in chunks of WARMUP_CHUNK: V8 optimises the hot path over the
+ * first thousands of calls, and that compiling (on its own threads) would count as the QTSP's CPU. On two busy
+ * cores its compiler thread lags: after 2,000 calls the measured run still carried ~0.2 ms per call of
+ * compiling (V8 helper threads 0.25-0.30 ms per call, against 0.09 ms after 6,000). Each chunk's CPU is printed
+ * (printWarmUps): the last chunks should agree.
+ */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 6000);
+const WARMUP_CHUNK = 1000;
 const WORKER_IN_PROCESS = process.env.BENCH_WORKER === 'inprocess';
 const WORKERS = flags.workers ? Number(flags.workers) : undefined;
 /** latency thresholds, ms, counted in half-load runs: bucket bounds of the QTSP's qtsp_signdoc_duration_seconds */
@@ -331,6 +338,22 @@ async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: numbe
   };
 }
 
+/** the warm-up of one QTSP process (or of the transport floor): the CPU per call of each chunk */
+interface WarmUp {
+  readonly what: string;
+  readonly chunks: readonly Measured[];
+}
+const warmUps: WarmUp[] = [];
+
+/** WARMUP calls of B-B with one hash, chunk by chunk; their CPU is kept for printWarmUps */
+async function warmUp(what: string, load: LoadGenerator, pids: { qtsp: number; sandbox: number }, calls: number): Promise<void> {
+  const chunks: Measured[] = [];
+  for (let done = 0; done < calls; done += WARMUP_CHUNK) {
+    chunks.push(await measure(load, pids, 'AdES-B-B', 1, Math.min(WARMUP_CHUNK, calls - done), { type: 'run', concurrency: CONCURRENCY }));
+  }
+  warmUps.push({ what, chunks });
+}
+
 /**
  * The transport floor (bench/transport-floor.ts): the same load, bodies and TLS against a process that only
  * carries signDoc's traffic (mTLS in, one introspection call out, an answer of the same size), CPU per call.
@@ -340,7 +363,7 @@ async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: 
   const load = await startLoadGenerator(sandbox.info, floor.signDocUrl);
   const pids = { qtsp: floor.pid, sandbox: sandbox.pid };
   try {
-    await measure(load, pids, 'AdES-B-B', 1, WARMUP, { type: 'run', concurrency: CONCURRENCY }); // warm-up, as the QTSP's
+    await warmUp('transport floor', load, pids, WARMUP); // as the QTSP's
     const saturated = await measure(load, pids, 'AdES-B-B', 1, REQUESTS, { type: 'run', concurrency: CONCURRENCY });
     if (halfLoadRate === undefined) return saturated;
     // the latency baseline: the same open loop, at the rate the QTSP's half-load run was offered, with the same
@@ -356,9 +379,15 @@ async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: 
 // ---------------------------------------------------------------------------------------------------------
 // in process: step costs and the crypto floor
 
+/**
+ * Calls of a step before it is timed in this process: as for the QTSP (WARMUP), V8 must have optimised it first,
+ * or its compiling on the helper threads competes for the two cores and unoptimised code is timed
+ */
+const STEP_WARMUP = 2000;
+
 /** mean ms per call of fn over n calls, after a warm-up */
 async function timeIt(n: number, fn: () => unknown): Promise<number> {
-  for (let i = 0; i < Math.min(200, n); i++) await fn();
+  for (let i = 0; i < STEP_WARMUP; i++) await fn();
   const t0 = performance.now();
   for (let i = 0; i < n; i++) await fn();
   return (performance.now() - t0) / n;
@@ -377,7 +406,7 @@ async function cpuCost(n: number, concurrency: number, fn: () => Promise<unknown
       while (next++ < count) await fn();
     }));
   };
-  await run(Math.min(200, n));
+  await run(STEP_WARMUP);
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   await run(n);
@@ -529,6 +558,14 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
   }
 }
 
+/** the warm-up chunks' CPU per call: a total that still falls in the last chunks means WARMUP was too short */
+function printWarmUps(): void {
+  console.log(`\nwarm-up, B-B one hash, CPU per call of each ${WARMUP_CHUNK}-call chunk in order (total; V8 and libuv helper threads, where the JIT compiles):`);
+  for (const w of warmUps) {
+    console.log(`  ${w.what}: ${w.chunks.map((c) => f(c.qtspCpuMs)).join(' ')} ms; helpers ${w.chunks.map((c) => f(c.qtspThreadsMs.otherByName['node'] ?? c.qtspThreadsMs.other)).join(' ')} ms`);
+  }
+}
+
 function printSteps(c: StepCosts, keys: string): void {
   const fl = c.floor;
   console.log(`\nin process, ${keys} keys (mean of ${ITERATIONS} loops), next to the raw node:crypto floor of the same operations:`);
@@ -567,15 +604,17 @@ async function main(): Promise<void> {
       const pids = { qtsp: qtsp.pid, sandbox: sandbox.pid };
       try {
         // warm-up: JIT, caches (IDP list, AS metadata and keys), connections; each worker process warms up its own
-        await measure(load, pids, 'AdES-B-B', 1, WARMUP * workers, { type: 'run', concurrency: CONCURRENCY });
+        await warmUp(`QTSP, ${keys} keys, ${store}, ${workers} proc(s)`, load, pids, WARMUP * workers);
         for (const level of levels) {
           // PAdES and XAdES: one hash count (the per-hash figures are CAdES's)
           for (const hashes of caseOf(level).format === 'C' ? hashesList : hashesList.slice(0, 1)) {
             // B-LT and B-LTA wait for revocation data issued after the time-stamp (up to a second per call): fewer calls
             const latencyBound = /-LTA?$/.test(level);
             const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes) / (latencyBound ? 3 : 1)));
-            // the code paths of this level and hash count warm up too (the first warm-up ran B-B, one hash)
-            if (level !== 'AdES-B-B' || hashes !== 1) await measure(load, pids, level, hashes, Math.max(50, Math.round(count / 3)), { type: 'run', concurrency: CONCURRENCY });
+            // the code paths of this level and hash count warm up too (the first warm-up ran B-B, one hash), as
+            // many calls as are measured: with a third as many, the ten-hash row still carried compiling (V8 helper
+            // threads 0.14 ms per call against 0.04 ms for the one-hash row)
+            if (level !== 'AdES-B-B' || hashes !== 1) await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
             const saturated = await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
             let halfLoad: Row['halfLoad'];
             if (halfLoadFor(level, hashes) && saturated.ok > 0) {
@@ -633,6 +672,7 @@ async function main(): Promise<void> {
     }
     const steps = stepsByKeys.get('software') ?? [...stepsByKeys.values()][0]!;
     printRows(rows, steps.floor);
+    printWarmUps();
     for (const [keys, s] of stepsByKeys) printSteps(s, keys);
     const bb = rows.find((r) => r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1)?.saturated;
     if (bb) console.log(`\nQTSP CPU per B-B one-hash signDoc over the wire: ${f(bb.qtspCpuMs, 3)} ms = ${f(bb.qtspCpuMs / steps.floor.signDoc, 1)} x the crypto floor, ${f(bb.qtspCpuMs / steps.durable.cpuMs, 1)} x the in-process steps 3-10 (what HTTP, TLS and the introspection call add: ${f(bb.qtspCpuMs - steps.durable.cpuMs, 3)} ms)`);
