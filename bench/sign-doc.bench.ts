@@ -9,7 +9,7 @@
  * served is its cost per signDoc. Then, in this process, the step costs of the pipeline and the raw
  * node:crypto floor of the same operations, and the ratios between them. Figures only: it never fails on timing.
  *
- *   npm run bench                       quick mode (about six minutes): CAdES B-B, B-T, B-LT, B-LTA x 1 and 10 hashes,
+ *   npm run bench                       quick mode (about four minutes): CAdES B-B, B-T, B-LT, B-LTA x 1 and 10 hashes,
  *                                       PAdES B-B, B-T, B-LT and XAdES B-B, B-T with one hash; software keys
  *   npm run bench -- --full             more calls per row, and the half-load latency run for every row
  *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a run of the first level and hash count (B-B, one hash), written as a
