@@ -168,7 +168,9 @@ export class OutboxRelay {
           // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
           if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
         } else {
-          for (const [topic, ids] of held) await this.handOver(topic, ids);
+          for (const [topic, ids] of held) {
+            for (let i = 0; i < ids.length; i += this.batchSize) await this.handOver(topic, ids.slice(i, i + this.batchSize)); // as drain's batches
+          }
         }
       } catch (err) {
         this.readDue = true; // what this pass did not hand over is still pending: the next pass reads it
@@ -200,7 +202,7 @@ export class OutboxRelay {
    * entry that comes back anyway (a database clock behind ours) ends the pass instead of looping.
    */
   private async drain(topic: string, queuedBefore: Date | undefined): Promise<void> {
-    const batchSize = this.o.batchSize ?? 100;
+    const batchSize = this.batchSize;
     const handed = new Set<string>();
     for (;;) {
       const batch = await this.o.store.outboxPending(topic, batchSize, queuedBefore);
@@ -211,6 +213,11 @@ export class OutboxRelay {
       for (const id of ids) handed.add(id);
       if (batch.length < batchSize) return;
     }
+  }
+
+  /** entries per queue call */
+  private get batchSize(): number {
+    return this.o.batchSize ?? 100;
   }
 
   /** Adds the entries' jobs to Redis, then marks them queued: a crash in between leaves them pending. */

@@ -117,6 +117,22 @@ describe('outbox relay: entries handed over as they are committed', () => {
     assert.ok(await jobExists(id));
   });
 
+  it('many named entries go over in batches of batchSize, still without a read', async () => {
+    const small = new OutboxRelay({ store: counted, queues, topics: [TOPIC], intervalMs: 3_600_000, requeueAfterMs: 3_600_000, batchSize: 2, logger: pino({ level: 'silent' }) });
+    small.start();
+    await small.idle(); // its first pass reads
+    try {
+      const ids = [await add(), await add(), await add(), await add(), await add()];
+      const before = reads;
+      small.wake(ids.map((id) => ({ id, topic: TOPIC })));
+      await small.idle();
+      assert.equal(reads, before, 'no outbox read');
+      for (const id of ids) assert.equal(await state(id), 'queued');
+    } finally {
+      await small.stop();
+    }
+  });
+
   it('entries of a topic without a queue make the pass read instead of failing it', async () => {
     const id = await add();
     const before = reads;
