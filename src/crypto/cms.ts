@@ -62,7 +62,25 @@ export function signHashOf(hashAlgorithm: HashAlgorithm): SignHash {
  * A digest AlgorithmIdentifier without parameters: RFC 5754 2 (SHA-2: "SHOULD omit") and RFC 8702 / NIST CSOR
  * (SHA-3: absent).
  */
-const digestAlgorithmOf = (hashAlgorithm: HashAlgorithm): Buffer => algorithmIdentifier(hashAlgorithm.oid);
+const digestAlgorithmOf = (hashAlgorithm: HashAlgorithm): Buffer => kept(digestAlgorithms, hashAlgorithm.oid, () => algorithmIdentifier(hashAlgorithm.oid));
+
+/**
+ * The DER pieces every signature of a request (and every time-stamp token of the TSA) repeats, encoded once
+ * (issue 12: an extra hash's CMS cost 1.6-1.9x its ECDSA signature, and these re-encodings and their copies
+ * were part of the rest). Callers never write into a returned Buffer: DER pieces are only concatenated.
+ */
+function kept<K, V>(cache: Map<K, V> | WeakMap<K & object, V>, key: K, make: () => V): V {
+  let value = cache.get(key as K & object);
+  if (value === undefined) {
+    value = make();
+    cache.set(key as K & object, value);
+  }
+  return value;
+}
+const digestAlgorithms = new Map<string, Buffer>();
+/** CMSVersion INTEGERs (RFC 5652 5.1, 5.3): 1, 3 and 5 */
+const versions = new Map<number, Buffer>();
+const version = (v: number): Buffer => kept(versions, v, () => integer(v));
 
 /**
  * IssuerSerial (RFC 5035): SEQUENCE { issuer GeneralNames, serialNumber }, the issuer as one directoryName
@@ -102,9 +120,14 @@ export function messageDigestAttribute(hash: Uint8Array): CmsAttribute {
   return attribute(CMS_OID.messageDigest, octetString(hash));
 }
 
+/** the last signing-time attribute made: a request's signatures share one signing time */
+let lastSigningTime: { readonly seconds: number; readonly attr: CmsAttribute } | undefined;
+
 /** RFC 5652 11.3: UTCTime for 1950 to 2049, GeneralizedTime otherwise; whole seconds (DER has no ".000"). */
 export function signingTimeAttribute(time: Date): CmsAttribute {
-  return attribute(CMS_OID.signingTime, x509Time(time));
+  const seconds = Math.floor(time.getTime() / 1000);
+  if (lastSigningTime?.seconds !== seconds) lastSigningTime = { seconds, attr: attribute(CMS_OID.signingTime, x509Time(time)) };
+  return lastSigningTime.attr;
 }
 
 const signingCertificates = new WeakMap<Buffer, CmsAttribute>();
@@ -172,16 +195,25 @@ export async function signSignerInfo(input: SignerInfoInput): Promise<SignedSign
   const attributes = sortedAttributes(input.signedAttributes);
   // the signature covers the SET OF (tag 0x31); the SignerInfo holds the same bytes under [0] IMPLICIT (RFC 5652 5.4)
   const signatureValue = await input.key.sign(hash, tlv(0x31, ...attributes));
-  const signer = partsOf(input.signerCertificate.der);
   const fields = [
-    integer(1),
-    sequence(signer.issuer, signer.serial), // sid: IssuerAndSerialNumber, the certificate's own bytes
+    version(1),
+    signerIdentifier(input.signerCertificate.der),
     digestAlgorithmOf(input.hashAlgorithm),
     tlv(0xa0, ...attributes),
     algorithmIdentifierDer(signatureAlgorithm(input.key, hash)),
     octetString(signatureValue),
   ];
   return { fields, signatureValue };
+}
+
+const signerIdentifiers = new WeakMap<Buffer, Buffer>();
+
+/** sid: IssuerAndSerialNumber, the certificate's own bytes; once per certificate */
+function signerIdentifier(certificateDer: Buffer): Buffer {
+  return kept(signerIdentifiers, certificateDer, () => {
+    const signer = partsOf(certificateDer);
+    return sequence(signer.issuer, signer.serial);
+  });
 }
 
 /** The SignerInfo SEQUENCE, with unsigned attributes ([1] IMPLICIT SET OF Attribute, DER-sorted) when given. */
@@ -201,6 +233,23 @@ export interface SignedDataInput {
   readonly content?: { readonly type: string; readonly eContent?: Buffer };
 }
 
+const digestAlgorithmSets = new Map<string, Buffer>();
+const detachedContents = new Map<string, Buffer>();
+const certificateSets = new WeakMap<Buffer, { readonly certificates: readonly Buffer[]; readonly der: Buffer }>();
+
+/**
+ * certificates [0] IMPLICIT CertificateSet, kept for the last list seen with this first certificate: every
+ * signature of a request carries the same signer certificate and chain (the same Buffers)
+ */
+function certificateSet(certificates: readonly Buffer[]): Buffer {
+  const first = certificates[0]!;
+  const last = certificateSets.get(first);
+  if (last && last.certificates.length === certificates.length && last.certificates.every((c, i) => c === certificates[i])) return last.der;
+  const der = tlv(0xa0, ...certificates);
+  certificateSets.set(first, { certificates: [...certificates], der });
+  return der;
+}
+
 /**
  * DER ContentInfo(SignedData) (RFC 5652 5.1). Detached by default: encapContentInfo is id-data without
  * eContent (RFC 5652 5.2). version: 5 when crls holds an OtherRevocationInfoFormat, 3 when the content is not
@@ -209,13 +258,12 @@ export interface SignedDataInput {
 export function encodeSignedData(input: SignedDataInput): Buffer {
   const crls = input.crls ?? [];
   const type = input.content?.type ?? CMS_OID.data;
-  const version = crls.some((c) => c[0] === 0xa1) ? 5 : type !== CMS_OID.data ? 3 : 1;
   const eContent = input.content?.eContent;
   const signedData = sequence(
-    integer(version),
-    tlv(0x31, digestAlgorithmOf(input.hashAlgorithm)),
-    sequence(oid(type), ...(eContent ? [explicit(0, octetString(eContent))] : [])),
-    ...(input.certificates.length ? [tlv(0xa0, ...input.certificates)] : []), // certificates [0] IMPLICIT CertificateSet
+    version(crls.some((c) => c[0] === 0xa1) ? 5 : type !== CMS_OID.data ? 3 : 1),
+    kept(digestAlgorithmSets, input.hashAlgorithm.oid, () => tlv(0x31, digestAlgorithmOf(input.hashAlgorithm))),
+    eContent ? sequence(oid(type), explicit(0, octetString(eContent))) : kept(detachedContents, type, () => sequence(oid(type))),
+    ...(input.certificates.length ? [certificateSet(input.certificates)] : []),
     ...(crls.length ? [tlv(0xa1, ...crls)] : []), // crls [1] IMPLICIT RevocationInfoChoices
     tlv(0x31, input.signerInfo),
   );
