@@ -40,7 +40,7 @@ import type { DeliveryQueues } from './queue.ts';
 export const GATHER_MS = 50;
 
 /** ids held for a hand-over at most; past them the next pass reads the outbox instead (memory stays bounded) */
-export const MAX_HELD_ENTRIES = 10_000;
+const MAX_HELD_ENTRIES = 10_000;
 
 /** an outbox entry just committed, as wake() is told of it */
 export interface CommittedEntry {
