@@ -2,7 +2,7 @@
  * The outbox relay hands the entries a signDoc names in wake(entries) to Redis without reading the outbox back
  * (issue 12), and still reads the outbox where only a read finds the entries: on its timer, on a wake that
  * names none, and after a pass that failed. Real redis-server, real SQLite store; the store is the real one,
- * with its outbox reads counted.
+ * with its outbox reads counted (and, in one case, one write made to fail).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -130,6 +130,40 @@ describe('outbox relay: entries handed over as they are committed', () => {
       for (const id of ids) assert.equal(await state(id), 'queued');
     } finally {
       await small.stop();
+    }
+  });
+
+  it('a hand-over whose mark fails (the store, not Redis) is read again by the next pass: nothing stays pending', async () => {
+    let failMark = false;
+    const failing: Store = {
+      ...counted,
+      markOutboxQueued: (ids) => {
+        if (failMark) {
+          failMark = false;
+          return Promise.reject(new Error('disk I/O error (injected)'));
+        }
+        return store.markOutboxQueued(ids);
+      },
+    };
+    const r = new OutboxRelay({ store: failing, queues, topics: [TOPIC], intervalMs: 3_600_000, requeueAfterMs: 3_600_000, logger: pino({ level: 'silent' }) });
+    r.start();
+    await r.idle(); // its first pass reads (and hands the queued entries over again: a first connection counts as a restart)
+    try {
+      const lost = await add();
+      failMark = true;
+      r.wake([{ id: lost, topic: TOPIC }]);
+      await r.idle();
+      assert.equal(await state(lost), 'pending', 'the failed mark left it pending');
+      // the next wake names only another entry; the pass reads, so the first one goes over too
+      const next = await add();
+      const before = reads;
+      r.wake([{ id: next, topic: TOPIC }]);
+      await r.idle();
+      assert.ok(reads > before, 'the pass after the failure read the outbox');
+      assert.equal(await state(lost), 'queued');
+      assert.equal(await state(next), 'queued');
+    } finally {
+      await r.stop();
     }
   });
 
