@@ -17,7 +17,7 @@
  * 400,2000), BENCH_RELAY_GATHER (ms, default 10 and GATHER_MS), BENCH_RELAY_ROUNDS (default 2).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -29,6 +29,7 @@ import { GATHER_MS, OutboxRelay } from '../src/delivery/relay.ts';
 import { openSqliteStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/types.ts';
 import { startRedisServer } from '../src/util/redis-server.ts';
+import { mainThreadCpuMs } from './proc-cpu.ts';
 
 const ENTRIES = Number(process.env.BENCH_RELAY_ENTRIES ?? 2000);
 const RATES = (process.env.BENCH_RELAY_RATES ?? '400,2000').split(',').map(Number);
@@ -36,14 +37,6 @@ const GATHERS = [...new Set((process.env.BENCH_RELAY_GATHER ?? `10,${GATHER_MS}`
 const ROUNDS = Number(process.env.BENCH_RELAY_ROUNDS ?? 2);
 const CONCURRENCY = 8;
 const TOPICS = ['mediation', 'notification'];
-const CLK_TCK = 100; // USER_HZ: the unit of utime/stime in /proc
-
-/** user + system CPU milliseconds of the main thread alone (its task id is the process id) */
-function mainThreadCpuMs(): number {
-  const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
-}
 
 type Mode = 'no relay' | 'read' | 'hand-over';
 const filler = randomBytes(700).toString('base64'); // a mediation record's envelope is about 1 KB of JSON

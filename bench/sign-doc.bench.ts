@@ -67,6 +67,7 @@ import { buildCadesBaselineB } from '../src/ades/cades.ts';
 import { SHA256 } from '../src/crypto/algorithms.ts';
 import type { LoadCommand, RunResult } from './load-generator.ts';
 import { parsePerfScript, summarisePerf } from './perf-summary.ts';
+import { CLK_TCK, ticksOf } from './proc-cpu.ts';
 import { summariseProfile } from './profile-summary.ts';
 import { startPostgres } from '../test/helpers/postgres.ts';
 
@@ -97,7 +98,6 @@ const WORKER_IN_PROCESS = process.env.BENCH_WORKER === 'inprocess';
 const WORKERS = flags.workers ? Number(flags.workers) : undefined;
 /** latency thresholds, ms, counted in half-load runs: bucket bounds of the QTSP's qtsp_signdoc_duration_seconds */
 const SLOW_MS = [10, 25, 50];
-const CLK_TCK = 100; // USER_HZ: the unit of utime/stime in /proc/PID/stat on Linux
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const silent = pino({ level: 'silent' });
 
@@ -122,12 +122,6 @@ interface CpuSeconds {
   readonly other: number;
   /** `other` by thread name (/proc/PID/task/TID/comm: V8's platform workers are "V8Worker", libuv's "libuv-worker") */
   readonly otherByName: Readonly<Record<string, number>>;
-}
-
-function ticksOf(statFile: string): number {
-  const stat = readFileSync(statFile, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of proc(5))
 }
 
 function treeCpuSeconds(pid: number): CpuSeconds {

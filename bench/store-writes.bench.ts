@@ -12,26 +12,18 @@
  *
  * Environment: BENCH_STORE_WRITES (signDocs per row, default 2000), BENCH_STORE_CONCURRENCY (default 1,8,32).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { openSqliteStore } from '../src/store/open.ts';
+import { mainThreadCpuMs } from './proc-cpu.ts';
 import type { Store } from '../src/store/types.ts';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { signing } from '../test/store/store-contract.ts';
 
 const WRITES = Number(process.env.BENCH_STORE_WRITES ?? 2000);
 const CONCURRENCIES = (process.env.BENCH_STORE_CONCURRENCY ?? '1,8,32').split(',').map(Number);
-const CLK_TCK = 100; // USER_HZ: the unit of utime/stime in /proc
-
-/** user + system CPU milliseconds of the main thread alone (its task id is the process id) */
-function mainThreadCpuMs(): number {
-  const stat = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK; // utime, stime: fields 14 and 15
-}
-
 async function signDocWrites(store: Store, count: number, concurrency: number): Promise<void> {
   let next = 0;
   const loop = async () => {
