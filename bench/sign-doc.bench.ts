@@ -25,7 +25,7 @@
  * BENCH_LEVELS (e.g. AdES-B-B,AdES-B-T,P:AdES-B-T,X:AdES-B-B), BENCH_HASHES (e.g. 1,10), BENCH_KEYS (software[,softhsm]),
  * BENCH_WORKER=inprocess (the delivery workers inside the QTSP process; default: off, as a deployment runs
  * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000), BENCH_WARMUP (signDoc calls
- * before the first row, default 2000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_PRELOAD (LD_PRELOAD for the QTSP process only, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2), BENCH_QTSP_STDOUT (a file for
+ * before the first row, default 6000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_PRELOAD (LD_PRELOAD for the QTSP process only, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2), BENCH_QTSP_STDOUT (a file for
  * what the QTSP process prints, such as those traces), BENCH_HEAP_SAMPLING=1 (with --profile: also a V8 allocation
  * profile of the same calls, collected objects included, as a .heapprofile beside the .cpuprofile; =promoted: only
  * what outlived the young generation; =live: only what was still alive at the end).

@@ -4,8 +4,8 @@
  * (server certificate, requested client certificate, TLS >= 1.2), same load generator and request bodies, and
  * per call exactly the QTSP's I/O shape:
  *   read the mutual-TLS POST and JSON.parse its body; read the client certificate (as signDoc does);
- *   POST the SAD to the sandbox AS's real introspection endpoint over a kept-alive mutual-TLS agent
- *   (trust/agents.ts settings) and read the signed answer, verifying nothing;
+ *   POST the SAD to the sandbox AS's real introspection endpoint with the QTSP's own HTTP client and agent
+ *   (util/http-client.ts on undici, trust/agents.ts settings) and read the signed answer, verifying nothing;
  *   answer 200 with a JSON body the size of a B-B one-hash signDoc answer.
  * No store, no Redis, no crypto beyond TLS. The QTSP's CPU per signDoc divided by this process's CPU per call is
  * how far the QTSP stands from what any Node.js service with this interface must spend.
@@ -18,37 +18,24 @@ import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import type { TLSSocket } from 'node:tls';
 import { loadConfig } from '../src/config/load.ts';
+import { createOutgoingAgents } from '../src/trust/agents.ts';
 import { metadataUrl } from '../src/trust/authorization-servers.ts';
+import { httpRequest, jsonBody } from '../src/util/http-client.ts';
 import { listen, urlHost } from '../src/util/listen.ts';
 
 const config = loadConfig({}, process.env);
-const agent = new https.Agent({ ca: readFileSync(config.trust.caFile), keepAlive: true, minVersion: 'TLSv1.2', maxSockets: 64, cert: readFileSync(config.client.certFile), key: readFileSync(config.client.keyFile) });
+const agent = createOutgoingAgents(config).mtls;
 const introspectUrl = new URL(
-  await new Promise<string>((resolve, reject) =>
-    https
-      .get(metadataUrl(process.env.BENCH_FLOOR_ISSUER!), { agent }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve((JSON.parse(Buffer.concat(chunks).toString('utf8')) as { introspection_endpoint: string }).introspection_endpoint));
-      })
-      .on('error', reject),
-  ),
+  (jsonBody(await httpRequest(metadataUrl(process.env.BENCH_FLOOR_ISSUER!), { agent, timeoutMs: 10_000 })) as { introspection_endpoint: string }).introspection_endpoint,
 );
 // the size of a B-B one-hash answer: a CAdES of about 1.2 KB in Base64, plus the txn
 const answer = Buffer.from(JSON.stringify({ SignatureObject: [randomBytes(1250).toString('base64')], txn: randomBytes(16).toString('hex') }));
 
-function introspect(token: string): Promise<number> {
+/** as introspection/client.ts calls it */
+async function introspect(token: string): Promise<number> {
   const body = new URLSearchParams({ client_id: config.qtspId, token }).toString();
-  return new Promise((resolve, reject) => {
-    const req = https.request(introspectUrl, { method: 'POST', agent, headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/jwt', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve(Buffer.concat(chunks).length));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+  const res = await httpRequest(introspectUrl, { method: 'POST', agent, timeoutMs: 10_000, headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/jwt' }, body, maxResponseBytes: 256 * 1024, repeatOnStaleSocket: true });
+  return res.body.length;
 }
 
 const server = https.createServer({ cert: readFileSync(config.server.tlsCertFile), key: readFileSync(config.server.tlsKeyFile), minVersion: 'TLSv1.2', requestCert: true, rejectUnauthorized: false }, (req, res) => {

@@ -5,7 +5,7 @@
  * `qtsp mediation status`.
  */
 import { readFileSync } from 'node:fs';
-import type { Agent } from 'node:https';
+import type { HttpAgent as Agent } from './util/http-client.ts';
 import type { Config } from './config/schema.ts';
 import { startDelivery, type Delivery } from './delivery/delivery.ts';
 import type { Deliver } from './delivery/worker.ts';

@@ -93,7 +93,7 @@ function warnIfOpenToOthers(dataDir: string, logger: Logger): void {
 }
 
 /** TSA, OCSP responder, CRLs: the issuing CA, TSA and responder certificates are registered in the store */
-async function startTrustServices(config: Config, store: Parameters<typeof registerServiceCertificates>[0], agent: import('node:https').Agent, custody: KeyCustody): Promise<TrustServices> {
+async function startTrustServices(config: Config, store: Parameters<typeof registerServiceCertificates>[0], agent: import('./util/http-client.ts').HttpAgent, custody: KeyCustody): Promise<TrustServices> {
   const pki = createTrustServices({ config, store, agent, custody });
   await registerServiceCertificates(store, pki);
   return pki;

@@ -3,13 +3,12 @@
  * own client certificate, Accept application/jwt; the answer is a signed JWT, which we verify (RS256, the
  * AS's key by kid, iss, aud == our qtsp_id, active, iat, exp) and keep verbatim as evidence.
  */
-import type { Agent } from 'node:https';
 import { decodeProtectedHeader } from 'jose';
 import { badGateway, gatewayTimeout, unauthorized } from '../errors.ts';
 import { TrustSourceError, type AuthorizationServers } from '../trust/authorization-servers.ts';
 import { verifyRs256 } from '../trust/jws.ts';
 import type { ValidatedSad } from '../trust/sad.ts';
-import { httpRequest, HttpTimeoutError } from '../util/http-client.ts';
+import { httpRequest, HttpTimeoutError, type HttpAgent as Agent } from '../util/http-client.ts';
 
 export interface IntrospectionContext {
   readonly qtspId: string;

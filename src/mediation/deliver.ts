@@ -3,9 +3,8 @@
  * certificate (spec 5.12: the QTSP's technical account). A refused duplicate reference_id means the service
  * already holds the record (an earlier attempt got through, its answer was lost): that is delivered.
  */
-import type { Agent } from 'node:https';
 import type { OutboxEntry } from '../store/types.ts';
-import { httpRequest, jsonBody } from '../util/http-client.ts';
+import { httpRequest, jsonBody, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { Logger } from '../util/logger.ts';
 import { PermanentDeliveryError, type Deliver } from '../delivery/worker.ts';
 

@@ -5,7 +5,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Agent } from 'node:https';
+import type { HttpAgent as Agent } from '../util/http-client.ts';
 import type * as pkijs from 'pkijs';
 import type { Config } from '../config/schema.ts';
 import { partsOf, type CertificateParts } from '../util/der.ts';

@@ -10,14 +10,13 @@
  * refuses the token. The certificate goes into the token only when the request asks for it (certReq).
  */
 import { randomBytes } from 'node:crypto';
-import type { Agent } from 'node:http';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { digest, HASH_ALGORITHMS, hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
 import { contentTypeAttribute, encodeSignedData, messageDigestAttribute, signerInfo, signingCertificateV2Attribute, signSignerInfo } from '../crypto/cms.ts';
 import { algorithmIdentifier, booleanTrue, children, content, DerError, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, utf8String } from '../util/der.ts';
 import { badGateway, gatewayTimeout, SignDocError } from '../errors.ts';
-import { httpRequest, HttpTimeoutError } from '../util/http-client.ts';
+import { httpRequest, HttpTimeoutError, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { KeyedCertificate } from './authority.ts';
 import type { TimestampProvider } from './services.ts';
 import { randomSerial } from './x509.ts';

@@ -4,8 +4,7 @@
  * endpoint, redirect not followed, state and iss checked (5.11) -> token over mTLS (2.9). Then callSignDoc
  * posts to the QTSP (4.5). Used by `qtsp sign` and the integration tests. Nothing secret is passed to onStep.
  */
-import type { Agent } from 'node:https';
-import { httpRequest, jsonBody, type HttpResponse } from '../util/http-client.ts';
+import { httpRequest, jsonBody, type HttpResponse, type HttpAgent as Agent } from '../util/http-client.ts';
 import { expectJsonObject, FORM_HEADERS, formBody, httpFailure, rpAgent, RpFlowError } from './http.ts';
 import { createPkce, randomValue, type Pkce } from './pkce.ts';
 

@@ -4,8 +4,7 @@
  * server's error / error_description.
  */
 import { readFileSync } from 'node:fs';
-import * as https from 'node:https';
-import { jsonBody, type HttpResponse } from '../util/http-client.ts';
+import { jsonBody, tlsAgent, type HttpAgent, type HttpResponse } from '../util/http-client.ts';
 
 export interface RpTlsFiles {
   tlsCaFile: string;
@@ -13,14 +12,8 @@ export interface RpTlsFiles {
 }
 
 /** Keep-alive agent for one flow; destroy it when done. Certificates are always verified. */
-export function rpAgent(e: RpTlsFiles): https.Agent {
-  return new https.Agent({
-    ca: readFileSync(e.tlsCaFile),
-    cert: readFileSync(e.rp.certFile),
-    key: readFileSync(e.rp.keyFile),
-    minVersion: 'TLSv1.2',
-    keepAlive: true,
-  });
+export function rpAgent(e: RpTlsFiles): HttpAgent {
+  return tlsAgent({ ca: readFileSync(e.tlsCaFile), cert: readFileSync(e.rp.certFile), key: readFileSync(e.rp.keyFile) });
 }
 
 export class RpFlowError extends Error {

@@ -11,8 +11,7 @@
  * Only RSA keys usable for RS256 are taken; `jku`, `x5u` and `jwk` headers are never followed.
  */
 import type { KeyObject } from 'node:crypto';
-import type { Agent } from 'node:https';
-import { httpRequest, jsonBody } from '../util/http-client.ts';
+import { httpRequest, jsonBody, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { Logger } from '../util/logger.ts';
 import { rs256Keys, type ArchiveKey } from './key-archive.ts';
 

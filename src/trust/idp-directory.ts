@@ -7,8 +7,7 @@
  * serving until it is older than maxStaleMs; after that, SADs of that issuer fail closed
  * (IdpDirectoryUnavailable, which names the issuer, the age of the answer and the limit).
  */
-import type { Agent } from 'node:https';
-import { httpRequest, jsonBody } from '../util/http-client.ts';
+import { httpRequest, jsonBody, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { Logger } from '../util/logger.ts';
 
 export type IdpStatus = 'active' | 'inactive' | 'unknown';

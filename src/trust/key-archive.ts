@@ -12,11 +12,10 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import * as fs from 'node:fs';
 import { STATUS_CODES } from 'node:http';
-import type { Agent } from 'node:https';
 import git, { type HttpClient } from 'isomorphic-git';
 import * as openpgp from 'openpgp';
 import type { JWK } from 'jose';
-import { httpRequest } from '../util/http-client.ts';
+import { httpRequest, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { Logger } from '../util/logger.ts';
 
 /** Our branch: the newest state whose whole history we verified. */

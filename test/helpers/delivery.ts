@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import type { Agent } from 'node:https';
+import type { HttpAgent as Agent } from '../../src/util/http-client.ts';
 import { referenceId } from '../../src/mediation/record.ts';
 import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
 import { httpRequest, jsonBody } from '../../src/util/http-client.ts';

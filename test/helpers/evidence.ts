@@ -8,12 +8,11 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import * as https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { compactVerify, createLocalJWKSet, decodeJwt, type JSONWebKeySet } from 'jose';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
-import { httpRequest } from '../../src/util/http-client.ts';
+import { httpRequest, tlsAgent } from '../../src/util/http-client.ts';
 import type { TestEnvironment } from './environment.ts';
 import { PROFILE, SHA256_OID } from './environment.ts';
 import { run } from './openssl.ts';
@@ -52,7 +51,7 @@ export async function signAndCapture(env: TestEnvironment, document = Buffer.fro
 
 /** the AS's JWKS, fetched over HTTPS like any party would */
 async function asJwks(env: TestEnvironment): Promise<JSONWebKeySet> {
-  const agent = new https.Agent({ ca: readFileSync(env.sandbox.tlsCaFile) });
+  const agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile) });
   try {
     const res = await httpRequest(`${env.sandbox.issuer}/jwks`, { agent, timeoutMs: 5000 });
     assert.equal(res.status, 200);

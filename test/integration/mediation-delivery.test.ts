@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as https from 'node:https';
+import type { HttpAgent } from '../../src/util/http-client.ts';
 import { createServer, type Server, type Socket } from 'node:net';
 import { rpAgent } from '../../src/rp/http.ts';
 import { authorize, childEnv, postSignDoc, referenceIdsOf, sha256b64, spawnQtsp, waitFor, type QtspChild } from '../helpers/delivery.ts';
@@ -13,7 +13,7 @@ import { startEnvironment, type TestEnvironment } from '../helpers/environment.t
 
 describe('the worker process killed with SIGKILL mid-delivery', () => {
   let env: TestEnvironment;
-  let agent: https.Agent;
+  let agent: HttpAgent;
   const children: QtspChild[] = [];
 
   before(async () => {
@@ -71,7 +71,7 @@ describe('the worker process killed with SIGKILL mid-delivery', () => {
 
 describe('a Redis that never answers', () => {
   let env: TestEnvironment;
-  let agent: https.Agent;
+  let agent: HttpAgent;
   let hole: Server;
   const sockets = new Set<Socket>();
 

@@ -6,16 +6,15 @@
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import * as https from 'node:https';
 import { REFERENCE_ID_PATTERN } from '../../src/mediation/record.ts';
 import { rpAgent } from '../../src/rp/http.ts';
 import { DEFAULT_SIGNING_DOCUMENTS } from '../../src/sandbox/index.ts';
-import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
+import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { authorize, childEnv, median, percentile, postSignDoc, referenceIdsOf, runQtsp, sha256b64, waitFor } from '../helpers/delivery.ts';
 import { QTSP_ID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 
 let env: TestEnvironment;
-let agent: https.Agent;
+let agent: HttpAgent;
 const DOCS = [sha256b64('contract one\n'), sha256b64('contract two\n')];
 const QID_HASH = sha256b64(Buffer.from(DEFAULT_SIGNING_DOCUMENTS[1]!.text, 'utf8'));
 const BASE_FIELDS = ['client_id', 'count', 'credentialID', 'delivery_time', 'issuer', 'owner_id', 'reference_id', 'service_provider_id', 'transaction_id'];
@@ -159,12 +158,12 @@ describe('delivery to the mediation service', () => {
 });
 
 describe('the sandbox mediation service', () => {
-  const qtspAgent = () => new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.config.client.certFile), key: readFileSync(env.config.client.keyFile) });
+  const qtspAgent = () => tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.config.client.certFile), key: readFileSync(env.config.client.keyFile) });
   const record = (reference_id: string) => ({
     type: 'remote_signature_creation',
     record: { delivery_time: new Date().toISOString(), transaction_id: 't-1', owner_id: 'o', credentialID: 'qes_eidas', count: 1, service_provider_id: QTSP_ID, client_id: 'rp', issuer: env.sandbox.issuer, reference_id },
   });
-  const post = (a: https.Agent, body: unknown) =>
+  const post = (a: HttpAgent, body: unknown) =>
     httpRequest(env.sandbox.mediationUrl, { method: 'POST', agent: a, timeoutMs: 5000, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
   it('refuses a duplicate reference_id in its scope with 409 and a JSON error', async () => {

@@ -7,7 +7,6 @@
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import * as https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTlsCertificate, saveKeyed } from '../../src/pki/authority.ts';
@@ -18,16 +17,16 @@ import { rpAgent } from '../../src/rp/http.ts';
 import type { ReceivedMail } from '../../src/sandbox/mail/smtp-sink.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { toPem } from '../../src/util/base64.ts';
-import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
+import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { authorize, childEnv, postSignDoc, runQtsp, sha256b64, waitFor } from '../helpers/delivery.ts';
 import { QTSP_ID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { run } from '../helpers/openssl.ts';
 
 const BANK_ADDRESS = 'notify@bank.sandbox.localhost';
 let env: TestEnvironment;
-let rp: https.Agent;
+let rp: HttpAgent;
 let work: string;
-let admin: https.Agent;
+let admin: HttpAgent;
 
 before(async () => {
   work = mkdtempSync(join(tmpdir(), 'qtsp-notify-'));
@@ -38,7 +37,7 @@ before(async () => {
     notification: { adminClientFingerprints: [x5tS256(adminCert.der)] },
   });
   rp = rpAgent(env.endpoints);
-  admin = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(join(work, 'admin.pem')), key: readFileSync(join(work, 'admin.key.pem')) });
+  admin = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(join(work, 'admin.pem')), key: readFileSync(join(work, 'admin.key.pem')) });
 });
 after(async () => {
   rp.destroy();
@@ -75,7 +74,7 @@ function innerText(part: string): string {
   return Buffer.from(body.replace(/\s+/g, ''), 'base64').toString('utf8');
 }
 
-function postAdmin(agent: https.Agent, body: unknown, contentType = 'application/json') {
+function postAdmin(agent: HttpAgent, body: unknown, contentType = 'application/json') {
   return httpRequest(`${env.qtsp.url}/admin/v1/notifications`, { method: 'POST', agent, timeoutMs: 5000, headers: { 'content-type': contentType }, body: typeof body === 'string' ? body : JSON.stringify(body) });
 }
 

@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import * as https from 'node:https';
+import type { HttpAgent } from '../../src/util/http-client.ts';
 import { join } from 'node:path';
 import { rpAgent } from '../../src/rp/http.ts';
 import { authorize, postSignDoc, referenceIdsOf, sha256b64, waitFor } from '../helpers/delivery.ts';
@@ -16,7 +16,7 @@ const RECORDS = 20;
 
 describe('Redis restarted empty while records are queued', () => {
   let env: TestEnvironment;
-  let agent: https.Agent;
+  let agent: HttpAgent;
 
   before(async () => {
     // a failed post is retried only after 60-180 s (backoff 2 min, jitter 0.5); requeueAfterMs stays 15 min:

@@ -6,7 +6,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type * as https from 'node:https';
+import type { HttpAgent } from '../../src/util/http-client.ts';
 import { Redis } from 'ioredis';
 import { rpAgent } from '../../src/rp/http.ts';
 import { authorize, postSignDoc, referenceIdsOf, sha256b64, waitFor } from '../helpers/delivery.ts';
@@ -16,7 +16,7 @@ const REQUEUE_AFTER_MS = 1500;
 
 describe('queued entries whose job Redis lost', () => {
   let env: TestEnvironment;
-  let agent: https.Agent;
+  let agent: HttpAgent;
 
   before(async () => {
     env = await startEnvironment({ delivery: { inProcessWorker: false, relayIntervalMs: 200, requeueAfterMs: REQUEUE_AFTER_MS } });

@@ -7,7 +7,6 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import * as https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
@@ -22,7 +21,7 @@ import {
   type Sandbox,
 } from '../../src/sandbox/index.ts';
 import { fromPem } from '../../src/util/base64.ts';
-import { httpRequest, jsonBody, type HttpResponse } from '../../src/util/http-client.ts';
+import { httpRequest, jsonBody, type HttpResponse, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 
 const QTSP_ID = 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31';
 const SHA256_OID = '2.16.840.1.101.3.4.2.1';
@@ -34,10 +33,10 @@ const DEFAULT_DOC_HASHES = DEFAULT_SIGNING_DOCUMENTS.map((d) => sha256(Buffer.fr
 let dataDir: string;
 let sandbox: Sandbox;
 let endpoints: RpEndpoints;
-const agents: https.Agent[] = [];
+const agents: HttpAgent[] = [];
 
-function agent(files?: { certFile: string; keyFile: string }): https.Agent {
-  const a = new https.Agent({
+function agent(files?: { certFile: string; keyFile: string }): HttpAgent {
+  const a = tlsAgent({
     ca: readFileSync(sandbox.tlsCaFile),
     ...(files ? { cert: readFileSync(files.certFile), key: readFileSync(files.keyFile) } : {}),
   });
@@ -85,13 +84,13 @@ function assertError(res: HttpResponse, status: number, error: string): void {
   assert.doesNotMatch(res.body.toString(), /at .*\.ts:\d+/, 'stack trace in an error');
 }
 
-function postForm(url: string, params: Record<string, string | undefined>, a: https.Agent, contentType = 'application/x-www-form-urlencoded'): Promise<HttpResponse> {
+function postForm(url: string, params: Record<string, string | undefined>, a: HttpAgent, contentType = 'application/x-www-form-urlencoded'): Promise<HttpResponse> {
   const form = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined) form.append(k, v);
   return httpRequest(url, { method: 'POST', agent: a, timeoutMs: 5000, headers: { 'content-type': contentType }, body: form.toString() });
 }
 
-function get(url: string, a: https.Agent = agent()): Promise<HttpResponse> {
+function get(url: string, a: HttpAgent = agent()): Promise<HttpResponse> {
   return httpRequest(url, { agent: a, timeoutMs: 5000 });
 }
 
@@ -126,7 +125,7 @@ function parParams(change: Record<string, string | undefined> = {}, rp: RpRegist
 
 const details = (...objects: unknown[]) => ({ authorization_details: JSON.stringify(objects) });
 
-function par(params: Record<string, string | undefined>, a: https.Agent = rpAgent()): Promise<HttpResponse> {
+function par(params: Record<string, string | undefined>, a: HttpAgent = rpAgent()): Promise<HttpResponse> {
   return postForm(`${sandbox.issuer}/par`, params, a);
 }
 
@@ -154,7 +153,7 @@ async function code(params?: Record<string, string | undefined>, rp: RpRegistrat
   return cb.get('code')!;
 }
 
-function token(c: string, change: Record<string, string | undefined> = {}, a: https.Agent = rpAgent(), rp: RpRegistration = sandbox.rp): Promise<HttpResponse> {
+function token(c: string, change: Record<string, string | undefined> = {}, a: HttpAgent = rpAgent(), rp: RpRegistration = sandbox.rp): Promise<HttpResponse> {
   return postForm(
     `${sandbox.issuer}/token`,
     { grant_type: 'authorization_code', code: c, client_id: rp.clientId, redirect_uri: rp.redirectUri, code_verifier: VERIFIER, ...change },
@@ -164,7 +163,7 @@ function token(c: string, change: Record<string, string | undefined> = {}, a: ht
 
 // ---- introspection ----
 
-function introspect(tokenValue: string, a: https.Agent = qtspAgent(), clientId = QTSP_ID): Promise<HttpResponse> {
+function introspect(tokenValue: string, a: HttpAgent = qtspAgent(), clientId = QTSP_ID): Promise<HttpResponse> {
   return postForm(`${sandbox.issuer}/introspect`, { client_id: clientId, token: tokenValue }, a);
 }
 
@@ -503,7 +502,7 @@ describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
   });
 
   it('refuses TLS below 1.2', async () => {
-    const old = new https.Agent({ ca: readFileSync(sandbox.tlsCaFile), maxVersion: 'TLSv1.1', minVersion: 'TLSv1' });
+    const old = tlsAgent({ ca: readFileSync(sandbox.tlsCaFile), maxVersion: 'TLSv1.1', minVersion: 'TLSv1' });
     agents.push(old);
     await assert.rejects(get(`${sandbox.issuer}/jwks`, old));
   });

@@ -13,7 +13,7 @@ import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
 import { authorizeSigning, callSignDoc, type RpEndpoints } from '../../src/rp/flow.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { fromPem } from '../../src/util/base64.ts';
-import { httpRequest } from '../../src/util/http-client.ts';
+import { httpRequest, tlsAgent } from '../../src/util/http-client.ts';
 import { startEnvironment, PROFILE, QTSP_ID, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
 
@@ -189,7 +189,7 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
   }
 
   it('a body that is not JSON, or not declared as JSON', async () => {
-    const agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
+    const agent = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
     try {
       const broken = await httpRequest(env.qtsp.signDocUrl, { method: 'POST', agent, timeoutMs: 5000, headers: { 'content-type': 'application/json' }, body: '{"SAD": ' });
       assert.equal(broken.status, 400);
@@ -321,7 +321,7 @@ describe('signDoc refuses a SAD that fails a check of spec 5.7 with 401, in the 
     await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims(), { key: 'foreign' })), 401, 'signature does not verify');
   });
   it('no TLS client certificate at all', async () => {
-    const agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile) });
+    const agent = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile) });
     try {
       const before = await certificatesIssued();
       const res = await httpRequest(env.qtsp.signDocUrl, { method: 'POST', agent, timeoutMs: 5000, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body((await authorize()).accessToken)) });
@@ -406,7 +406,7 @@ describe('operations', () => {
     assert.match(metrics.body.toString(), /qtsp_signdoc_requests_total\{status="401"\} \d+/);
   });
   it('TLS 1.1 is refused', async () => {
-    const agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), maxVersion: 'TLSv1.1', minVersion: 'TLSv1' });
+    const agent = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), maxVersion: 'TLSv1.1', minVersion: 'TLSv1' });
     try {
       await assert.rejects(httpRequest(env.qtsp.signDocUrl, { agent, timeoutMs: 5000 }));
     } finally {

@@ -9,7 +9,6 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import * as https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +21,7 @@ import { EvidenceError, verifyEvidence } from '../../src/trust/evidence-verify.t
 import { keySetAt, loadSignerKeys } from '../../src/trust/key-archive.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { fromPem } from '../../src/util/base64.ts';
-import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
+import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { startEnvironment, PROFILE, QTSP_ID, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
 
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
@@ -32,11 +31,11 @@ const DOC = Buffer.from('a contract the bank vouched for\n');
 const HASH = createHash('sha256').update(DOC).digest('base64');
 
 let env: TestEnvironment;
-let agent: https.Agent;
+let agent: HttpAgent;
 
 before(async () => {
   env = await startEnvironment({ introspection: { timeoutMs: 3000 }, trust: { idpCacheTtlSeconds: 0, idpMaxStaleSeconds: MAX_STALE_SECONDS, idpListPullSeconds: 0 } });
-  agent = new https.Agent({ ca: readFileSync(env.sandbox.tlsCaFile) });
+  agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile) });
 });
 after(async () => {
   agent?.destroy();

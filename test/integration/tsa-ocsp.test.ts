@@ -9,14 +9,13 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import * as http from 'node:http';
-import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
 import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
-import { httpRequest, type HttpResponse } from '../../src/util/http-client.ts';
+import { httpRequest, type HttpResponse, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
 import { run } from '../helpers/openssl.ts';
 import { cmsParts, ATTR, scratch, sha, tamper, verifyCms, verifyCrl, verifyToken } from '../helpers/pki-oracles.ts';
@@ -25,7 +24,7 @@ const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const DOC = Buffer.from('a document to time-stamp\n');
 
 let env: TestEnvironment;
-let agent: https.Agent;
+let agent: HttpAgent;
 let work: ReturnType<typeof scratch>;
 let files: { root: string; issuing: string; tsa: string; rootAndIssuing: string; doc: string };
 /** signer certificates minted by signDoc: one left alone, one revoked by `qtsp pki revoke` (keyCompromise) */
@@ -36,7 +35,7 @@ let revokeRun: { code: number; stdout: string; stderr: string };
 before(async () => {
   env = await startEnvironment({ revocation: { crlRefreshSeconds: 1 } });
   // the mutual-TLS port serves the publication paths too, to clients with a certificate (a relying party's)
-  agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
+  agent = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
   work = scratch();
   const p = pkiPaths(env.dataDir);
   files = {

@@ -1,12 +1,12 @@
 /**
  * httpRequest over a kept-alive socket the server drops (its idle keep-alive timeout racing our next request):
- * sent again once on a fresh connection; a reset on a fresh connection is an error, not repeated.
+ * sent again once on a fresh connection when the caller allows it; a connection reset again is the error. And
+ * its limits: an answer larger than maxResponseBytes and an answer slower than timeoutMs are errors.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import * as http from 'node:http';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { httpRequest, HttpTransportError } from '../../src/util/http-client.ts';
+import { httpRequest, HttpTimeoutError, HttpTransportError, tlsAgent } from '../../src/util/http-client.ts';
 
 /**
  * A tiny HTTP/1.1 server on raw sockets: on each connection it answers the first `answerPerConnection`
@@ -36,7 +36,7 @@ async function listening(server: Server): Promise<string> {
 }
 
 describe('httpRequest and a kept-alive socket the server dropped', () => {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const agent = tlsAgent({ connections: 1 }); // one kept-alive connection per origin
   const dropsSecond = droppingServer(1);
   const dropsFirst = droppingServer(0);
   let urlDropsSecond: string;
@@ -46,7 +46,7 @@ describe('httpRequest and a kept-alive socket the server dropped', () => {
     urlDropsFirst = await listening(dropsFirst.server);
   });
   after(() => {
-    agent.destroy();
+    void agent.destroy();
     dropsSecond.server.close();
     dropsFirst.server.close();
   });
@@ -58,8 +58,45 @@ describe('httpRequest and a kept-alive socket the server dropped', () => {
     assert.deepEqual({ connections: dropsSecond.connections(), requests: dropsSecond.requests() }, { connections: 2, requests: 3 });
   });
 
-  it('a reset on a fresh connection is an error, not repeated', async () => {
+  it('a reset on a fresh connection is sent again once (undici cannot tell it from a reused one), and the second reset is the error', async () => {
     await assert.rejects(httpRequest(urlDropsFirst, { agent, timeoutMs: 5000, repeatOnStaleSocket: true }), HttpTransportError);
-    assert.deepEqual({ connections: dropsFirst.connections(), requests: dropsFirst.requests() }, { connections: 1, requests: 1 });
+    assert.deepEqual({ connections: dropsFirst.connections(), requests: dropsFirst.requests() }, { connections: 2, requests: 2 });
+  });
+
+  it('without repeatOnStaleSocket a reset is the error at once', async () => {
+    await assert.rejects(httpRequest(urlDropsFirst, { agent, timeoutMs: 5000 }), HttpTransportError);
+    assert.deepEqual({ connections: dropsFirst.connections(), requests: dropsFirst.requests() }, { connections: 3, requests: 3 });
+  });
+});
+
+describe('httpRequest limits', () => {
+  const agent = tlsAgent();
+  let url: string;
+  const server = createServer((socket: Socket) => {
+    socket.on('data', (chunk) => {
+      const path = /^GET (\S+)/.exec(chunk.toString('latin1'))?.[1];
+      if (path === '/large') socket.write(`HTTP/1.1 200 OK\r\ncontent-length: 2000\r\n\r\n${'x'.repeat(2000)}`);
+      else if (path === '/slow-body') socket.write('HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nxxxxx'); // the rest never comes
+      // anything else: never answered
+    });
+    socket.on('error', () => undefined);
+  });
+  before(async () => (url = await listening(server)));
+  after(() => {
+    void agent.destroy();
+    server.close();
+  });
+
+  it('an answer larger than maxResponseBytes is an error naming the limit', async () => {
+    await assert.rejects(httpRequest(`${url}large`, { agent, timeoutMs: 5000, maxResponseBytes: 1000 }), (err: Error) => err instanceof HttpTransportError && /exceeds 1000 bytes/.test(err.message));
+    assert.equal((await httpRequest(`${url}large`, { agent, timeoutMs: 5000, maxResponseBytes: 2000 })).body.length, 2000);
+  });
+
+  it('no answer, or a body that stops half-way, within timeoutMs is a timeout', async () => {
+    for (const path of ['silent', 'slow-body']) {
+      const started = Date.now();
+      await assert.rejects(httpRequest(`${url}${path}`, { agent, timeoutMs: 200 }), (err: Error) => err instanceof HttpTimeoutError && /within 200 ms/.test(err.message));
+      assert.ok(Date.now() - started < 2000, `${path}: the deadline held`);
+    }
   });
 });

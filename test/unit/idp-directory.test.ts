@@ -7,7 +7,7 @@
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import * as https from 'node:https';
+import { tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
@@ -23,7 +23,7 @@ const MAX_STALE = 600_000;
 
 let dataDir: string;
 let sandbox: Sandbox;
-let agent: https.Agent;
+let agent: HttpAgent;
 let clock = 1_000_000;
 
 function directory(): IdpDirectory {
@@ -34,7 +34,7 @@ before(async () => {
   dataDir = fs.mkdtempSync(join(tmpdir(), 'qtsp-idps-'));
   pkiInit({ dataDir, qtspId: QTSP_ID });
   sandbox = await startSandbox({ dataDir, ...FREE_PORTS, qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' } });
-  agent = new https.Agent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
+  agent = tlsAgent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
 });
 
 after(async () => {

@@ -7,7 +7,7 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as https from 'node:https';
+import { tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import git from 'isomorphic-git';
@@ -27,7 +27,7 @@ const FREE_PORTS = { asPort: 0, platformPort: 0, mediationPort: 0, smtpPort: 0 }
 
 let dataDir: string;
 let sandbox: Sandbox;
-let agent: https.Agent;
+let agent: HttpAgent;
 let signerKeys: openpgp.PublicKey[];
 let logs: Record<string, unknown>[] = [];
 const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) }) as unknown as Logger;
@@ -56,7 +56,7 @@ before(async () => {
   dataDir = fs.mkdtempSync(join(tmpdir(), 'qtsp-archive-'));
   pkiInit({ dataDir, qtspId: QTSP_ID });
   sandbox = await startSandbox({ dataDir, ...FREE_PORTS, qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' } });
-  agent = new https.Agent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
+  agent = tlsAgent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
   signerKeys = await loadSignerKeys(sandbox.keyArchiveSignerKeyFile);
 });
 
