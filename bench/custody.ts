@@ -23,7 +23,11 @@ export interface CustodyVariant {
 }
 
 /** The variant `keys` over the benchmark's data directory, or why it cannot run. */
-export async function custodyVariant(keys: string, dataDir: string, base: ConfigInput): Promise<CustodyVariant | string> {
+export async function custodyVariant(
+  keys: string,
+  dataDir: string,
+  base: ConfigInput,
+): Promise<CustodyVariant | string> {
   if (keys === 'software') return { env: {}, config: {} };
   if (keys !== 'softhsm') return `unknown key custody ${keys}`;
   const dir = `${dataDir}-softhsm`;
@@ -31,7 +35,12 @@ export async function custodyVariant(keys: string, dataDir: string, base: Config
   cpSync(dataDir, dir, { recursive: true, filter: (src) => !/\/(redis|qtsp\.sqlite[^/]*|instance\.lock)$/.test(src) });
   const token = createSoftHsmToken(join(dir, 'softhsm'), 'qtsp-bench');
   process.env['SOFTHSM2_CONF'] = token.conf; // this process initialises the module for the init below
-  const keysConfig = { provider: 'pkcs11' as const, pkcs11Module: token.module, tokenLabel: token.label, pinFile: token.pinFile };
+  const keysConfig = {
+    provider: 'pkcs11' as const,
+    pkcs11Module: token.module,
+    tokenLabel: token.label,
+    pinFile: token.pinFile,
+  };
   const config = loadConfig({ ...base, dataDir: dir, keys: keysConfig }, {});
   const custody = (await openKeyCustody(config, { forInit: true })) as Pkcs11Custody;
   try {

@@ -61,8 +61,19 @@ async function prefetch(cmd: Extract<LoadCommand, { type: 'prefetch' }>): Promis
     while (next < cmd.count) {
       next++;
       const hashes = Array.from({ length: cmd.hashes }, () => randomBytes(32).toString('base64'));
-      const auth = await authorizeSigning(setup.endpoints, { documentDigests: hashes.map((hash, i) => ({ hash, label: `bench-${i}` })), hashAlgorithmOID: SHA256.oid }, { agent });
-      const body = { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: SHA256.oid }, profile: PROFILE, signature_format: cmd.format ?? 'C', conformance_level: cmd.level };
+      const auth = await authorizeSigning(
+        setup.endpoints,
+        { documentDigests: hashes.map((hash, i) => ({ hash, label: `bench-${i}` })), hashAlgorithmOID: SHA256.oid },
+        { agent },
+      );
+      const body = {
+        SAD: auth.accessToken,
+        credentialID: 'qes_eidas',
+        documentDigests: { hashes, hashAlgorithmOID: SHA256.oid },
+        profile: PROFILE,
+        signature_format: cmd.format ?? 'C',
+        conformance_level: cmd.level,
+      };
       bodies.push(Buffer.from(JSON.stringify(body)));
     }
   };
@@ -74,19 +85,33 @@ async function prefetch(cmd: Extract<LoadCommand, { type: 'prefetch' }>): Promis
 /** one signDoc; resolves to undefined on 200, else a short description of the failure */
 function signDoc(agent: https.Agent, body: Buffer): Promise<string | undefined> {
   return new Promise((resolve) => {
-    const req = https.request(target, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve(res.statusCode === 200 ? undefined : `HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 200)}`));
-      res.on('error', (err) => resolve(err.message));
-    });
+    const req = https.request(
+      target,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve(
+            res.statusCode === 200
+              ? undefined
+              : `HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString('utf8').slice(0, 200)}`,
+          ),
+        );
+        res.on('error', (err) => resolve(err.message));
+      },
+    );
     req.on('error', (err) => resolve(err.message));
     req.end(body);
   });
 }
 
 async function run(cmd: Extract<LoadCommand, { type: 'run' }>): Promise<RunResult> {
-  const tls = { ca: readFileSync(setup.endpoints.tlsCaFile), cert: readFileSync(setup.endpoints.rp.certFile), key: readFileSync(setup.endpoints.rp.keyFile) };
+  const tls = {
+    ca: readFileSync(setup.endpoints.tlsCaFile),
+    cert: readFileSync(setup.endpoints.rp.certFile),
+    key: readFileSync(setup.endpoints.rp.keyFile),
+  };
   const agent = new https.Agent({ ...tls, keepAlive: true, maxSockets: cmd.concurrency ?? 256 });
   const bodies = prepared;
   prepared = [];
@@ -103,7 +128,15 @@ async function run(cmd: Extract<LoadCommand, { type: 'run' }>): Promise<RunResul
   // warm the connections first (TLS handshakes are not what we measure): one cheap GET per socket (signDoc
   // answers 405 to a GET without reading anything; health and metrics are on the operations port)
   const sockets = cmd.concurrency ?? Math.min(64, bodies.length);
-  await Promise.all(Array.from({ length: sockets }, () => new Promise<void>((resolve) => https.get(new URL(target), { agent }, (res) => res.resume().on('end', resolve)).on('error', () => resolve()))));
+  await Promise.all(
+    Array.from(
+      { length: sockets },
+      () =>
+        new Promise<void>((resolve) =>
+          https.get(new URL(target), { agent }, (res) => res.resume().on('end', resolve)).on('error', () => resolve()),
+        ),
+    ),
+  );
   const wall0 = performance.now();
   if (cmd.concurrency !== undefined) {
     let next = 0;
@@ -130,13 +163,24 @@ async function run(cmd: Extract<LoadCommand, { type: 'run' }>): Promise<RunResul
   const wallMs = performance.now() - wall0;
   agent.destroy();
   latencies.sort((a, b) => a - b);
-  return { type: 'result', ok: latencies.length, failed, ...(firstFailure ? { firstFailure } : {}), wallMs, p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: latencies[latencies.length - 1] ?? NaN, slow: (cmd.slowMs ?? []).map((ms) => latencies.filter((l) => l > ms).length) };
+  return {
+    type: 'result',
+    ok: latencies.length,
+    failed,
+    ...(firstFailure ? { firstFailure } : {}),
+    wallMs,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    max: latencies[latencies.length - 1] ?? NaN,
+    slow: (cmd.slowMs ?? []).map((ms) => latencies.filter((l) => l > ms).length),
+  };
 }
 
 process.on('message', (msg: LoadCommand) => {
   const reply = (m: unknown) => process.send!(m);
   if (msg.type === 'exit') process.exit(0);
-  const work = msg.type === 'prefetch' ? prefetch(msg).then(() => ({ type: 'prefetched', count: prepared.length })) : run(msg);
+  const work =
+    msg.type === 'prefetch' ? prefetch(msg).then(() => ({ type: 'prefetched', count: prepared.length })) : run(msg);
   work.then(reply, (err: unknown) => reply({ type: 'error', message: (err as Error).message }));
 });
 process.send!({ type: 'ready' });

@@ -35,10 +35,16 @@ async function measure(env: TestEnvironment, calls: number): Promise<number[]> {
 
 function report(label: string, times: number[]): void {
   const mean = times.reduce((a, b) => a + b, 0) / times.length;
-  console.log(`${label.padEnd(26)} n=${times.length}  mean ${mean.toFixed(1)} ms  median ${median(times).toFixed(1)} ms  p95 ${percentile(times, 95).toFixed(1)} ms  p99 ${percentile(times, 99).toFixed(1)} ms`);
+  console.log(
+    `${label.padEnd(26)} n=${times.length}  mean ${mean.toFixed(1)} ms  median ${median(times).toFixed(1)} ms  p95 ${percentile(times, 95).toFixed(1)} ms  p99 ${percentile(times, 99).toFixed(1)} ms`,
+  );
 }
 
-async function situation(label: string, config: ConfigInput, before?: (env: TestEnvironment) => Promise<void>): Promise<void> {
+async function situation(
+  label: string,
+  config: ConfigInput,
+  before?: (env: TestEnvironment) => Promise<void>,
+): Promise<void> {
   const env = await startEnvironment(config);
   try {
     await before?.(env);
@@ -58,6 +64,9 @@ await situation('down', {}, async (env) => {
 const sockets = new Set<Socket>();
 const hole = createServer((s) => sockets.add(s));
 await new Promise<void>((r) => hole.listen(0, '127.0.0.1', () => r()));
-await situation('never answers', { redis: { url: `redis://127.0.0.1:${(hole.address() as { port: number }).port}`, commandTimeoutMs: 500 }, delivery: { timeoutMs: 1000 } });
+await situation('never answers', {
+  redis: { url: `redis://127.0.0.1:${(hole.address() as { port: number }).port}`, commandTimeoutMs: 500 },
+  delivery: { timeoutMs: 1000 },
+});
 for (const s of sockets) s.destroy();
 hole.close();

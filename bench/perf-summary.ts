@@ -58,7 +58,10 @@ const NATIVE_ONLY: readonly [RegExp, string][] = [
   [/TLSWrap::OnStreamAfterWrite|TLSWrap::EncOut/, '(TLS after socket writes)'],
   [/MessagePort::/, '(messages from worker threads, native part)'],
   [/RunForegroundTask/, '(V8 tasks on the event loop: garbage collection steps, compilation)'],
-  [/ecp_nistz256|bn_|sha\d*_block|aesni|gcm_|OPENSSL|EVP_/, '(OpenSSL, caller not seen: its assembly keeps no frame pointer)'],
+  [
+    /ecp_nistz256|bn_|sha\d*_block|aesni|gcm_|OPENSSL|EVP_/,
+    '(OpenSSL, caller not seen: its assembly keeps no frame pointer)',
+  ],
   [/malloc|_int_free|cfree|unlink_chunk/, '(malloc and free, caller not seen)'],
 ];
 
@@ -67,13 +70,20 @@ function nativeOnly(frames: readonly string[]): string {
   return NATIVE_ONLY.find(([re]) => re.test(chain))?.[1] ?? '(other native or kernel work outside JavaScript)';
 }
 
-export function summarisePerf(samples: readonly Sample[], mainTid: number, threadNames: ReadonlyMap<number, string>, hz: number, calls: number): string {
-  const perCall = (n: number) => ((n / hz) * 1000 / Math.max(1, calls)).toFixed(3).padStart(8);
+export function summarisePerf(
+  samples: readonly Sample[],
+  mainTid: number,
+  threadNames: ReadonlyMap<number, string>,
+  hz: number,
+  calls: number,
+): string {
+  const perCall = (n: number) => (((n / hz) * 1000) / Math.max(1, calls)).toFixed(3).padStart(8);
   const byThread = new Map<string, number>();
   const byModule = new Map<string, number>();
   let main = 0;
   for (const s of samples) {
-    const thread = s.tid === mainTid ? 'event loop' : (threadNames.get(s.tid) ?? 'node').replace(/^node$/, 'V8 and libuv helpers');
+    const thread =
+      s.tid === mainTid ? 'event loop' : (threadNames.get(s.tid) ?? 'node').replace(/^node$/, 'V8 and libuv helpers');
     byThread.set(thread, (byThread.get(thread) ?? 0) + 1);
     if (s.tid !== mainTid) continue;
     main++;
@@ -82,9 +92,12 @@ export function summarisePerf(samples: readonly Sample[], mainTid: number, threa
     byModule.set(label, (byModule.get(label) ?? 0) + 1);
   }
   const total = samples.length;
-  const lines = [`on-CPU ${perCall(total)} ms per call in all threads (${calls} calls, ${total} samples at ${hz} Hz); by thread:`];
+  const lines = [
+    `on-CPU ${perCall(total)} ms per call in all threads (${calls} calls, ${total} samples at ${hz} Hz); by thread:`,
+  ];
   for (const [thread, n] of [...byThread].sort((a, b) => b[1] - a[1])) lines.push(`  ${perCall(n)} ms  ${thread}`);
   lines.push('event loop by module, native and kernel work charged to its JavaScript caller:');
-  for (const [label, n] of [...byModule].sort((a, b) => b[1] - a[1]).slice(0, 25)) lines.push(`  ${perCall(n)} ms  ${((n / Math.max(1, main)) * 100).toFixed(1).padStart(5)} %  ${label}`);
+  for (const [label, n] of [...byModule].sort((a, b) => b[1] - a[1]).slice(0, 25))
+    lines.push(`  ${perCall(n)} ms  ${((n / Math.max(1, main)) * 100).toFixed(1).padStart(5)} %  ${label}`);
   return lines.join('\n');
 }

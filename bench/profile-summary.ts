@@ -62,7 +62,8 @@ export function summariseProfile(profile: CpuProfile, calls: number): string {
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const self = new Map<number, number>(); // µs per node
-  for (let i = 0; i < profile.samples.length; i++) self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + (profile.timeDeltas[i + 1] ?? 0));
+  for (let i = 0; i < profile.samples.length; i++)
+    self.set(profile.samples[i]!, (self.get(profile.samples[i]!) ?? 0) + (profile.timeDeltas[i + 1] ?? 0));
 
   // busy time by module, native frames charged to the nearest caller with a URL
   const byModule = new Map<string, number>();
@@ -77,7 +78,8 @@ export function summariseProfile(profile: CpuProfile, calls: number): string {
     busy += us;
     let label: string | undefined;
     if (name === '(garbage collector)' || name === '(program)' || name === '(root)') label = name;
-    for (let n: number | undefined = id; label === undefined && n !== undefined; n = parent.get(n)) label = moduleOf(byId.get(n)!.callFrame.url);
+    for (let n: number | undefined = id; label === undefined && n !== undefined; n = parent.get(n))
+      label = moduleOf(byId.get(n)!.callFrame.url);
     label ??= '(native, no JavaScript caller)';
     byModule.set(label, (byModule.get(label) ?? 0) + us);
   }
@@ -107,9 +109,14 @@ export function summariseProfile(profile: CpuProfile, calls: number): string {
   });
 
   const perCall = (us: number) => (us / 1000 / Math.max(1, calls)).toFixed(3).padStart(8);
-  const lines = [`busy ${perCall(busy)} ms per call (${calls} calls, idle ${(idle / 1e6).toFixed(2)} s); by module, native work charged to its JavaScript caller (wall-clock samples: calls that wake another thread include its turn on the core):`];
-  for (const [label, us] of [...byModule].sort((a, b) => b[1] - a[1]).slice(0, 25)) lines.push(`  ${perCall(us)} ms  ${((us / busy) * 100).toFixed(1).padStart(5)} %  ${label}`);
-  lines.push('pipeline steps, inclusive synchronous time per call (after an await, work is charged to the module above):');
+  const lines = [
+    `busy ${perCall(busy)} ms per call (${calls} calls, idle ${(idle / 1e6).toFixed(2)} s); by module, native work charged to its JavaScript caller (wall-clock samples: calls that wake another thread include its turn on the core):`,
+  ];
+  for (const [label, us] of [...byModule].sort((a, b) => b[1] - a[1]).slice(0, 25))
+    lines.push(`  ${perCall(us)} ms  ${((us / busy) * 100).toFixed(1).padStart(5)} %  ${label}`);
+  lines.push(
+    'pipeline steps, inclusive synchronous time per call (after an await, work is charged to the module above):',
+  );
   for (const [label, us] of stepTime) lines.push(`  ${perCall(us)} ms  ${label}`);
   return lines.join('\n');
 }

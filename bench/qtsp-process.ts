@@ -18,7 +18,11 @@ import { Session } from 'node:inspector/promises';
 import { constants, monitorEventLoopDelay, PerformanceObserver, type IntervalHistogram } from 'node:perf_hooks';
 import { runServe } from '../src/cli/serve.ts';
 
-type ProfileCommand = { type: 'profile-start'; intervalUs: number } | { type: 'profile-stop'; file: string } | { type: 'delay-start' } | { type: 'delay-stop' };
+type ProfileCommand =
+  | { type: 'profile-start'; intervalUs: number }
+  | { type: 'profile-stop'; file: string }
+  | { type: 'delay-start' }
+  | { type: 'delay-stop' };
 
 if (cluster.isPrimary && process.send) {
   const session = new Session();
@@ -50,7 +54,14 @@ if (cluster.isPrimary && process.send) {
       delay?.disable();
       gcObserver.disconnect();
       const ms = (ns: number) => ns / 1e6;
-      process.send!({ type: 'delay', p50: ms(delay?.percentile(50) ?? NaN), p99: ms(delay?.percentile(99) ?? NaN), max: ms(delay?.max ?? NaN), gc: { ...gc }, rssMb: process.memoryUsage.rss() / 2 ** 20 });
+      process.send!({
+        type: 'delay',
+        p50: ms(delay?.percentile(50) ?? NaN),
+        p99: ms(delay?.percentile(99) ?? NaN),
+        max: ms(delay?.max ?? NaN),
+        gc: { ...gc },
+        rssMb: process.memoryUsage.rss() / 2 ** 20,
+      });
       delay = undefined;
       return;
     }
@@ -65,7 +76,11 @@ if (cluster.isPrimary && process.send) {
               // scavenges (the old generation's garbage, which is what makes full collections come) and what is still
               // alive; 'live': only what is still alive when the profile stops
               const mode = process.env.BENCH_HEAP_SAMPLING;
-              await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: mode !== 'live', includeObjectsCollectedByMinorGC: mode !== 'live' && mode !== 'promoted' });
+              await session.post('HeapProfiler.startSampling', {
+                samplingInterval: 4096,
+                includeObjectsCollectedByMajorGC: mode !== 'live',
+                includeObjectsCollectedByMinorGC: mode !== 'live' && mode !== 'promoted',
+              });
             }
             return { type: 'profile-started' };
           })()

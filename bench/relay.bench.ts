@@ -68,7 +68,16 @@ const connection = redisConnection(redis.url, { blocking: false, onError: () => 
 const queues = new DeliveryQueues(connection, TOPICS, config, () => undefined);
 try {
   while (!queues.ready) await sleep(20);
-  const relay = (gatherMs: number) => new OutboxRelay({ store, queues, topics: TOPICS, intervalMs: config.delivery.relayIntervalMs, requeueAfterMs: config.delivery.requeueAfterMs, gatherMs, logger: pino({ level: 'silent' }) });
+  const relay = (gatherMs: number) =>
+    new OutboxRelay({
+      store,
+      queues,
+      topics: TOPICS,
+      intervalMs: config.delivery.relayIntervalMs,
+      requeueAfterMs: config.delivery.requeueAfterMs,
+      gatherMs,
+      logger: pino({ level: 'silent' }),
+    });
   /** one row: a relay of its own (none for 'no relay'), started after the last row's entries are all queued */
   const row = async (mode: Mode, gatherMs: number, count: number, rate: number) => {
     const r = relay(gatherMs);
@@ -82,20 +91,30 @@ try {
     const wallMs = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
     await r.stop();
-    return { main: ((mainThreadCpuMs() - main0) * 1000) / count, process: (cpu.user + cpu.system) / count, rate: (count * 1000) / wallMs };
+    return {
+      main: ((mainThreadCpuMs() - main0) * 1000) / count,
+      process: (cpu.user + cpu.system) / count,
+      rate: (count * 1000) / wallMs,
+    };
   };
   // warm-up: prepared statements, the queues' setup, the JIT
   for (const mode of ['read', 'hand-over'] as const) await row(mode, GATHER_MS, 1000, 2000);
-  console.log(`outbox relay: ${ENTRIES} entries per row, ${CONCURRENCY} writers, a real SQLite store and redis-server; CPU per entry (the relay's own: minus 'no relay')`);
+  console.log(
+    `outbox relay: ${ENTRIES} entries per row, ${CONCURRENCY} writers, a real SQLite store and redis-server; CPU per entry (the relay's own: minus 'no relay')`,
+  );
   for (const rate of RATES) {
     for (let round = 1; round <= ROUNDS; round++) {
       const baseline = await row('no relay', GATHER_MS, ENTRIES, rate);
-      console.log(`${String(rate).padStart(5)}/s round ${round}  ${'no relay'.padEnd(9)} ${''.padStart(6)}: main thread ${baseline.main.toFixed(0).padStart(4)} us, process ${baseline.process.toFixed(0).padStart(4)} us per entry, ${baseline.rate.toFixed(0)}/s`);
+      console.log(
+        `${String(rate).padStart(5)}/s round ${round}  ${'no relay'.padEnd(9)} ${''.padStart(6)}: main thread ${baseline.main.toFixed(0).padStart(4)} us, process ${baseline.process.toFixed(0).padStart(4)} us per entry, ${baseline.rate.toFixed(0)}/s`,
+      );
       for (const gatherMs of GATHERS) {
         for (const mode of ['read', 'hand-over'] as const) {
           const m = await row(mode, gatherMs, ENTRIES, rate);
           const own = `(relay: ${(m.main - baseline.main).toFixed(0).padStart(4)} us main thread, ${(m.process - baseline.process).toFixed(0).padStart(4)} us process)`;
-          console.log(`${String(rate).padStart(5)}/s round ${round}  ${mode.padEnd(9)} ${`${gatherMs} ms`.padStart(6)}: main thread ${m.main.toFixed(0).padStart(4)} us, process ${m.process.toFixed(0).padStart(4)} us per entry, ${m.rate.toFixed(0)}/s  ${own}`);
+          console.log(
+            `${String(rate).padStart(5)}/s round ${round}  ${mode.padEnd(9)} ${`${gatherMs} ms`.padStart(6)}: main thread ${m.main.toFixed(0).padStart(4)} us, process ${m.process.toFixed(0).padStart(4)} us per entry, ${m.rate.toFixed(0)}/s  ${own}`,
+          );
         }
       }
     }

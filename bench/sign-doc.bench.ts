@@ -37,7 +37,16 @@
  */
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -71,12 +80,22 @@ import { CLK_TCK, ticksOf } from './proc-cpu.ts';
 import { summariseProfile } from './profile-summary.ts';
 import { startPostgres } from '../test/helpers/postgres.ts';
 
-const { values: flags } = parseArgs({ options: { full: { type: 'boolean', default: false }, profile: { type: 'boolean', default: false }, perf: { type: 'boolean', default: false }, workers: { type: 'string' } } });
+const { values: flags } = parseArgs({
+  options: {
+    full: { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
+    perf: { type: 'boolean', default: false },
+    workers: { type: 'string' },
+  },
+});
 const FULL = flags.full!;
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? (FULL ? 2000 : 300));
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 /** signature cases: a level (CAdES), or FORMAT:level for PAdES (P) and XAdES (X) */
-const LEVELS = (process.env.BENCH_LEVELS ?? 'AdES-B-B,AdES-B-T,AdES-B-LT,AdES-B-LTA,P:AdES-B-B,P:AdES-B-T,P:AdES-B-LT,X:AdES-B-B,X:AdES-B-T').split(',');
+const LEVELS = (
+  process.env.BENCH_LEVELS ??
+  'AdES-B-B,AdES-B-T,AdES-B-LT,AdES-B-LTA,P:AdES-B-B,P:AdES-B-T,P:AdES-B-LT,X:AdES-B-B,X:AdES-B-T'
+).split(',');
 /** the format and conformance level of a case of LEVELS */
 const caseOf = (entry: string) => {
   const [format, level] = entry.includes(':') ? (entry.split(':') as [string, string]) : ['C', entry];
@@ -150,10 +169,20 @@ function treeCpuSeconds(pid: number): CpuSeconds {
     }
   };
   visit(pid);
-  return { total: (ticks.main + ticks.store + ticks.other) / CLK_TCK, main: ticks.main / CLK_TCK, store: ticks.store / CLK_TCK, other: ticks.other / CLK_TCK, otherByName: byName };
+  return {
+    total: (ticks.main + ticks.store + ticks.other) / CLK_TCK,
+    main: ticks.main / CLK_TCK,
+    store: ticks.store / CLK_TCK,
+    other: ticks.other / CLK_TCK,
+    otherByName: byName,
+  };
 }
 
-function flatten(input: Record<string, unknown>, path: string[] = [], out: Record<string, string> = {}): Record<string, string> {
+function flatten(
+  input: Record<string, unknown>,
+  path: string[] = [],
+  out: Record<string, string> = {},
+): Record<string, string> {
   for (const [k, v] of Object.entries(input)) {
     if (v === undefined) continue;
     if (v && typeof v === 'object' && !Array.isArray(v)) flatten(v as Record<string, unknown>, [...path, k], out);
@@ -172,16 +201,32 @@ interface QtspProcess {
 }
 
 /** bench/qtsp-process.ts, or (`script` transport-floor.ts) the transport floor, configured as `qtsp serve` */
-async function startQtspProcess(input: ConfigInput, extraEnv: Record<string, string>, script = 'qtsp-process.ts'): Promise<QtspProcess> {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...flatten(input as Record<string, unknown>), ...extraEnv, QTSP_LOG_LEVEL: 'silent' };
+async function startQtspProcess(
+  input: ConfigInput,
+  extraEnv: Record<string, string>,
+  script = 'qtsp-process.ts',
+): Promise<QtspProcess> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...flatten(input as Record<string, unknown>),
+    ...extraEnv,
+    QTSP_LOG_LEVEL: 'silent',
+  };
   delete env.REDIS_URL;
   // another malloc for the QTSP process alone, to measure it against glibc's (jemalloc: see issue 12's notes)
   if (process.env.BENCH_QTSP_PRELOAD && script === 'qtsp-process.ts') env.LD_PRELOAD = process.env.BENCH_QTSP_PRELOAD;
   // --perf-basic-prof also turns on V8's event log, one isolate-*.log per thread in the working directory: into one file in tmp instead
-  const perfFlags = flags.perf && script === 'qtsp-process.ts' ? ['--perf-basic-prof', `--logfile=${join(tmpdir(), 'qtsp-bench-v8.log')}`, '--no-logfile-per-isolate'] : [];
+  const perfFlags =
+    flags.perf && script === 'qtsp-process.ts'
+      ? ['--perf-basic-prof', `--logfile=${join(tmpdir(), 'qtsp-bench-v8.log')}`, '--no-logfile-per-isolate']
+      : [];
   const nodeFlags = [...(process.env.BENCH_QTSP_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...perfFlags];
-  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', join(HERE, script)], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'], env });
-  if (process.env.BENCH_QTSP_STDOUT && script === 'qtsp-process.ts') child.stdout!.pipe(createWriteStream(process.env.BENCH_QTSP_STDOUT));
+  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', join(HERE, script)], {
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+    env,
+  });
+  if (process.env.BENCH_QTSP_STDOUT && script === 'qtsp-process.ts')
+    child.stdout!.pipe(createWriteStream(process.env.BENCH_QTSP_STDOUT));
   let opsUrl: string | undefined;
   const signDocUrl = await new Promise<string>((resolve, reject) => {
     let signDoc: string | undefined;
@@ -220,23 +265,32 @@ const lastLine = (text: string) => text.trim().split('\n').pop();
  * a line saying so, not a failed bench.
  */
 async function perfRun(pid: number, run: () => Promise<RunResult>): Promise<string> {
-  if (spawnSync('perf', ['--version'], { stdio: 'ignore' }).status !== 0) return 'perf profile: perf is not installed (Debian package linux-perf); skipped';
+  if (spawnSync('perf', ['--version'], { stdio: 'ignore' }).status !== 0)
+    return 'perf profile: perf is not installed (Debian package linux-perf); skipped';
   const file = profilePath('perf.data');
-  const perf = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(PERF_HZ), '-g', '-p', String(pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const perf = spawn(
+    'perf',
+    ['record', '-e', 'cpu-clock', '-F', String(PERF_HZ), '-g', '-p', String(pid), '-o', file],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let perfErr = '';
   perf.stderr!.on('data', (d: Buffer) => (perfErr = (perfErr + d.toString()).slice(-2000)));
   const ended = new Promise<number | null>((resolve) => perf.once('exit', (code) => resolve(code)));
   await new Promise((r) => setTimeout(r, 500)); // perf attaches to every thread before the calls start
   if (perf.exitCode !== null) return `perf profile: perf record failed: ${lastLine(perfErr)}`;
   const threadNames = new Map<number, string>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) threadNames.set(Number(tid), readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim());
+  for (const tid of readdirSync(`/proc/${pid}/task`))
+    threadNames.set(Number(tid), readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim());
   const r = await run();
   perf.kill('SIGINT');
   if ((await ended) !== 0 && !existsSync(file)) return `perf profile: perf record failed: ${lastLine(perfErr)}`;
-  const script = spawnSync('perf', ['script', '-i', file, '-F', 'tid,ip,sym'], { encoding: 'utf8', maxBuffer: 1 << 30 });
+  const script = spawnSync('perf', ['script', '-i', file, '-F', 'tid,ip,sym'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+  });
   if (script.status !== 0) return `perf profile: perf script failed: ${lastLine(script.stderr)}`;
   const summary = `on-CPU profile of the QTSP (perf, cpu-clock at ${PERF_HZ} Hz) over ${r.ok} ${LEVELS[0]} calls with ${HASHES[0]} hash(es) each: ${file}\n${summarisePerf(parsePerfScript(script.stdout), pid, threadNames, PERF_HZ, r.ok)}`;
-  writeFileSync(file.replace(/\.perf\.data$/, '.perf.txt'), summary + '\n');
+  writeFileSync(file.replace(/\.perf\.data$/, '.perf.txt'), `${summary}\n`);
   return summary;
 }
 
@@ -247,7 +301,9 @@ async function perfRun(pid: number, run: () => Promise<RunResult>): Promise<stri
 async function qtspSlowCounts(opsUrl: string): Promise<number[]> {
   const text = await (await fetch(new URL('/metrics', opsUrl))).text();
   const bucket = (le: string) =>
-    [...text.matchAll(/^qtsp_signdoc_duration_seconds_bucket\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes(`le="${le}"`) && labels!.includes('status="200"')).reduce((sum, m) => sum + Number(m[2]), 0);
+    [...text.matchAll(/^qtsp_signdoc_duration_seconds_bucket\{([^}]*)\} (\d+)/gm)]
+      .filter(([, labels]) => labels!.includes(`le="${le}"`) && labels!.includes('status="200"'))
+      .reduce((sum, m) => sum + Number(m[2]), 0);
   const all = bucket('+Inf');
   return SLOW_MS.map((ms) => all - bucket(String(ms / 1000)));
 }
@@ -277,8 +333,18 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
-async function startLoadGenerator(info: SandboxInfo, signDocUrl: string): Promise<{ pid: number; send(cmd: LoadCommand): Promise<{ type: string; [k: string]: unknown }>; stop(): Promise<void> }> {
-  const child = fork(join(HERE, 'load-generator.ts'), [], { execArgv: ['--import', 'tsx'], env: { ...process.env, BENCH_LOAD_SETUP: JSON.stringify({ endpoints: info.endpoints, signDocUrl }) } });
+async function startLoadGenerator(
+  info: SandboxInfo,
+  signDocUrl: string,
+): Promise<{
+  pid: number;
+  send(cmd: LoadCommand): Promise<{ type: string; [k: string]: unknown }>;
+  stop(): Promise<void>;
+}> {
+  const child = fork(join(HERE, 'load-generator.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, BENCH_LOAD_SETUP: JSON.stringify({ endpoints: info.endpoints, signDocUrl }) },
+  });
   await new Promise<void>((resolve, reject) => {
     child.once('message', () => resolve());
     child.once('exit', (code) => reject(new Error(`load generator exited with ${code}`)));
@@ -306,16 +372,33 @@ interface EventLoopDelay {
   readonly p99: number;
   readonly max: number;
   /** the QTSP's garbage collections during the run: count and longest pause (ms) of minor and major ones */
-  readonly gc?: { readonly minor: number; readonly minorMaxMs: number; readonly major: number; readonly majorMaxMs: number };
+  readonly gc?: {
+    readonly minor: number;
+    readonly minorMaxMs: number;
+    readonly major: number;
+    readonly majorMaxMs: number;
+  };
   /** the QTSP process's resident memory at the end of the run (MB) */
   readonly rssMb?: number;
 }
 
 type LoadGenerator = Awaited<ReturnType<typeof startLoadGenerator>>;
 
-type Measured = RunResult & { qtspCpuMs: number; qtspThreadsMs: { main: number; store: number; other: number; otherByName: Record<string, number> }; sandboxCpuMs: number; loadCpuMs: number };
+type Measured = RunResult & {
+  qtspCpuMs: number;
+  qtspThreadsMs: { main: number; store: number; other: number; otherByName: Record<string, number> };
+  sandboxCpuMs: number;
+  loadCpuMs: number;
+};
 
-async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: number }, entry: string, hashes: number, count: number, run: Extract<LoadCommand, { type: 'run' }>): Promise<Measured> {
+async function measure(
+  load: LoadGenerator,
+  pids: { qtsp: number; sandbox: number },
+  entry: string,
+  hashes: number,
+  count: number,
+  run: Extract<LoadCommand, { type: 'run' }>,
+): Promise<Measured> {
   await load.send({ type: 'prefetch', count, hashes, ...caseOf(entry), parallel: 4 });
   const q0 = treeCpuSeconds(pids.qtsp);
   const s0 = treeCpuSeconds(pids.sandbox);
@@ -326,7 +409,14 @@ async function measure(load: LoadGenerator, pids: { qtsp: number; sandbox: numbe
   return {
     ...result,
     qtspCpuMs: per(q0.total, q1.total),
-    qtspThreadsMs: { main: per(q0.main, q1.main), store: per(q0.store, q1.store), other: per(q0.other, q1.other), otherByName: Object.fromEntries(Object.entries(q1.otherByName).map(([name, s]) => [name, per(q0.otherByName[name] ?? 0, s)])) },
+    qtspThreadsMs: {
+      main: per(q0.main, q1.main),
+      store: per(q0.store, q1.store),
+      other: per(q0.other, q1.other),
+      otherByName: Object.fromEntries(
+        Object.entries(q1.otherByName).map(([name, s]) => [name, per(q0.otherByName[name] ?? 0, s)]),
+      ),
+    },
     sandboxCpuMs: per(s0.total, treeCpuSeconds(pids.sandbox).total),
     loadCpuMs: per(l0.total, treeCpuSeconds(load.pid).total),
   };
@@ -340,10 +430,20 @@ interface WarmUp {
 const warmUps: WarmUp[] = [];
 
 /** WARMUP calls of B-B with one hash, chunk by chunk; their CPU is kept for printWarmUps */
-async function warmUp(what: string, load: LoadGenerator, pids: { qtsp: number; sandbox: number }, calls: number): Promise<void> {
+async function warmUp(
+  what: string,
+  load: LoadGenerator,
+  pids: { qtsp: number; sandbox: number },
+  calls: number,
+): Promise<void> {
   const chunks: Measured[] = [];
   for (let done = 0; done < calls; done += WARMUP_CHUNK) {
-    chunks.push(await measure(load, pids, 'AdES-B-B', 1, Math.min(WARMUP_CHUNK, calls - done), { type: 'run', concurrency: CONCURRENCY }));
+    chunks.push(
+      await measure(load, pids, 'AdES-B-B', 1, Math.min(WARMUP_CHUNK, calls - done), {
+        type: 'run',
+        concurrency: CONCURRENCY,
+      }),
+    );
   }
   warmUps.push({ what, chunks });
 }
@@ -352,8 +452,16 @@ async function warmUp(what: string, load: LoadGenerator, pids: { qtsp: number; s
  * The transport floor (bench/transport-floor.ts): the same load, bodies and TLS against a process that only
  * carries signDoc's traffic (mTLS in, one introspection call out, an answer of the same size), CPU per call.
  */
-async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: SandboxInfo }, halfLoadRate?: number): Promise<Measured & { halfLoad?: RunResult & { rate: number } }> {
-  const floor = await startQtspProcess(input, { BENCH_FLOOR_ISSUER: sandbox.info.endpoints.issuer }, 'transport-floor.ts');
+async function transportFloor(
+  input: ConfigInput,
+  sandbox: { pid: number; info: SandboxInfo },
+  halfLoadRate?: number,
+): Promise<Measured & { halfLoad?: RunResult & { rate: number } }> {
+  const floor = await startQtspProcess(
+    input,
+    { BENCH_FLOOR_ISSUER: sandbox.info.endpoints.issuer },
+    'transport-floor.ts',
+  );
   const load = await startLoadGenerator(sandbox.info, floor.signDocUrl);
   const pids = { qtsp: floor.pid, sandbox: sandbox.pid };
   try {
@@ -362,7 +470,14 @@ async function transportFloor(input: ConfigInput, sandbox: { pid: number; info: 
     if (halfLoadRate === undefined) return saturated;
     // the latency baseline: the same open loop, at the rate the QTSP's half-load run was offered, with the same
     // sandbox and load generator on the same cores; what the QTSP adds to the tail is the difference
-    const halfLoad = await measure(load, pids, 'AdES-B-B', 1, Math.max(50, Math.round(halfLoadRate * (FULL ? 10 : 4))), { type: 'run', rate: halfLoadRate, slowMs: SLOW_MS });
+    const halfLoad = await measure(
+      load,
+      pids,
+      'AdES-B-B',
+      1,
+      Math.max(50, Math.round(halfLoadRate * (FULL ? 10 : 4))),
+      { type: 'run', rate: halfLoadRate, slowMs: SLOW_MS },
+    );
     return { ...saturated, halfLoad: { ...halfLoad, rate: halfLoadRate } };
   } finally {
     await load.stop();
@@ -393,12 +508,18 @@ async function timeIt(n: number, fn: () => unknown): Promise<number> {
  * server; and the wall time per call. A step that waits for a durable commit is mostly that wait when it runs
  * alone; its cost is its CPU.
  */
-async function cpuCost(n: number, concurrency: number, fn: () => Promise<unknown>): Promise<{ cpuMs: number; wallMs: number }> {
+async function cpuCost(
+  n: number,
+  concurrency: number,
+  fn: () => Promise<unknown>,
+): Promise<{ cpuMs: number; wallMs: number }> {
   const run = async (count: number) => {
     let next = 0;
-    await Promise.all(Array.from({ length: concurrency }, async () => {
-      while (next++ < count) await fn();
-    }));
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next++ < count) await fn();
+      }),
+    );
   };
   await run(STEP_WARMUP);
   const c0 = process.cpuUsage();
@@ -424,8 +545,17 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
   try {
     const deps = qtsp.deps;
     const hash = createHash('sha256').update(randomBytes(1024)).digest('base64');
-    const auth = await authorizeSigning(info.endpoints, { documentDigests: [{ hash, label: 'bench' }], hashAlgorithmOID: SHA256.oid });
-    const body = { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256.oid }, profile: 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#', signature_format: 'C' };
+    const auth = await authorizeSigning(info.endpoints, {
+      documentDigests: [{ hash, label: 'bench' }],
+      hashAlgorithmOID: SHA256.oid,
+    });
+    const body = {
+      SAD: auth.accessToken,
+      credentialID: 'qes_eidas',
+      documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256.oid },
+      profile: 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#',
+      signature_format: 'C',
+    };
     const fp = x5tS256(fromPem(readFileSync(info.endpoints.rp.certFile, 'utf8'))[0]!);
     const request = parseSignDocRequest(body);
     const sad = await validateSad(auth.accessToken, fp, deps.sad);
@@ -438,23 +568,69 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
     });
     const claims = { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12', nationalities: ['DE'] };
     const keys = generateKeyPair('P-256');
-    const cert = await mintSignerCertificate({ claims, publicKey: keys.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600, profile: deps.signerProfile, keyInQscd: false, consent: { issuer: 'https://as.bench', txn: 'bench' } });
+    const cert = await mintSignerCertificate({
+      claims,
+      publicKey: keys.publicKey,
+      issuingCa: deps.issuingCa,
+      validitySeconds: 3600,
+      profile: deps.signerProfile,
+      keyInQscd: false,
+      consent: { issuer: 'https://as.bench', txn: 'bench' },
+    });
     // one signer key object for all of them, as signDoc signs every hash of a request with the one signer.key
     const signerKey = new SoftwareSigningKey(keys.privateKey);
-    const cms = () => buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: cert, chain: [deps.issuingCa.der], key: signerKey, signingTime: new Date() });
+    const cms = () =>
+      buildCadesBaselineB({
+        hash: request.hashes[0]!,
+        hashAlgorithm: SHA256,
+        signerCertificate: cert,
+        chain: [deps.issuingCa.der],
+        key: signerKey,
+        signingTime: new Date(),
+      });
     // the signing core: fresh key + signer certificate + CAdES-B-B (what FIELD-NOTES compares with BouncyCastle)
     const core = await timeIt(ITERATIONS, async () => {
       const k = generateKeyPair('P-256');
-      const c = await mintSignerCertificate({ claims, publicKey: k.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600, profile: deps.signerProfile, keyInQscd: false, consent: { issuer: 'https://as.bench', txn: 'bench' } });
-      return buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: c, chain: [deps.issuingCa.der], key: new SoftwareSigningKey(k.privateKey), signingTime: new Date() });
+      const c = await mintSignerCertificate({
+        claims,
+        publicKey: k.publicKey,
+        issuingCa: deps.issuingCa,
+        validitySeconds: 3600,
+        profile: deps.signerProfile,
+        keyInQscd: false,
+        consent: { issuer: 'https://as.bench', txn: 'bench' },
+      });
+      return buildCadesBaselineB({
+        hash: request.hashes[0]!,
+        hashAlgorithm: SHA256,
+        signerCertificate: c,
+        chain: [deps.issuingCa.der],
+        key: new SoftwareSigningKey(k.privateKey),
+        signingTime: new Date(),
+      });
     });
     const perHash = await timeIt(ITERATIONS, cms); // one more CAdES-B-B with the same signer: the cost of an extra hash
     // the same through the key custody the QTSP runs with (software, or a PKCS#11 token)
     const custodyCore = await timeIt(Math.min(ITERATIONS, 500), async () => {
       const key = await deps.keys.createSignerKey('P-256', 'ecdsa');
       try {
-        const c = await mintSignerCertificate({ claims, publicKey: key.publicKey, issuingCa: deps.issuingCa, validitySeconds: 3600, profile: deps.signerProfile, keyInQscd: deps.keys.qscd, consent: { issuer: 'https://as.bench', txn: 'bench' } });
-        return await buildCadesBaselineB({ hash: request.hashes[0]!, hashAlgorithm: SHA256, signerCertificate: c, chain: [deps.issuingCa.der], key, signingTime: new Date() });
+        const c = await mintSignerCertificate({
+          claims,
+          publicKey: key.publicKey,
+          issuingCa: deps.issuingCa,
+          validitySeconds: 3600,
+          profile: deps.signerProfile,
+          keyInQscd: deps.keys.qscd,
+          consent: { issuer: 'https://as.bench', txn: 'bench' },
+        });
+        return await buildCadesBaselineB({
+          hash: request.hashes[0]!,
+          hashAlgorithm: SHA256,
+          signerCertificate: c,
+          chain: [deps.issuingCa.der],
+          key,
+          signingTime: new Date(),
+        });
       } finally {
         await key.destroy();
       }
@@ -466,7 +642,13 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
       const s = await validateSad(auth.accessToken, fp, deps.sad);
       const intro = await verifyIntrospectionResponse(jwt, s.issuer, deps.introspection);
       // one consent signs each document once (signing/once.ts): every iteration stands for a consent of its own
-      return signConsented(request, choice, { ...intro, payload: { ...intro.payload, txn: `${intro.payload.txn}-${++consents}` } }, fp, deps);
+      return signConsented(
+        request,
+        choice,
+        { ...intro, payload: { ...intro.payload, txn: `${intro.payload.txn}-${++consents}` } },
+        fp,
+        deps,
+      );
     });
     // the floor: the same cryptographic operations in raw node:crypto
     const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -477,7 +659,14 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
     const ec = generateKeyPair('P-256'); // not generateKeyPairSync: reading or signing with such a key can deadlock with its KeyGenJob's collection (pki/keys.ts)
     const ecdsaSign = await timeIt(ITERATIONS, () => sign('sha256', msg, { key: ec.privateKey, dsaEncoding: 'der' }));
     // one signDoc: SAD + introspection verification, a key, the certificate's and the CMS's signatures
-    return { verifyAndConsent, core, perHash, durable, custodyCore, floor: { rs256Verify, keygen, ecdsaSign, signDoc: 2 * rs256Verify + keygen + 2 * ecdsaSign, perHash: ecdsaSign } };
+    return {
+      verifyAndConsent,
+      core,
+      perHash,
+      durable,
+      custodyCore,
+      floor: { rs256Verify, keygen, ecdsaSign, signDoc: 2 * rs256Verify + keygen + 2 * ecdsaSign, perHash: ecdsaSign },
+    };
   } finally {
     await qtsp.close();
   }
@@ -494,7 +683,12 @@ const pad = (s: string, n: number) => s.padStart(n);
  * (our TSA signs in process); B-LTA adds the archive time-stamp. Per request at B-LT and B-LTA: one OCSP
  * response for the signer certificate (the CRLs are shared across requests).
  */
-const SIGNATURES_PER_HASH: Readonly<Record<string, number>> = { 'AdES-B-B': 1, 'AdES-B-T': 2, 'AdES-B-LT': 2, 'AdES-B-LTA': 3 };
+const SIGNATURES_PER_HASH: Readonly<Record<string, number>> = {
+  'AdES-B-B': 1,
+  'AdES-B-T': 2,
+  'AdES-B-LT': 2,
+  'AdES-B-LTA': 3,
+};
 
 /** the raw node:crypto cost of the signatures and checks one signDoc of this level and hash count needs */
 function cryptoFloor(floor: StepCosts['floor'], entry: string, hashes: number): number {
@@ -504,71 +698,154 @@ function cryptoFloor(floor: StepCosts['floor'], entry: string, hashes: number): 
 }
 
 function printRows(rows: Row[], floor: StepCosts['floor']): void {
-  console.log('\nsignDoc over keep-alive mutual TLS, one fresh SAD per call (QTSP, sandbox and load generator in separate processes)');
-  console.log(`closed loop, ${CONCURRENCY} connections; CPU = user + system of each process tree per successful call; x floor: QTSP CPU over the raw node:crypto cost of the level's signatures and checks`);
-  console.log(['keys', 'store', 'level', 'hashes', 'procs', 'signDoc/s', 'p50 ms', 'p99 ms', 'QTSP CPU ms', 'x floor', 'sandbox CPU ms', 'loadgen CPU ms', 'ok/failed'].map((h, i) => (i < 3 ? h.padEnd([9, 8, 10][i]!) : pad(h, h.length + 1))).join(' '));
+  console.log(
+    '\nsignDoc over keep-alive mutual TLS, one fresh SAD per call (QTSP, sandbox and load generator in separate processes)',
+  );
+  console.log(
+    `closed loop, ${CONCURRENCY} connections; CPU = user + system of each process tree per successful call; x floor: QTSP CPU over the raw node:crypto cost of the level's signatures and checks`,
+  );
+  console.log(
+    [
+      'keys',
+      'store',
+      'level',
+      'hashes',
+      'procs',
+      'signDoc/s',
+      'p50 ms',
+      'p99 ms',
+      'QTSP CPU ms',
+      'x floor',
+      'sandbox CPU ms',
+      'loadgen CPU ms',
+      'ok/failed',
+    ]
+      .map((h, i) => (i < 3 ? h.padEnd([9, 8, 10][i]!) : pad(h, h.length + 1)))
+      .join(' '),
+  );
   for (const r of rows) {
     if (!r.saturated) {
-      console.log(`${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 7)}   ${r.note ?? ''}`);
+      console.log(
+        `${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 7)}   ${r.note ?? ''}`,
+      );
       continue;
     }
     const s = r.saturated;
     const floorMs = cryptoFloor(floor, r.level, r.hashes);
     console.log(
-      [r.keys.padEnd(9), r.store.padEnd(8), r.level.padEnd(10), pad(String(r.hashes), 7), pad(String(r.workers), 6), pad(f((s.ok / s.wallMs) * 1000, 1), 10), pad(f(s.p50), 7), pad(f(s.p99), 7), pad(f(s.qtspCpuMs, 3), 12), pad(f(s.qtspCpuMs / floorMs, 1), 8), pad(f(s.sandboxCpuMs), 15), pad(f(s.loadCpuMs), 15), pad(`${s.ok}/${s.failed}`, 10)].join(' '),
+      [
+        r.keys.padEnd(9),
+        r.store.padEnd(8),
+        r.level.padEnd(10),
+        pad(String(r.hashes), 7),
+        pad(String(r.workers), 6),
+        pad(f((s.ok / s.wallMs) * 1000, 1), 10),
+        pad(f(s.p50), 7),
+        pad(f(s.p99), 7),
+        pad(f(s.qtspCpuMs, 3), 12),
+        pad(f(s.qtspCpuMs / floorMs, 1), 8),
+        pad(f(s.sandboxCpuMs), 15),
+        pad(f(s.loadCpuMs), 15),
+        pad(`${s.ok}/${s.failed}`, 10),
+      ].join(' '),
     );
     if (s.firstFailure) console.log(`    first failure: ${s.firstFailure}`);
   }
-  console.log('\nQTSP CPU per signDoc by thread: the event loop, the SQLite store\'s writer thread, and the rest (V8 garbage collection and compiler threads, libuv pool)');
+  console.log(
+    "\nQTSP CPU per signDoc by thread: the event loop, the SQLite store's writer thread, and the rest (V8 garbage collection and compiler threads, libuv pool)",
+  );
   for (const r of rows) {
     if (!r.saturated) continue;
     const t = r.saturated.qtspThreadsMs;
-    console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): event loop ${f(t.main, 3)} ms, store writer ${f(t.store, 3)} ms, other threads ${f(t.other, 3)} ms (${Object.entries(t.otherByName).filter(([, ms]) => ms >= 0.005).sort((a, b) => b[1] - a[1]).map(([name, ms]) => `${name} ${f(ms, 3)}`).join(', ')})`);
+    console.log(
+      `  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): event loop ${f(t.main, 3)} ms, store writer ${f(t.store, 3)} ms, other threads ${f(t.other, 3)} ms (${Object.entries(
+        t.otherByName,
+      )
+        .filter(([, ms]) => ms >= 0.005)
+        .sort((a, b) => b[1] - a[1])
+        .map(([name, ms]) => `${name} ${f(ms, 3)}`)
+        .join(', ')})`,
+    );
   }
   const half = rows.filter((r) => r.halfLoad);
   if (half.length) {
-    console.log('\nlatency under half the saturating load (open loop at half the signDoc/s above; latency from the scheduled start)');
+    console.log(
+      '\nlatency under half the saturating load (open loop at half the signDoc/s above; latency from the scheduled start)',
+    );
     for (const r of half) {
       const h = r.halfLoad!;
-      console.log(`  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): ${f(h.rate, 1)}/s offered, p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed)`);
+      console.log(
+        `  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): ${f(h.rate, 1)}/s offered, p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms (${h.ok} ok, ${h.failed} failed)`,
+      );
       if (h.delay) {
         const gc = h.delay.gc;
-        const gcText = gc ? `; garbage collections: ${gc.minor} minor (longest ${f(gc.minorMaxMs, 1)} ms), ${gc.major} major (longest ${f(gc.majorMaxMs, 1)} ms)` : '';
+        const gcText = gc
+          ? `; garbage collections: ${gc.minor} minor (longest ${f(gc.minorMaxMs, 1)} ms), ${gc.major} major (longest ${f(gc.majorMaxMs, 1)} ms)`
+          : '';
         const rssText = h.delay.rssMb !== undefined ? `; resident memory at the end ${f(h.delay.rssMb, 0)} MB` : '';
-        console.log(`      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms${gcText}${rssText}`);
+        console.log(
+          `      the QTSP's event loop meanwhile: delay p50 ${f(h.delay.p50)} ms, p99 ${f(h.delay.p99)} ms, max ${f(h.delay.max)} ms${gcText}${rssText}`,
+        );
       }
-      if (h.qtspSlow) console.log(`      calls slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} at the load generator, ${h.qtspSlow.join(' / ')} inside the QTSP (its own signDoc duration histogram)`);
+      if (h.qtspSlow)
+        console.log(
+          `      calls slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} at the load generator, ${h.qtspSlow.join(' / ')} inside the QTSP (its own signDoc duration histogram)`,
+        );
     }
   }
   for (const keys of KEYS) {
     for (const level of LEVELS) {
-      const one = rows.find((r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes === 1 && r.workers === 1)?.saturated;
-      const many = rows.find((r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes > 1 && r.workers === 1);
+      const one = rows.find(
+        (r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes === 1 && r.workers === 1,
+      )?.saturated;
+      const many = rows.find(
+        (r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes > 1 && r.workers === 1,
+      );
       if (!one || !many?.saturated) continue;
       const extra = (many.saturated.qtspCpuMs - one.qtspCpuMs) / (many.hashes - 1);
       const signatures = SIGNATURES_PER_HASH[caseOf(level).level] ?? 1;
-      console.log(`each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / (floor.perHash * signatures), 1)} x the signing floor (${signatures} x ECDSA sign ${f(floor.perHash, 3)} ms)`);
+      console.log(
+        `each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / (floor.perHash * signatures), 1)} x the signing floor (${signatures} x ECDSA sign ${f(floor.perHash, 3)} ms)`,
+      );
     }
   }
 }
 
 /** the warm-up chunks' CPU per call: a total that still falls in the last chunks means WARMUP was too short */
 function printWarmUps(): void {
-  console.log(`\nwarm-up, B-B one hash, CPU per call of each ${WARMUP_CHUNK}-call chunk in order (total; V8 and libuv helper threads, where the JIT compiles):`);
+  console.log(
+    `\nwarm-up, B-B one hash, CPU per call of each ${WARMUP_CHUNK}-call chunk in order (total; V8 and libuv helper threads, where the JIT compiles):`,
+  );
   for (const w of warmUps) {
-    console.log(`  ${w.what}: ${w.chunks.map((c) => f(c.qtspCpuMs)).join(' ')} ms; helpers ${w.chunks.map((c) => f(c.qtspThreadsMs.otherByName['node'] ?? c.qtspThreadsMs.other)).join(' ')} ms`);
+    console.log(
+      `  ${w.what}: ${w.chunks.map((c) => f(c.qtspCpuMs)).join(' ')} ms; helpers ${w.chunks.map((c) => f(c.qtspThreadsMs.otherByName['node'] ?? c.qtspThreadsMs.other)).join(' ')} ms`,
+    );
   }
 }
 
 function printSteps(c: StepCosts, keys: string): void {
   const fl = c.floor;
-  console.log(`\nin process, ${keys} keys (mean of ${ITERATIONS} loops), next to the raw node:crypto floor of the same operations:`);
-  console.log(`  signer key in the custody + signer certificate + CAdES-B-B + destroy  ${f(c.custodyCore, 3)} ms  (the issuing CA key and the signer key where the custody keeps them)`);
-  console.log(`  steps 3-5: SAD check, introspection response check, consent  ${f(c.verifyAndConsent, 3)} ms  (floor 2 x RS256 verify ${f(2 * fl.rs256Verify, 3)} ms: ${f(c.verifyAndConsent / (2 * fl.rs256Verify), 1)} x)`);
-  console.log(`  fresh P-256 key + signer certificate + CAdES-B-B                ${f(c.core, 3)} ms  (floor keygen + 2 x ECDSA ${f(fl.keygen + 2 * fl.ecdsaSign, 3)} ms: ${f(c.core / (fl.keygen + 2 * fl.ecdsaSign), 1)} x; BouncyCastle 1.72 here: 0.56 ms)`);
-  console.log(`  one more CAdES-B-B (an extra hash)                              ${f(c.perHash, 3)} ms  (floor ECDSA sign ${f(fl.ecdsaSign, 3)} ms: ${f(c.perHash / fl.ecdsaSign, 1)} x)`);
-  console.log(`  steps 3-10 with durable evidence and outbox writes (no HTTP)     ${f(c.durable.cpuMs, 3)} ms CPU, all threads  (floor ${f(fl.signDoc, 3)} ms: ${f(c.durable.cpuMs / fl.signDoc, 1)} x; ${CONCURRENCY} at a time, ${f(c.durable.wallMs, 3)} ms wall per call)`);
-  console.log(`  raw floor: RS256 verify ${f(fl.rs256Verify, 3)} ms, P-256 keygen ${f(fl.keygen, 3)} ms, ECDSA P-256 sign ${f(fl.ecdsaSign, 3)} ms; one B-B one-hash signDoc ${f(fl.signDoc, 3)} ms`);
+  console.log(
+    `\nin process, ${keys} keys (mean of ${ITERATIONS} loops), next to the raw node:crypto floor of the same operations:`,
+  );
+  console.log(
+    `  signer key in the custody + signer certificate + CAdES-B-B + destroy  ${f(c.custodyCore, 3)} ms  (the issuing CA key and the signer key where the custody keeps them)`,
+  );
+  console.log(
+    `  steps 3-5: SAD check, introspection response check, consent  ${f(c.verifyAndConsent, 3)} ms  (floor 2 x RS256 verify ${f(2 * fl.rs256Verify, 3)} ms: ${f(c.verifyAndConsent / (2 * fl.rs256Verify), 1)} x)`,
+  );
+  console.log(
+    `  fresh P-256 key + signer certificate + CAdES-B-B                ${f(c.core, 3)} ms  (floor keygen + 2 x ECDSA ${f(fl.keygen + 2 * fl.ecdsaSign, 3)} ms: ${f(c.core / (fl.keygen + 2 * fl.ecdsaSign), 1)} x; BouncyCastle 1.72 here: 0.56 ms)`,
+  );
+  console.log(
+    `  one more CAdES-B-B (an extra hash)                              ${f(c.perHash, 3)} ms  (floor ECDSA sign ${f(fl.ecdsaSign, 3)} ms: ${f(c.perHash / fl.ecdsaSign, 1)} x)`,
+  );
+  console.log(
+    `  steps 3-10 with durable evidence and outbox writes (no HTTP)     ${f(c.durable.cpuMs, 3)} ms CPU, all threads  (floor ${f(fl.signDoc, 3)} ms: ${f(c.durable.cpuMs / fl.signDoc, 1)} x; ${CONCURRENCY} at a time, ${f(c.durable.wallMs, 3)} ms wall per call)`,
+  );
+  console.log(
+    `  raw floor: RS256 verify ${f(fl.rs256Verify, 3)} ms, P-256 keygen ${f(fl.keygen, 3)} ms, ECDSA P-256 sign ${f(fl.ecdsaSign, 3)} ms; one B-B one-hash signDoc ${f(fl.signDoc, 3)} ms`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -576,23 +853,45 @@ function printSteps(c: StepCosts, keys: string): void {
 async function main(): Promise<void> {
   const t0 = performance.now();
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bench-'));
-  const { base, port, publicationPort, signDocUrl } = await prepare({ config: { dataDir, server: { port: 0, publicationPort: 0 } } });
+  const { base, port, publicationPort, signDocUrl } = await prepare({
+    config: { dataDir, server: { port: 0, publicationPort: 0 } },
+  });
   const sandbox = await startSandboxProcess(base, signDocUrl);
   const redis = await provideRedis(undefined, {}, dataDir);
   const rows: Row[] = [];
   let profileFile: string | undefined;
   let profileCalls = 0;
   let perfReport: string | undefined;
-  const input = qtspConfigInput({ dataDir, ops: { port: 0 }, server: { maxConnectionsPerAddress: 0 } /* one load generator, one address */, delivery: { inProcessWorker: WORKER_IN_PROCESS }, signer: { rsaPoolSize: 0 } }, sandbox.info, { port, publicationPort }, redis.url);
+  const input = qtspConfigInput(
+    {
+      dataDir,
+      ops: { port: 0 },
+      server: { maxConnectionsPerAddress: 0 } /* one load generator, one address */,
+      delivery: { inProcessWorker: WORKER_IN_PROCESS },
+      signer: { rsaPoolSize: 0 },
+    },
+    sandbox.info,
+    { port, publicationPort },
+    redis.url,
+  );
   try {
-    const runAll = async (keys: string, workers: number, levels: string[], hashesList: number[], halfLoadFor: (level: string, hashes: number) => boolean, postgresUrl?: string) => {
+    const runAll = async (
+      keys: string,
+      workers: number,
+      levels: string[],
+      hashesList: number[],
+      halfLoadFor: (level: string, hashes: number) => boolean,
+      postgresUrl?: string,
+    ) => {
       const store = postgresUrl ? 'postgres' : 'sqlite';
       const custody = await custodySettings(keys, dataDir, input);
       if (typeof custody === 'string') {
         rows.push({ keys, store, level: '-', hashes: 0, workers, note: custody });
         return;
       }
-      const storeEnv: Record<string, string> = postgresUrl ? { QTSP_STORE_DRIVER: 'postgres', QTSP_STORE_URL: postgresUrl } : {};
+      const storeEnv: Record<string, string> = postgresUrl
+        ? { QTSP_STORE_DRIVER: 'postgres', QTSP_STORE_URL: postgresUrl }
+        : {};
       const qtsp = await startQtspProcess(input, { ...custody.env, ...storeEnv, QTSP_SERVER_WORKERS: String(workers) });
       const load = await startLoadGenerator(sandbox.info, qtsp.signDocUrl);
       const pids = { qtsp: qtsp.pid, sandbox: sandbox.pid };
@@ -608,16 +907,25 @@ async function main(): Promise<void> {
             // the code paths of this level and hash count warm up too (the first warm-up ran B-B, one hash), as
             // many calls as are measured: with a third as many, the ten-hash row still carried compiling (V8 helper
             // threads 0.14 ms per call against 0.04 ms for the one-hash row)
-            if (level !== 'AdES-B-B' || hashes !== 1) await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
-            const saturated = await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
+            if (level !== 'AdES-B-B' || hashes !== 1)
+              await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
+            const saturated = await measure(load, pids, level, hashes, count, {
+              type: 'run',
+              concurrency: CONCURRENCY,
+            });
             let halfLoad: Row['halfLoad'];
             if (halfLoadFor(level, hashes) && saturated.ok > 0) {
               const rate = (saturated.ok / saturated.wallMs) * 1000 * 0.5;
               // the event loop's delay beside the latency: a tail the QTSP's own blocking explains shows in both
               if (workers === 1) await qtsp.command({ type: 'delay-start' });
               const slow0 = qtsp.opsUrl ? await qtspSlowCounts(qtsp.opsUrl) : undefined;
-              const r = await measure(load, pids, level, hashes, Math.max(50, Math.round(rate * (FULL ? 10 : 4))), { type: 'run', rate, slowMs: SLOW_MS });
-              const delay = workers === 1 ? ((await qtsp.command({ type: 'delay-stop' })) as unknown as EventLoopDelay) : undefined;
+              const r = await measure(load, pids, level, hashes, Math.max(50, Math.round(rate * (FULL ? 10 : 4))), {
+                type: 'run',
+                rate,
+                slowMs: SLOW_MS,
+              });
+              const delay =
+                workers === 1 ? ((await qtsp.command({ type: 'delay-stop' })) as unknown as EventLoopDelay) : undefined;
               const qtspSlow = slow0 ? (await qtspSlowCounts(qtsp.opsUrl!)).map((n, i) => n - slow0[i]!) : undefined;
               halfLoad = { ...r, rate, ...(delay ? { delay } : {}), ...(qtspSlow ? { qtspSlow } : {}) };
             }
@@ -626,8 +934,10 @@ async function main(): Promise<void> {
         }
         // the profiled calls: REQUESTS of the first level and hash count, their SADs fetched before any profile
         // starts (the sandbox's work is not the QTSP's)
-        const prefetchProfiled = () => load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
-        const runProfiled = async () => (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
+        const prefetchProfiled = () =>
+          load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
+        const runProfiled = async () =>
+          (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
         const profiled = workers === 1 && keys === 'software' && !postgresUrl;
         if (flags.profile && profiled) {
           profileFile = profilePath('cpuprofile');
@@ -646,9 +956,16 @@ async function main(): Promise<void> {
         await qtsp.stop();
       }
     };
-    for (const keys of KEYS) await runAll(keys, 1, LEVELS, HASHES, (level, hashes) => FULL || (level === 'AdES-B-B' && hashes === 1));
-    const bbHalfLoad = rows.find((r) => r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1)?.halfLoad;
-    const transport = LEVELS.includes('AdES-B-B') && HASHES.includes(1) ? await transportFloor(input, sandbox, bbHalfLoad?.rate) : undefined;
+    for (const keys of KEYS)
+      await runAll(keys, 1, LEVELS, HASHES, (level, hashes) => FULL || (level === 'AdES-B-B' && hashes === 1));
+    const bbHalfLoad = rows.find(
+      (r) =>
+        r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1,
+    )?.halfLoad;
+    const transport =
+      LEVELS.includes('AdES-B-B') && HASHES.includes(1)
+        ? await transportFloor(input, sandbox, bbHalfLoad?.rate)
+        : undefined;
     if (WORKERS && WORKERS > 1) {
       // several processes need PostgreSQL (serve-cluster.ts): the gain is shown against one process on the same store
       const pg = await startPostgres();
@@ -662,36 +979,59 @@ async function main(): Promise<void> {
     const stepsByKeys = new Map<string, StepCosts>();
     for (const keys of KEYS) {
       const custody = await custodySettings(keys, dataDir, input);
-      if (typeof custody !== 'string') stepsByKeys.set(keys, await stepCosts({ ...input, ...custody.config }, sandbox.info));
+      if (typeof custody !== 'string')
+        stepsByKeys.set(keys, await stepCosts({ ...input, ...custody.config }, sandbox.info));
     }
     const steps = stepsByKeys.get('software') ?? [...stepsByKeys.values()][0]!;
     printRows(rows, steps.floor);
     printWarmUps();
     for (const [keys, s] of stepsByKeys) printSteps(s, keys);
-    const bb = rows.find((r) => r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1)?.saturated;
-    if (bb) console.log(`\nQTSP CPU per B-B one-hash signDoc over the wire: ${f(bb.qtspCpuMs, 3)} ms = ${f(bb.qtspCpuMs / steps.floor.signDoc, 1)} x the crypto floor, ${f(bb.qtspCpuMs / steps.durable.cpuMs, 1)} x the in-process steps 3-10 (what HTTP, TLS and the introspection call add: ${f(bb.qtspCpuMs - steps.durable.cpuMs, 3)} ms)`);
+    const bb = rows.find(
+      (r) =>
+        r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1,
+    )?.saturated;
+    if (bb)
+      console.log(
+        `\nQTSP CPU per B-B one-hash signDoc over the wire: ${f(bb.qtspCpuMs, 3)} ms = ${f(bb.qtspCpuMs / steps.floor.signDoc, 1)} x the crypto floor, ${f(bb.qtspCpuMs / steps.durable.cpuMs, 1)} x the in-process steps 3-10 (what HTTP, TLS and the introspection call add: ${f(bb.qtspCpuMs - steps.durable.cpuMs, 3)} ms)`,
+      );
     if (transport) {
-      console.log(`transport floor (bench/transport-floor.ts: mTLS POST in, JSON, one kept-alive mTLS introspection call out, an answer of the same size; no QTSP logic): ${f(transport.qtspCpuMs, 3)} ms CPU per call (${f((transport.ok / transport.wallMs) * 1000, 1)} calls/s, ${transport.ok}/${transport.failed} ok/failed)`);
+      console.log(
+        `transport floor (bench/transport-floor.ts: mTLS POST in, JSON, one kept-alive mTLS introspection call out, an answer of the same size; no QTSP logic): ${f(transport.qtspCpuMs, 3)} ms CPU per call (${f((transport.ok / transport.wallMs) * 1000, 1)} calls/s, ${transport.ok}/${transport.failed} ok/failed)`,
+      );
       if (transport.firstFailure) console.log(`    first failure: ${transport.firstFailure}`);
       const h = transport.halfLoad;
-      if (h) console.log(`  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms, slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`);
+      if (h)
+        console.log(
+          `  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms, slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`,
+        );
       if (bb) {
         const floors = transport.qtspCpuMs + steps.floor.signDoc;
-        console.log(`  B-B one-hash signDoc = ${f(bb.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); the QTSP's own work above them: ${f(bb.qtspCpuMs - floors, 3)} ms`);
+        console.log(
+          `  B-B one-hash signDoc = ${f(bb.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); the QTSP's own work above them: ${f(bb.qtspCpuMs - floors, 3)} ms`,
+        );
       }
     }
     if (profileFile) {
-      writeFileSync(profileFile.replace(/\.cpuprofile$/, '.txt'), summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
-      console.log(`\nCPU profile of the QTSP over ${profileCalls} ${LEVELS[0]} calls with ${HASHES[0]} hash(es) each: ${profileFile}`);
+      writeFileSync(
+        profileFile.replace(/\.cpuprofile$/, '.txt'),
+        summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls),
+      );
+      console.log(
+        `\nCPU profile of the QTSP over ${profileCalls} ${LEVELS[0]} calls with ${HASHES[0]} hash(es) each: ${profileFile}`,
+      );
       console.log(summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
     }
     if (perfReport) console.log(`\n${perfReport}`);
     const cluster = rows.filter((r) => r.store === 'postgres' && r.saturated);
     if (cluster.length === 2) {
       const [a, b] = cluster.map((r) => (r.saturated!.ok / r.saturated!.wallMs) * 1000) as [number, number];
-      console.log(`\n${cluster[1]!.workers} QTSP processes vs 1 (PostgreSQL store, B-B, one hash): ${f(b / a, 2)} x the signDoc/s (${f(a, 1)} -> ${f(b, 1)}); this machine has ${availableParallelism()} cores, shared with the sandbox and the load generator`);
+      console.log(
+        `\n${cluster[1]!.workers} QTSP processes vs 1 (PostgreSQL store, B-B, one hash): ${f(b / a, 2)} x the signDoc/s (${f(a, 1)} -> ${f(b, 1)}); this machine has ${availableParallelism()} cores, shared with the sandbox and the load generator`,
+      );
     }
-    console.log(`\n(bench took ${f((performance.now() - t0) / 1000, 0)} s; delivery workers ${WORKER_IN_PROCESS ? 'inside the QTSP process' : 'not running (as beside `qtsp worker`)'})`);
+    console.log(
+      `\n(bench took ${f((performance.now() - t0) / 1000, 0)} s; delivery workers ${WORKER_IN_PROCESS ? 'inside the QTSP process' : 'not running (as beside `qtsp worker`)'})`,
+    );
   } finally {
     await sandbox.stop();
     await redis.stop();

@@ -32,10 +32,22 @@ async function signDocWrites(store: Store, count: number, concurrency: number): 
       const input = signing();
       const id = `ref-${input.certificate.serialHex}-${i}`;
       const hash = randomBytes(32).toString('base64');
-      const claim = { iss: input.transaction.iss, txn: input.transaction.txn, hashAlgorithmOid: input.transaction.hashAlgorithmOid, hashes: [hash], claimId: randomUUID(), requestKey: 'C AdES-B-B ecdsa-p256', claimedAt: new Date() };
+      const claim = {
+        iss: input.transaction.iss,
+        txn: input.transaction.txn,
+        hashAlgorithmOid: input.transaction.hashAlgorithmOid,
+        hashes: [hash],
+        claimId: randomUUID(),
+        requestKey: 'C AdES-B-B ecdsa-p256',
+        claimedAt: new Date(),
+      };
       await store.claimDocuments(claim, new Date(Date.now() - 120_000));
       await store.recordSigning(input, 'ordered');
-      await store.keepSignatures({ claim, signatures: [{ hash, signature: randomBytes(900).toString('base64'), revocation: null }], outbox: [{ id, topic: 'mediation', payload: { reference_id: id, type: 'remote_signature_creation' } }] });
+      await store.keepSignatures({
+        claim,
+        signatures: [{ hash, signature: randomBytes(900).toString('base64'), revocation: null }],
+        outbox: [{ id, topic: 'mediation', payload: { reference_id: id, type: 'remote_signature_creation' } }],
+      });
       await store.markOutboxQueued([id]);
     }
   };
@@ -46,8 +58,12 @@ const dir = mkdtempSync(join(tmpdir(), 'qtsp-store-bench-'));
 try {
   const store = await openSqliteStore(join(dir, 'qtsp.sqlite'));
   await signDocWrites(store, 200, 8); // warm-up: prepared statements, file growth
-  console.log(`SQLite store, ${WRITES} signDocs per row (claim, evidence, kept signature with its mediation record, the relay's mark)`);
-  console.log('concurrency | signDocs/s | main thread busy ms/signDoc | main thread CPU ms/signDoc | process CPU ms/signDoc');
+  console.log(
+    `SQLite store, ${WRITES} signDocs per row (claim, evidence, kept signature with its mediation record, the relay's mark)`,
+  );
+  console.log(
+    'concurrency | signDocs/s | main thread busy ms/signDoc | main thread CPU ms/signDoc | process CPU ms/signDoc',
+  );
   for (const concurrency of CONCURRENCIES) {
     const elu = performance.eventLoopUtilization();
     const cpu = process.cpuUsage();

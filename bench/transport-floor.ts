@@ -26,34 +26,57 @@ import { listen, urlHost } from '../src/util/listen.ts';
 const config = loadConfig({}, process.env);
 const agent = createOutgoingAgents(config).mtls;
 const introspectUrl = new URL(
-  (jsonBody(await httpRequest(metadataUrl(process.env.BENCH_FLOOR_ISSUER!), { agent, timeoutMs: 10_000 })) as { introspection_endpoint: string }).introspection_endpoint,
+  (
+    jsonBody(await httpRequest(metadataUrl(process.env.BENCH_FLOOR_ISSUER!), { agent, timeoutMs: 10_000 })) as {
+      introspection_endpoint: string;
+    }
+  ).introspection_endpoint,
 );
 // the size of a B-B one-hash answer: a CAdES of about 1.2 KB in Base64, plus the txn
-const answer = Buffer.from(JSON.stringify({ SignatureObject: [randomBytes(1250).toString('base64')], txn: randomBytes(16).toString('hex') }));
+const answer = Buffer.from(
+  JSON.stringify({ SignatureObject: [randomBytes(1250).toString('base64')], txn: randomBytes(16).toString('hex') }),
+);
 
 /** as introspection/client.ts calls it */
 async function introspect(token: string): Promise<number> {
   const body = new URLSearchParams({ client_id: config.qtspId, token }).toString();
-  const res = await httpRequest(introspectUrl, { method: 'POST', agent, timeoutMs: 10_000, headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/jwt' }, body, maxResponseBytes: 256 * 1024, repeatOnStaleSocket: true });
+  const res = await httpRequest(introspectUrl, {
+    method: 'POST',
+    agent,
+    timeoutMs: 10_000,
+    headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/jwt' },
+    body,
+    maxResponseBytes: 256 * 1024,
+    repeatOnStaleSocket: true,
+  });
   return res.body.length;
 }
 
-const server = https.createServer({ cert: readFileSync(config.server.tlsCertFile), key: readFileSync(config.server.tlsKeyFile), minVersion: 'TLSv1.2', requestCert: true, rejectUnauthorized: false }, (req, res) => {
-  if (req.method !== 'POST') {
-    res.writeHead(405).end();
-    return;
-  }
-  const chunks: Buffer[] = [];
-  req.on('data', (c: Buffer) => chunks.push(c));
-  req.on('end', () => {
-    (req.socket as TLSSocket).getPeerCertificate(false);
-    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { SAD: string };
-    introspect(body.SAD).then(
-      () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length }).end(answer),
-      (err: Error) => res.writeHead(502, { 'content-type': 'text/plain' }).end(err.message),
-    );
-  });
-});
+const server = https.createServer(
+  {
+    cert: readFileSync(config.server.tlsCertFile),
+    key: readFileSync(config.server.tlsKeyFile),
+    minVersion: 'TLSv1.2',
+    requestCert: true,
+    rejectUnauthorized: false,
+  },
+  (req, res) => {
+    if (req.method !== 'POST') {
+      res.writeHead(405).end();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      (req.socket as TLSSocket).getPeerCertificate(false);
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { SAD: string };
+      introspect(body.SAD).then(
+        () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length }).end(answer),
+        (err: Error) => res.writeHead(502, { 'content-type': 'text/plain' }).end(err.message),
+      );
+    });
+  },
+);
 server.keepAliveTimeout = 65_000;
 const port = await listen(server, 0, config.server.host);
 process.stdout.write(`floor serving at https://${urlHost(config.server.host)}:${port}${config.server.signDocPath}\n`);

@@ -37,19 +37,32 @@ const folderOf = (file) => file.split(sep)[0];
 
 /** One cycle per strongly connected component with more than one node (Tarjan), each as a path a -> b -> a. */
 function cycles(edges) {
-  const index = new Map(), low = new Map(), stack = [], onStack = new Set(), found = [];
+  const index = new Map(),
+    low = new Map(),
+    stack = [],
+    onStack = new Set(),
+    found = [];
   let next = 0;
   const visit = (v) => {
-    index.set(v, next); low.set(v, next); next++;
-    stack.push(v); onStack.add(v);
+    index.set(v, next);
+    low.set(v, next);
+    next++;
+    stack.push(v);
+    onStack.add(v);
     for (const w of edges.get(v) ?? []) {
-      if (!index.has(w)) { visit(w); low.set(v, Math.min(low.get(v), low.get(w))); }
-      else if (onStack.has(w)) low.set(v, Math.min(low.get(v), index.get(w)));
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v), low.get(w)));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v), index.get(w)));
     }
     if (low.get(v) !== index.get(v)) return;
     const component = [];
     let w;
-    do { w = stack.pop(); onStack.delete(w); component.push(w); } while (w !== v);
+    do {
+      w = stack.pop();
+      onStack.delete(w);
+      component.push(w);
+    } while (w !== v);
     if (component.length > 1) found.push(describe(edges, new Set(component)));
   };
   for (const v of edges.keys()) if (!index.has(v)) visit(v);
@@ -77,7 +90,10 @@ function pathThrough(edges, members) {
         for (let u = v; u !== start; u = previous.get(u)) path.splice(1, 0, u);
         return [...path, start];
       }
-      if (!previous.has(w)) { previous.set(w, v); queue.push(w); }
+      if (!previous.has(w)) {
+        previous.set(w, v);
+        queue.push(w);
+      }
     }
   }
   return [...members];
@@ -91,7 +107,10 @@ for (const [file, targets] of files) {
   if (!folders.has(from)) folders.set(from, new Set());
   for (const target of targets) {
     const to = folderOf(target);
-    if (to !== from) { folders.get(from).add(to); continue; }
+    if (to !== from) {
+      folders.get(from).add(to);
+      continue;
+    }
     if (!perFolder.has(from)) perFolder.set(from, new Map());
     const edges = perFolder.get(from);
     if (!edges.has(file)) edges.set(file, new Set());

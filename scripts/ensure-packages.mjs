@@ -37,7 +37,10 @@ function postgresServerInstalled() {
 
 /** Debian package -> how we tell it is installed, and why the project needs it */
 const PACKAGES = {
-  'redis-server': { present: () => onPath('redis-server'), why: 'local Redis of the delivery queues (qtsp dev, tests)' },
+  'redis-server': {
+    present: () => onPath('redis-server'),
+    why: 'local Redis of the delivery queues (qtsp dev, tests)',
+  },
   git: { present: () => onPath('git'), why: 'the sandbox key archive serves its repository with git http-backend' },
   openssl: { present: () => onPath('openssl'), why: 'tests: independent check of CMS, time-stamps, OCSP, CRLs' },
   gnupg: { present: () => onPath('gpg'), why: 'tests: independent check of the key archive commit signatures' },
@@ -47,7 +50,10 @@ const PACKAGES = {
   'libnss3-tools': { present: () => onPath('certutil'), why: 'tests: NSS trust store for pdfsig (certutil)' },
   softhsm2: { present: () => onPath('softhsm2-util'), why: 'tests: a PKCS#11 token (SoftHSM2)' },
   opensc: { present: () => onPath('pkcs11-tool'), why: 'tests: independent look at the PKCS#11 token (pkcs11-tool)' },
-  haproxy: { present: () => onPath('haproxy', SBIN), why: 'tests: the layer-4 load balancer in front of several instances' },
+  haproxy: {
+    present: () => onPath('haproxy', SBIN),
+    why: 'tests: the layer-4 load balancer in front of several instances',
+  },
 };
 
 /**
@@ -57,7 +63,11 @@ const PACKAGES = {
 function needed(command, env) {
   switch (command) {
     case 'start':
-      return [...(env.REDIS_URL || env.QTSP_REDIS_URL ? [] : ['redis-server']), 'git', ...(env.QTSP_KEYS_PROVIDER === 'softhsm' ? ['softhsm2'] : [])];
+      return [
+        ...(env.REDIS_URL || env.QTSP_REDIS_URL ? [] : ['redis-server']),
+        'git',
+        ...(env.QTSP_KEYS_PROVIDER === 'softhsm' ? ['softhsm2'] : []),
+      ];
     case 'test':
       return Object.keys(PACKAGES);
     default:

@@ -24,8 +24,12 @@ console.log(`running ${files.length} test files`);
 // No test comes near it: the longest file takes under a minute.
 const timeoutMs = Number(process.env.TEST_TIMEOUT_MS ?? 300_000);
 const concurrency = Number(process.env.TEST_CONCURRENCY ?? 2);
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', `--test-timeout=${timeoutMs}`, `--test-concurrency=${concurrency}`, ...files], {
-  stdio: 'inherit',
-  env: { ...process.env, NODE_ENV: 'test' },
-});
+const result = spawnSync(
+  process.execPath,
+  ['--import', 'tsx', '--test', `--test-timeout=${timeoutMs}`, `--test-concurrency=${concurrency}`, ...files],
+  {
+    stdio: 'inherit',
+    env: { ...process.env, NODE_ENV: 'test' },
+  },
+);
 process.exit(result.status ?? 1);

@@ -34,7 +34,12 @@ export interface DeliveriesDeps {
 
 function handlers(config: Config, deps: DeliveriesDeps): Record<string, Deliver> {
   return {
-    [MEDIATION_TOPIC]: mediationDeliverer({ url: config.mediation.url, agent: deps.mtlsAgent, timeoutMs: config.delivery.timeoutMs, logger: deps.logger }),
+    [MEDIATION_TOPIC]: mediationDeliverer({
+      url: config.mediation.url,
+      agent: deps.mtlsAgent,
+      timeoutMs: config.delivery.timeoutMs,
+      logger: deps.logger,
+    }),
     [NOTIFICATION_TOPIC]: notificationDeliverer({
       smtpUrl: config.notification.smtpUrl,
       from: config.notification.from,

@@ -46,6 +46,8 @@ export class SignDocError extends Error {
 export const badRequest = (description: string) => new SignDocError('invalid_request', description);
 export const unauthorized = (description: string) => new SignDocError('invalid_token', description);
 /** `detail`: for our log only (upstream URLs, addresses, errno); the description goes to the relying party */
-export const badGateway = (description: string, detail?: string) => new SignDocError('bad_gateway', description, detail === undefined ? {} : { detail });
-export const gatewayTimeout = (description: string, detail?: string) => new SignDocError('gateway_timeout', description, detail === undefined ? {} : { detail });
+export const badGateway = (description: string, detail?: string) =>
+  new SignDocError('bad_gateway', description, detail === undefined ? {} : { detail });
+export const gatewayTimeout = (description: string, detail?: string) =>
+  new SignDocError('gateway_timeout', description, detail === undefined ? {} : { detail });
 export const temporarilyUnavailable = (description: string) => new SignDocError('temporarily_unavailable', description);

@@ -117,7 +117,11 @@ export function watchReadiness(parts: ReadinessParts): Readiness {
     let keySources = archive.ready;
     if (!archive.ready) {
       keySources = asKeys.ok;
-      reasons.push(asKeys.ok ? 'AS key sources: every active AS serves its keys at jwks_uri; introspection responses are checked with those' : 'no source for AS keys: neither the key archive nor the jwks_uri of every active AS is usable');
+      reasons.push(
+        asKeys.ok
+          ? 'AS key sources: every active AS serves its keys at jwks_uri; introspection responses are checked with those'
+          : 'no source for AS keys: neither the key archive nor the jwks_uri of every active AS is usable',
+      );
       if (!asKeys.ok) reasons.push(...asKeys.reasons);
     }
     const ready = health.healthy && signing.ok && idps.ready && keySources;

@@ -32,7 +32,11 @@ import { DataDirInUseError, lockDataDir, type InstanceLock } from './util/instan
 export interface QtspService extends RunningServer {
   readonly deps: SignDocDeps;
   /** the trust sources (tests pull the archive or the IDP list on demand) */
-  readonly trust: { readonly idps: IdpDirectory; readonly servers: AuthorizationServers; readonly keyArchive: KeyArchive };
+  readonly trust: {
+    readonly idps: IdpDirectory;
+    readonly servers: AuthorizationServers;
+    readonly keyArchive: KeyArchive;
+  };
   /** the plain-HTTP publication server (OCSP, CRLs, CA certificates, TSA) */
   readonly publicationUrl: string;
   /** the operations listener: /health/live, /health/ready, /metrics (plain HTTP, loopback by default) */
@@ -64,8 +68,12 @@ function requireFiles(config: Config): void {
   for (const [setting, file] of files) {
     if (!existsSync(file)) throw new ConfigError(`setting ${setting}: file ${file} does not exist`);
   }
-  if (!pkiExists(config.dataDir)) throw new ConfigError(`setting dataDir: no CA material in ${config.dataDir}/pki; run \`qtsp pki init\` first`);
-  if (!trustServicesExist(config.dataDir)) throw new ConfigError(`setting dataDir: no TSA or OCSP responder certificate in ${config.dataDir}/pki; run \`qtsp pki init\` to add them`);
+  if (!pkiExists(config.dataDir))
+    throw new ConfigError(`setting dataDir: no CA material in ${config.dataDir}/pki; run \`qtsp pki init\` first`);
+  if (!trustServicesExist(config.dataDir))
+    throw new ConfigError(
+      `setting dataDir: no TSA or OCSP responder certificate in ${config.dataDir}/pki; run \`qtsp pki init\` to add them`,
+    );
 }
 
 /** Metrics, labelled qtsp_instance when this is one of several instances (instance.id). */
@@ -89,11 +97,19 @@ function lockDataDirOrRefuse(dataDir: string): InstanceLock {
 function warnIfOpenToOthers(dataDir: string, logger: Logger): void {
   const mode = openToOthers(dataDir);
   if (!mode) return;
-  logger.warn({ event: 'datadir.open_to_others', dir: dataDir, mode }, `data directory ${dataDir} is accessible to group or others (mode ${mode}); it holds private keys and personal data: chmod 700 ${dataDir}`);
+  logger.warn(
+    { event: 'datadir.open_to_others', dir: dataDir, mode },
+    `data directory ${dataDir} is accessible to group or others (mode ${mode}); it holds private keys and personal data: chmod 700 ${dataDir}`,
+  );
 }
 
 /** TSA, OCSP responder, CRLs: the issuing CA, TSA and responder certificates are registered in the store */
-async function startTrustServices(config: Config, store: Parameters<typeof registerServiceCertificates>[0], agent: import('./util/http-client.ts').HttpAgent, custody: KeyCustody): Promise<TrustServices> {
+async function startTrustServices(
+  config: Config,
+  store: Parameters<typeof registerServiceCertificates>[0],
+  agent: import('./util/http-client.ts').HttpAgent,
+  custody: KeyCustody,
+): Promise<TrustServices> {
   const pki = createTrustServices({ config, store, agent, custody });
   await registerServiceCertificates(store, pki);
   return pki;
@@ -160,7 +176,12 @@ async function startLocked(config: Config, options: StartOptions = {}): Promise<
   }
 }
 
-async function startWithCustody(config: Config, options: StartOptions, keys: KeyCustody, logger: Logger): Promise<QtspService> {
+async function startWithCustody(
+  config: Config,
+  options: StartOptions,
+  keys: KeyCustody,
+  logger: Logger,
+): Promise<QtspService> {
   warnIfOpenToOthers(config.dataDir, logger);
   const agents = createOutgoingAgents(config);
   const timeoutMs = config.trust.httpTimeoutMs;
@@ -187,15 +208,32 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
   const store = await openStore(config); // fails the start when the database is unreachable or its schema is newer
   const storeHealth = watchStore(store, config.store.pingIntervalMs, (healthy, reason) => {
     if (healthy) logger.info({ event: 'store.available', driver: store.driver }, 'evidence store answers again');
-    else logger.error({ event: 'store.unavailable', driver: store.driver, error: reason }, 'evidence store does not answer; not ready');
+    else
+      logger.error(
+        { event: 'store.unavailable', driver: store.driver, error: reason },
+        'evidence store does not answer; not ready',
+      );
   });
   const pki = await startTrustServices(config, store, agents.plain, keys);
   // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
-  const delivery = startDeliveries(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: config.delivery.inProcessWorker, ...(options.relayElsewhere ? { relayElsewhere: options.relayElsewhere } : {}) });
+  const delivery = startDeliveries(config, {
+    store,
+    mtlsAgent: agents.mtls,
+    idps,
+    logger,
+    workers: config.delivery.inProcessWorker,
+    ...(options.relayElsewhere ? { relayElsewhere: options.relayElsewhere } : {}),
+  });
   const deps: SignDocDeps = {
     qtspId: config.qtspId,
     sad: { idps, servers, clockSkewSeconds },
-    introspection: { qtspId: config.qtspId, servers, agent: agents.mtls, timeoutMs: config.introspection.timeoutMs, clockSkewSeconds },
+    introspection: {
+      qtspId: config.qtspId,
+      servers,
+      agent: agents.mtls,
+      timeoutMs: config.introspection.timeoutMs,
+      clockSkewSeconds,
+    },
     issuingCa: pki.issuing, // with the AIA and CRL DP extensions of signer certificates
     ades: { timestamps: pki.timestamps, revocation: pki.revocation },
     signerValiditySeconds: config.signer.validitySeconds,
@@ -218,9 +256,14 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
     logger,
   });
   await readiness.refresh(); // the first report at start reflects real probes
-  const gauges = operationalGauges(deps.metrics.registry, () => withTimeout(operationalSnapshot(), config.ops.metricsTimeoutMs));
+  const gauges = operationalGauges(deps.metrics.registry, () =>
+    withTimeout(operationalSnapshot(), config.ops.metricsTimeoutMs),
+  );
   const operationalSnapshot = async (): Promise<OperationalSnapshot> => {
-    const topics: Record<string, { outbox?: Record<string, number>; oldestUndelivered?: Date | null; queue?: Record<string, number> }> = {};
+    const topics: Record<
+      string,
+      { outbox?: Record<string, number>; oldestUndelivered?: Date | null; queue?: Record<string, number> }
+    > = {};
     let redisUp = true;
     const status = await withTimeout(delivery.status(), config.ops.metricsTimeoutMs).catch(() => undefined);
     for (const [topic, t] of Object.entries(status ?? {})) {
@@ -228,7 +271,16 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
       topics[topic] = {
         outbox: t.outbox,
         ...(oldest ? { oldestUndelivered: oldest[0]?.createdAt ?? null } : {}),
-        ...(t.queue ? { queue: { waiting: t.queue.waiting, active: t.queue.active, delayed: t.queue.delayed, failed: t.queue.failed } } : {}),
+        ...(t.queue
+          ? {
+              queue: {
+                waiting: t.queue.waiting,
+                active: t.queue.active,
+                delayed: t.queue.delayed,
+                failed: t.queue.failed,
+              },
+            }
+          : {}),
       };
       if (!t.queue) redisUp = false;
     }
@@ -243,14 +295,23 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
       keyArchiveLastPullAgeSeconds: keyArchive.lastPullAgeSeconds(),
     };
   };
-  const admin = adminRouter({ store, allowedFingerprints: config.notification.adminClientFingerprints, queued: () => delivery.wake() });
+  const admin = adminRouter({
+    store,
+    allowedFingerprints: config.notification.adminClientFingerprints,
+    queued: () => delivery.wake(),
+  });
   const publicationRoutes = pkiRoutes(config, pki, logger);
   const app = createApp(config, deps, [publicationRoutes, admin]);
   let server: RunningServer;
   let publication: { url: string; close(): Promise<void> } | undefined;
   let ops: { url: string; close(): Promise<void> } | undefined;
   try {
-    ops = await listenOps(config, { readiness: () => readiness.report(), metrics: deps.metrics, beforeScrape: () => gauges.update(), logger });
+    ops = await listenOps(config, {
+      readiness: () => readiness.report(),
+      metrics: deps.metrics,
+      beforeScrape: () => gauges.update(),
+      logger,
+    });
     publication = await listenPublication(config, [publicationRoutes], logger);
     server = await listen(config, withSignDocFastPath(config, deps, app), logger);
   } catch (err) {
@@ -265,7 +326,16 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
     await keys.close();
     throw err;
   }
-  logger.info({ event: 'qtsp.started', url: server.signDocUrl, publication: publication.url, ops: ops.url, qtsp_id: config.qtspId }, 'qtsp listening');
+  logger.info(
+    {
+      event: 'qtsp.started',
+      url: server.signDocUrl,
+      publication: publication.url,
+      ops: ops.url,
+      qtsp_id: config.qtspId,
+    },
+    'qtsp listening',
+  );
   const opsServer = ops;
   return {
     ...server,
@@ -283,18 +353,28 @@ async function startWithCustody(config: Config, options: StartOptions, keys: Key
         [
           // refuses new connections at once; signDoc calls in progress finish (their evidence is written)
           // the operations listener closes too: a probe that cannot connect takes this instance out of the pool
-          ['drain signDoc calls', () => Promise.all([server.close(), publication.close(), opsServer.close()]).then(() => undefined), drainTimeoutMs + 1000],
+          [
+            'drain signDoc calls',
+            () => Promise.all([server.close(), publication.close(), opsServer.close()]).then(() => undefined),
+            drainTimeoutMs + 1000,
+          ],
           ['close the delivery queues', () => delivery.close()], // before the store: running deliveries still mark their outcome
-          ['stop the trust sources', async () => {
-            readiness.stop();
-            idps.stop();
-            await keyArchive.stop();
-          }],
+          [
+            'stop the trust sources',
+            async () => {
+              readiness.stop();
+              idps.stop();
+              await keyArchive.stop();
+            },
+          ],
           ['close the key custody', () => keys.close()], // pooled keys nobody took are dropped (PKCS#11: destroyed, sessions closed)
-          ['flush and close the store', async () => {
-            storeHealth.stop();
-            await store.close();
-          }],
+          [
+            'flush and close the store',
+            async () => {
+              storeHealth.stop();
+              await store.close();
+            },
+          ],
           ['close outgoing connections', () => agents.destroy()],
         ],
         stepTimeoutMs,

@@ -21,7 +21,20 @@ import { genTimeOf } from '../pki/tsa.ts';
 import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { BuiltSignature, RevocationInfo, SignatureInput } from './types.ts';
 import { baselineSignedAttributes, CMS_OID, encodeSignedData, signerInfo, signSignerInfo } from '../crypto/cms.ts';
-import { algorithmIdentifier, children, explicit, octetString, oid, partsOf, raw, readWhole, sequence, setOf, tlv, type Tlv } from '../util/der.ts';
+import {
+  algorithmIdentifier,
+  children,
+  explicit,
+  octetString,
+  oid,
+  partsOf,
+  raw,
+  readWhole,
+  sequence,
+  setOf,
+  tlv,
+  type Tlv,
+} from '../util/der.ts';
 
 export const CADES_OID = {
   signatureTimeStamp: '1.2.840.113549.1.9.16.2.14',
@@ -64,7 +77,11 @@ const unique = (list: readonly Buffer[]) => list.filter((b, i) => list.findIndex
  * and the provider's authorities.
  * `after` (B-LT, B-LTA: the signature time-stamp's genTime): every piece is issued strictly after it.
  */
-export async function validationData(certificates: readonly Buffer[], revocation: RevocationProvider, after?: Date): Promise<RevocationInfo> {
+export async function validationData(
+  certificates: readonly Buffer[],
+  revocation: RevocationProvider,
+  after?: Date,
+): Promise<RevocationInfo> {
   const parts = certificates.map(partsOf);
   const issuers = [...parts, ...(revocation.authorities ?? []).map(partsOf)]; // the root need not be in the signature
   const results = await Promise.all(
@@ -96,7 +113,12 @@ export async function validationData(certificates: readonly Buffer[], revocation
  * CertificateChoices and per RevocationInfoChoice (whole TLV), and per value of each unsigned attribute over
  * attrType TLV || AttributeValue TLV.
  */
-export function atsHashIndexV3(hash: HashAlgorithm, certificates: readonly Buffer[], crls: readonly Buffer[], unsignedAttributes: readonly Buffer[]): Buffer {
+export function atsHashIndexV3(
+  hash: HashAlgorithm,
+  certificates: readonly Buffer[],
+  crls: readonly Buffer[],
+  unsignedAttributes: readonly Buffer[],
+): Buffer {
   const index = (items: readonly Buffer[]) => sequence(...items.map((i) => octetString(digest(hash, i))));
   const valueInputs = unsignedAttributes.flatMap((attr) => {
     const [typeT, valuesT] = children(attr, readWhole(attr)) as [Tlv, Tlv];
@@ -110,7 +132,11 @@ export function atsHashIndexV3(hash: HashAlgorithm, certificates: readonly Buffe
  * hash (the octets the message-digest carries), the SignerInfo's version, sid, digestAlgorithm, signedAttrs,
  * signatureAlgorithm and signature TLVs as encoded, and the ATSHashIndexV3 value.
  */
-export function archiveTimeStampInput(documentHash: Buffer, signerInfoFields: readonly Buffer[], hashIndex: Buffer): Buffer {
+export function archiveTimeStampInput(
+  documentHash: Buffer,
+  signerInfoFields: readonly Buffer[],
+  hashIndex: Buffer,
+): Buffer {
   return Buffer.concat([oid(CMS_OID.data), documentHash, ...signerInfoFields, hashIndex]);
 }
 
@@ -143,19 +169,36 @@ function setMembers(items: readonly Buffer[]): Buffer[] {
  * CAdES B-T, B-LT or B-LTA over the document hash we were sent. withoutSigningTime: the PAdES CMS profile
  * (pades.ts builds on the B-T CMS).
  */
-export async function buildCadesLevel(level: CadesLevel, input: SignatureInput, withoutSigningTime = false): Promise<BuiltSignature> {
+export async function buildCadesLevel(
+  level: CadesLevel,
+  input: SignatureInput,
+  withoutSigningTime = false,
+): Promise<BuiltSignature> {
   const hash = input.hashAlgorithm;
-  if (input.hash.length !== hash.length) throw new RangeError(`document hash has ${input.hash.length} bytes, ${hash.name} has ${hash.length}`);
+  if (input.hash.length !== hash.length)
+    throw new RangeError(`document hash has ${input.hash.length} bytes, ${hash.name} has ${hash.length}`);
   const timestamps = requireTimestamps(input.services);
   // the B-B SignerInfo; the PAdES CMS profile leaves signing-time out (EN 319 142-1 5.4: the PDF's /M holds the claimed time)
   const signedAttributes = baselineSignedAttributes(withoutSigningTime ? { ...input, signingTime: undefined } : input);
-  const signed = await signSignerInfo({ hashAlgorithm: hash, signerCertificate: input.signerCertificate, key: input.key, signedAttributes });
+  const signed = await signSignerInfo({
+    hashAlgorithm: hash,
+    signerCertificate: input.signerCertificate,
+    key: input.key,
+    signedAttributes,
+  });
   const token = await timestamps.timestamp(digest(hash, signed.signatureValue), hash);
   const timeStampedAt = genTimeOf(token);
   const unsignedAttributes = [attribute(CADES_OID.signatureTimeStamp, token)];
   const signerChain = [input.signerCertificate.der, ...input.chain];
   if (level === 'T') {
-    return { signature: encodeSignedData({ hashAlgorithm: hash, certificates: signerChain, signerInfo: signerInfo(signed, unsignedAttributes) }), timeStampedAt };
+    return {
+      signature: encodeSignedData({
+        hashAlgorithm: hash,
+        certificates: signerChain,
+        signerInfo: signerInfo(signed, unsignedAttributes),
+      }),
+      timeStampedAt,
+    };
   }
   const certificates = unique([...signerChain, ...timestamps.chain]);
   // issued after the signature time-stamp (EU DSS: revocation data fresh relative to the best signature time)
@@ -163,9 +206,21 @@ export async function buildCadesLevel(level: CadesLevel, input: SignatureInput, 
   const crls = [...revocation.ocsp.map(ocspRevocationInfo), ...revocation.crl];
   if (level === 'LTA') {
     const hashIndex = atsHashIndexV3(hash, certificates, crls, unsignedAttributes);
-    const archiveToken = await timestamps.timestamp(digest(hash, archiveTimeStampInput(input.hash, signed.fields, hashIndex)), hash);
+    const archiveToken = await timestamps.timestamp(
+      digest(hash, archiveTimeStampInput(input.hash, signed.fields, hashIndex)),
+      hash,
+    );
     const withIndex = addTokenUnsignedAttribute(archiveToken, attribute(CADES_OID.atsHashIndexV3, hashIndex));
     unsignedAttributes.push(attribute(CADES_OID.archiveTimeStampV3, withIndex));
   }
-  return { signature: encodeSignedData({ hashAlgorithm: hash, certificates, crls, signerInfo: signerInfo(signed, unsignedAttributes) }), revocation, timeStampedAt };
+  return {
+    signature: encodeSignedData({
+      hashAlgorithm: hash,
+      certificates,
+      crls,
+      signerInfo: signerInfo(signed, unsignedAttributes),
+    }),
+    revocation,
+    timeStampedAt,
+  };
 }

@@ -104,7 +104,10 @@ export const OFFERED: Readonly<Record<SignatureFormat, readonly ConformanceLevel
 export const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
 export const RSA_ENCRYPTION = '1.2.840.113549.1.1.1';
 /** RFC 5480 2.1.1.1 named curves */
-export const NAMED_CURVES: Readonly<Record<string, 'P-256' | 'P-384'>> = { '1.2.840.10045.3.1.7': 'P-256', '1.3.132.0.34': 'P-384' };
+export const NAMED_CURVES: Readonly<Record<string, 'P-256' | 'P-384'>> = {
+  '1.2.840.10045.3.1.7': 'P-256',
+  '1.3.132.0.34': 'P-384',
+};
 
 export interface SigningChoice {
   readonly format: SignatureFormat;
@@ -147,10 +150,17 @@ const SIGN_ALGOS: ReadonlyMap<string, SignAlgoEntry> = new Map<string, SignAlgoE
   [EC_PUBLIC_KEY, { name: 'ecPublicKey', kind: 'ec-key' }],
   [RSA_ENCRYPTION, { name: 'rsaEncryption', kind: 'rsa-key' }],
   [RSASSA_PSS_OID, { name: 'id-RSASSA-PSS', kind: 'rsa-pss' }],
-  ...Object.entries(SIGNATURE_OIDS.ecdsa).map(([hash, oid]): [string, SignAlgoEntry] => [oid, { name: `ecdsa-with-${NAMES[hash]}`, kind: 'ecdsa', hash }]),
+  ...Object.entries(SIGNATURE_OIDS.ecdsa).map(([hash, oid]): [string, SignAlgoEntry] => [
+    oid,
+    { name: `ecdsa-with-${NAMES[hash]}`, kind: 'ecdsa', hash },
+  ]),
   ...Object.entries(SIGNATURE_OIDS.rsa).map(([hash, oid]): [string, SignAlgoEntry] => [
     oid,
-    { name: hash.startsWith('sha3-') ? `id-rsassa-pkcs1-v1_5-with-${hash}` : `${hash}WithRSAEncryption`, kind: 'rsa-pkcs1', hash },
+    {
+      name: hash.startsWith('sha3-') ? `id-rsassa-pkcs1-v1_5-with-${hash}` : `${hash}WithRSAEncryption`,
+      kind: 'rsa-pkcs1',
+      hash,
+    },
   ]),
 ]);
 
@@ -163,7 +173,9 @@ export function offeredSignAlgos(hash: HashAlgorithm, keys: readonly SignerAlgor
     `${EC_PUBLIC_KEY} (ECDSA; signAlgoParams: namedCurve 1.2.840.10045.3.1.7 P-256 or 1.3.132.0.34 P-384)`,
     `${ecdsa} (ECDSA ${curve} with ${hash.name})`,
     ...(keys.includes('RSA-3072') ? [`${RSA_ENCRYPTION} or ${rsa} (RSA-3072 PKCS#1 v1.5 with ${hash.name})`] : []),
-    ...(keys.includes('RSA-PSS-3072') ? [`${RSASSA_PSS_OID} (RSA-3072 RSASSA-PSS; signAlgoParams: RSASSA-PSS-params with ${expectedPss(hash)})`] : []),
+    ...(keys.includes('RSA-PSS-3072')
+      ? [`${RSASSA_PSS_OID} (RSA-3072 RSASSA-PSS; signAlgoParams: RSASSA-PSS-params with ${expectedPss(hash)})`]
+      : []),
   ];
   return `with ${hash.name} document hashes this QTSP offers signAlgo ${offers.join(', ')}`;
 }
@@ -182,9 +194,11 @@ const ecAlgorithm = (curve: 'P-256' | 'P-384'): SignerAlgorithm => (curve === 'P
 /** signAlgoParams: strict standard Base64 (the round trip rejects URL-safe, whitespace, missing padding) of one DER value. */
 function decodeParams(value: string): asn1js.AsnType {
   const bytes = Buffer.from(value, 'base64');
-  if (value.length === 0 || bytes.toString('base64') !== value) throw badRequest('signAlgoParams is not standard Base64 (RFC 4648 section 4)');
+  if (value.length === 0 || bytes.toString('base64') !== value)
+    throw badRequest('signAlgoParams is not standard Base64 (RFC 4648 section 4)');
   const parsed = asn1js.fromBER(bytes);
-  if (parsed.offset === -1 || parsed.offset !== bytes.length) throw badRequest('signAlgoParams is not one DER-encoded ASN.1 value');
+  if (parsed.offset === -1 || parsed.offset !== bytes.length)
+    throw badRequest('signAlgoParams is not one DER-encoded ASN.1 value');
   return parsed.result;
 }
 
@@ -194,7 +208,9 @@ function curveFromParams(signAlgoParams: string): 'P-256' | 'P-384' {
   const oid = value instanceof asn1js.ObjectIdentifier ? value.getValue() : undefined;
   const curve = oid === undefined ? undefined : NAMED_CURVES[oid];
   if (!curve) {
-    throw badRequest(`signAlgoParams for ecPublicKey must be the namedCurve OID 1.2.840.10045.3.1.7 (P-256) or 1.3.132.0.34 (P-384); got ${oid ?? 'another ASN.1 value'}`);
+    throw badRequest(
+      `signAlgoParams for ecPublicKey must be the namedCurve OID 1.2.840.10045.3.1.7 (P-256) or 1.3.132.0.34 (P-384); got ${oid ?? 'another ASN.1 value'}`,
+    );
   }
   return curve;
 }
@@ -202,7 +218,8 @@ function curveFromParams(signAlgoParams: string): 'P-256' | 'P-384' {
 /** RSA PKCS#1 v1.5 identifiers carry NULL parameters; absent is accepted as well (RFC 4055 2.1, RFC 3279 2.3.1). */
 function checkNullParams(entry: SignAlgoEntry, signAlgoParams: string | undefined): void {
   if (signAlgoParams === undefined) return;
-  if (!(decodeParams(signAlgoParams) instanceof asn1js.Null)) throw badRequest(`signAlgoParams for ${entry.name} must be absent or NULL`);
+  if (!(decodeParams(signAlgoParams) instanceof asn1js.Null))
+    throw badRequest(`signAlgoParams for ${entry.name} must be absent or NULL`);
 }
 
 /** A hash AlgorithmIdentifier inside RSASSA-PSS-params: the document hash, parameters NULL or absent (RFC 4055 2.1). */
@@ -213,7 +230,8 @@ function isHashIdentifier(ai: pkijs.AlgorithmIdentifier, hash: HashAlgorithm): b
 /** RSASSA-PSS-params (RFC 4055 3.1) must be exactly what we sign with (crypto/signature.ts rsaPssParams); reasons name the field. */
 export function checkRsaPssParams(signAlgoParams: string | undefined, hash: HashAlgorithm): void {
   const expected = `expected RSASSA-PSS-params with ${expectedPss(hash)}`;
-  if (signAlgoParams === undefined) throw badRequest(`signAlgo ${RSASSA_PSS_OID} (RSASSA-PSS) needs signAlgoParams: ${expected}`);
+  if (signAlgoParams === undefined)
+    throw badRequest(`signAlgo ${RSASSA_PSS_OID} (RSASSA-PSS) needs signAlgoParams: ${expected}`);
   let params: pkijs.RSASSAPSSParams;
   try {
     params = new pkijs.RSASSAPSSParams({ schema: decodeParams(signAlgoParams) });
@@ -222,7 +240,10 @@ export function checkRsaPssParams(signAlgoParams: string | undefined, hash: Hash
     throw badRequest(`signAlgoParams is not RSASSA-PSS-params; ${expected}`);
   }
   const problems: string[] = [];
-  if (!isHashIdentifier(params.hashAlgorithm, hash)) problems.push(`hashAlgorithm ${params.hashAlgorithm.algorithmId} is not the document hash ${hash.name} ${hash.oid}`);
+  if (!isHashIdentifier(params.hashAlgorithm, hash))
+    problems.push(
+      `hashAlgorithm ${params.hashAlgorithm.algorithmId} is not the document hash ${hash.name} ${hash.oid}`,
+    );
   const mgf = params.maskGenAlgorithm;
   let mgfHash: pkijs.AlgorithmIdentifier | undefined;
   try {
@@ -230,7 +251,8 @@ export function checkRsaPssParams(signAlgoParams: string | undefined, hash: Hash
   } catch {
     mgfHash = undefined;
   }
-  if (mgf.algorithmId !== MGF1_OID || !mgfHash || !isHashIdentifier(mgfHash, hash)) problems.push(`maskGenAlgorithm is not MGF1 with ${hash.name}`);
+  if (mgf.algorithmId !== MGF1_OID || !mgfHash || !isHashIdentifier(mgfHash, hash))
+    problems.push(`maskGenAlgorithm is not MGF1 with ${hash.name}`);
   if (params.saltLength !== hash.length) problems.push(`saltLength ${params.saltLength} is not ${hash.length}`);
   if (params.trailerField !== 1) problems.push(`trailerField ${params.trailerField} is not 1`);
   if (problems.length) throw badRequest(`signAlgoParams not offered: ${problems.join('; ')}; ${expected}`);
@@ -266,7 +288,8 @@ export function resolveSignAlgo(
     }
     case 'ecdsa':
       // RFC 5758 3.2: the ecdsa-with-* identifiers have absent parameters
-      if (signAlgoParams !== undefined) throw badRequest(`signAlgoParams must be absent for ${entry.name} (RFC 5758 3.2)`);
+      if (signAlgoParams !== undefined)
+        throw badRequest(`signAlgoParams must be absent for ${entry.name} (RFC 5758 3.2)`);
       return ecAlgorithm(ecdsaCurveFor(hash));
     case 'rsa-key':
     case 'rsa-pkcs1':
@@ -296,10 +319,12 @@ export function chooseSigning(
     throw badRequest(`signature_format ${format} at ${level} is not offered; this QTSP signs ${offeredText()}`);
   }
   const offer = OFFER[format];
-  if (!offer.hashes.includes(hash.name)) throw badRequest(`${formatOfferText(format)}, not with ${hash.name} document hashes`);
+  if (!offer.hashes.includes(hash.name))
+    throw badRequest(`${formatOfferText(format)}, not with ${hash.name} document hashes`);
   const fallback = offer.keys.includes(defaultAlgorithm) ? defaultAlgorithm : offer.keys[0]!;
   const algorithm = resolveSignAlgo(hash, signAlgo, signAlgoParams, fallback, offer.keys);
-  if (!isOffered(format, hash, algorithm)) throw badRequest(`${formatOfferText(format)}, not with ${KEY_NAMES[algorithm]} signer keys`);
+  if (!isOffered(format, hash, algorithm))
+    throw badRequest(`${formatOfferText(format)}, not with ${KEY_NAMES[algorithm]} signer keys`);
   const { key, scheme } = SIGNER_ALGORITHMS[algorithm];
   return { format, level, algorithm, keyAlgorithm: key, scheme };
 }

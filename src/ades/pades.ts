@@ -28,7 +28,11 @@ function requireRevocation(input: SignatureInput) {
 
 /** the signer chain, and from B-T on the TSA chain: every certificate a validator of the PDF meets */
 function certificatesOf(input: SignatureInput, withTsa: boolean): Buffer[] {
-  const certificates = [input.signerCertificate.der, ...input.chain, ...(withTsa ? (input.services.timestamps?.chain ?? []) : [])];
+  const certificates = [
+    input.signerCertificate.der,
+    ...input.chain,
+    ...(withTsa ? (input.services.timestamps?.chain ?? []) : []),
+  ];
   return certificates.filter((c, i) => certificates.findIndex((o) => o.equals(c)) === i);
 }
 
@@ -39,7 +43,10 @@ export function padesBaselineBCms(input: Omit<SignatureInput, 'services'>): Prom
 
 /** PAdES baseline B-B: the B-B CMS; revocationInfo for the signer chain. */
 export async function buildPadesBaselineB(input: SignatureInput): Promise<BuiltSignature> {
-  return { signature: await padesBaselineBCms(input), revocation: await validationData(certificatesOf(input, false), requireRevocation(input)) };
+  return {
+    signature: await padesBaselineBCms(input),
+    revocation: await validationData(certificatesOf(input, false), requireRevocation(input)),
+  };
 }
 
 /** PAdES baseline B-T: B-B plus the signature-time-stamp over the signature value (EN 319 142-1 5.3). */
@@ -57,5 +64,8 @@ export async function buildPadesBaselineT(input: SignatureInput): Promise<BuiltS
  */
 export async function buildPadesBaselineLT(input: SignatureInput): Promise<BuiltSignature> {
   const built = await buildCadesLevel('T', input, true);
-  return { ...built, revocation: await validationData(certificatesOf(input, true), requireRevocation(input), built.timeStampedAt) };
+  return {
+    ...built,
+    revocation: await validationData(certificatesOf(input, true), requireRevocation(input), built.timeStampedAt),
+  };
 }

@@ -61,7 +61,8 @@ export const XADES_HASH_NAMES: readonly string[] = ['SHA-256', 'SHA-384', 'SHA-5
 
 function digestUri(hashAlgorithm: HashAlgorithm): string {
   const uri = DIGEST_URIS[hashAlgorithm.node];
-  if (!uri) throw new RangeError(`XAdES is not offered with ${hashAlgorithm.name}; offered: ${XADES_HASH_NAMES.join(', ')}`);
+  if (!uri)
+    throw new RangeError(`XAdES is not offered with ${hashAlgorithm.name}; offered: ${XADES_HASH_NAMES.join(', ')}`);
   return uri;
 }
 
@@ -82,11 +83,23 @@ export interface XmlSignatureMethod {
 
 const SIGNATURE_METHOD_URIS = {
   /** RFC 6931 (RFC 4051): ECDSA; the value is r||s, each as long as the curve order (XML Signature 1.1 6.4.3) */
-  ec: { sha256: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256', sha384: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384', sha512: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha512' },
+  ec: {
+    sha256: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256',
+    sha384: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384',
+    sha512: 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha512',
+  },
   /** RFC 6931 (RFC 4051): RSASSA-PKCS1-v1_5 */
-  rsa: { sha256: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha256', sha384: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha384', sha512: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha512' },
+  rsa: {
+    sha256: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha256',
+    sha384: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha384',
+    sha512: 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha512',
+  },
   /** RFC 6931 RSASSA-PSS without parameters: MGF1 with the same hash, salt as long as the hash, trailer 1 */
-  'rsa-pss': { sha256: 'http://www.w3.org/2007/05/xmldsig-more#sha256-rsa-MGF1', sha384: 'http://www.w3.org/2007/05/xmldsig-more#sha384-rsa-MGF1', sha512: 'http://www.w3.org/2007/05/xmldsig-more#sha512-rsa-MGF1' },
+  'rsa-pss': {
+    sha256: 'http://www.w3.org/2007/05/xmldsig-more#sha256-rsa-MGF1',
+    sha384: 'http://www.w3.org/2007/05/xmldsig-more#sha384-rsa-MGF1',
+    sha512: 'http://www.w3.org/2007/05/xmldsig-more#sha512-rsa-MGF1',
+  },
 } as const;
 
 type XmlHash = keyof (typeof SIGNATURE_METHOD_URIS)['ec'];
@@ -141,10 +154,17 @@ class DetachedXadesSignature extends XAdES.SignedXml {
     const signatureMethod = new XmlDSig.SignatureMethod();
     signatureMethod.Algorithm = method.uri;
     this.XmlSignature.SignedInfo.SignatureMethod = signatureMethod;
-    this.XmlSignature.SignatureValue = new Uint8Array(await method.sign(Buffer.from(this.TransformSignedInfo(), 'utf8')));
+    this.XmlSignature.SignatureValue = new Uint8Array(
+      await method.sign(Buffer.from(this.TransformSignedInfo(), 'utf8')),
+    );
   }
 
-  protected override async ApplySignOptions(signature: XmlDSig.Signature, algorithm: Algorithm, key: CryptoKey, options: XAdES.OptionsXAdES): Promise<void> {
+  protected override async ApplySignOptions(
+    signature: XmlDSig.Signature,
+    algorithm: Algorithm,
+    key: CryptoKey,
+    options: XAdES.OptionsXAdES,
+  ): Promise<void> {
     await super.ApplySignOptions(signature, algorithm, key, options);
     // xadesjs adds the SignedProperties reference without transforms, which means inclusive C14N (XML-DSig
     // 4.4.3.3): its digest would then depend on the namespaces of wherever the signature is embedded later.
@@ -168,13 +188,17 @@ class DetachedXadesSignature extends XAdES.SignedXml {
 class HeldX509Certificate extends XmlDSig.X509Certificate {
   protected override LoadRaw(rawData: BufferSource): void {
     let parsed: pkijs.Certificate | undefined;
-    Object.defineProperty(this, 'simpl', { get: () => (parsed ??= pkijs.Certificate.fromBER(rawData)), configurable: true });
+    Object.defineProperty(this, 'simpl', {
+      get: () => (parsed ??= pkijs.Certificate.fromBER(rawData)),
+      configurable: true,
+    });
   }
 }
 
 function keyInfo(input: SignatureInput): XmlDSig.KeyInfo {
   const data = new XmlDSig.KeyInfoX509Data();
-  for (const der of [input.signerCertificate.der, ...input.chain]) data.AddCertificate(new HeldX509Certificate(new Uint8Array(der)));
+  for (const der of [input.signerCertificate.der, ...input.chain])
+    data.AddCertificate(new HeldX509Certificate(new Uint8Array(der)));
   const info = new XmlDSig.KeyInfo();
   info.Add(data);
   return info;
@@ -210,7 +234,9 @@ function addSignedProperties(signed: DetachedXadesSignature, input: SignatureInp
 function checkInput(input: SignatureInput): void {
   digestUri(input.hashAlgorithm);
   if (input.hash.length !== input.hashAlgorithm.length) {
-    throw new RangeError(`document hash has ${input.hash.length} bytes, ${input.hashAlgorithm.name} has ${input.hashAlgorithm.length}`);
+    throw new RangeError(
+      `document hash has ${input.hash.length} bytes, ${input.hashAlgorithm.name} has ${input.hashAlgorithm.length}`,
+    );
   }
 }
 
@@ -238,7 +264,12 @@ function serialise(signed: DetachedXadesSignature): Buffer {
  */
 function canonicalSignatureValue(signed: DetachedXadesSignature): string {
   const signature = signed.XmlSignature.GetXml();
-  const value = signature && XmlDSig.Select(signature, ".//*[local-name()='SignatureValue' and namespace-uri()='http://www.w3.org/2000/09/xmldsig#']")[0];
+  const value =
+    signature &&
+    XmlDSig.Select(
+      signature,
+      ".//*[local-name()='SignatureValue' and namespace-uri()='http://www.w3.org/2000/09/xmldsig#']",
+    )[0];
   if (!value) throw new Error('signature has no ds:SignatureValue');
   const c14n = new XmlDSig.XmlDsigExcC14NTransform();
   c14n.LoadInnerXml(value as Node);

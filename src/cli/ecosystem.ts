@@ -22,7 +22,6 @@ import { startQtsp, type QtspService } from '../service.ts';
 import type { Logger } from '../util/logger.ts';
 import { provideRedis, type ProvidedRedis } from '../util/redis-server.ts';
 
-
 export interface EcosystemOptions {
   /** configuration of the QTSP (dataDir, server.port, ...); environment variables apply when `env` is given */
   readonly config?: ConfigInput;
@@ -71,15 +70,30 @@ export function sandboxInfo(sandbox: Sandbox): SandboxInfo {
     keyArchiveSignerKeyFile: sandbox.keyArchiveSignerKeyFile,
     mediationUrl: sandbox.mediationUrl,
     smtpUrl: sandbox.smtp.url,
-    endpoints: { serviceConfigurationUrl: sandbox.serviceConfigurationUrl, issuer: sandbox.issuer, tlsCaFile: sandbox.tlsCaFile, rp: sandbox.rp },
+    endpoints: {
+      serviceConfigurationUrl: sandbox.serviceConfigurationUrl,
+      issuer: sandbox.issuer,
+      tlsCaFile: sandbox.tlsCaFile,
+      rp: sandbox.rp,
+    },
   };
 }
 
 /** The QTSP's configuration pointed at a sandbox; explicit settings in `input` win. */
-export function qtspConfigInput(input: ConfigInput, info: SandboxInfo, ports: { port: number; publicationPort: number }, redisUrl: string): ConfigInput {
+export function qtspConfigInput(
+  input: ConfigInput,
+  info: SandboxInfo,
+  ports: { port: number; publicationPort: number },
+  redisUrl: string,
+): ConfigInput {
   return {
     ...withPorts(input, ports.port, ports.publicationPort),
-    trust: { idpDirectoryUrl: info.idpDirectoryUrl, keyArchiveUrl: info.keyArchiveUrl, keyArchiveSignerKeyFile: info.keyArchiveSignerKeyFile, ...input.trust },
+    trust: {
+      idpDirectoryUrl: info.idpDirectoryUrl,
+      keyArchiveUrl: info.keyArchiveUrl,
+      keyArchiveSignerKeyFile: info.keyArchiveSignerKeyFile,
+      ...input.trust,
+    },
     redis: { ...input.redis, url: redisUrl },
     mediation: { url: info.mediationUrl, ...input.mediation },
     notification: { smtpUrl: info.smtpUrl, ...input.notification },
@@ -96,7 +110,13 @@ export function withSoftHsm(options: EcosystemOptions): EcosystemOptions {
   if (given.keys.provider !== 'softhsm') return options;
   const token = createSoftHsmToken(join(given.dataDir, 'softhsm'), 'qtsp-sandbox');
   process.env['SOFTHSM2_CONF'] = token.conf;
-  const keys = { ...options.config?.keys, provider: 'pkcs11' as const, pkcs11Module: token.module, tokenLabel: token.label, pinFile: token.pinFile };
+  const keys = {
+    ...options.config?.keys,
+    provider: 'pkcs11' as const,
+    pkcs11Module: token.module,
+    tokenLabel: token.label,
+    pinFile: token.pinFile,
+  };
   return { ...options, config: { ...options.config, keys } };
 }
 
@@ -117,19 +137,35 @@ async function initPki(base: Config): Promise<void> {
 }
 
 /** Ports chosen up front (the sandbox's SP record names our signDoc URL) and the CA material in place. */
-export async function prepare(options: EcosystemOptions): Promise<{ base: Config; port: number; publicationPort: number; signDocUrl: string }> {
+export async function prepare(
+  options: EcosystemOptions,
+): Promise<{ base: Config; port: number; publicationPort: number; signDocUrl: string }> {
   const env = options.env ?? {};
   const given = loadConfig(options.config ?? {}, env);
   const port = given.server.port === 0 ? await freePort(given.server.host) : given.server.port;
-  const publicationPort = given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
+  const publicationPort =
+    given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
   const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
   await initPki(base);
-  return { base, port, publicationPort, signDocUrl: `https://${urlHost(base.server.host)}:${port}${base.server.signDocPath}` };
+  return {
+    base,
+    port,
+    publicationPort,
+    signDocUrl: `https://${urlHost(base.server.host)}:${port}${base.server.signDocPath}`,
+  };
 }
 
-async function startQtspFor(options: EcosystemOptions, info: SandboxInfo, ports: { port: number; publicationPort: number }, redis: ProvidedRedis): Promise<{ config: Config; qtsp: QtspService }> {
+async function startQtspFor(
+  options: EcosystemOptions,
+  info: SandboxInfo,
+  ports: { port: number; publicationPort: number },
+  redis: ProvidedRedis,
+): Promise<{ config: Config; qtsp: QtspService }> {
   const config = loadConfig(qtspConfigInput(options.config ?? {}, info, ports, redis.url), options.env ?? {});
-  const qtsp = await startQtsp(config, { ...(options.logger ? { logger: options.logger } : {}), defaultMetrics: options.defaultMetrics ?? true });
+  const qtsp = await startQtsp(config, {
+    ...(options.logger ? { logger: options.logger } : {}),
+    defaultMetrics: options.defaultMetrics ?? true,
+  });
   return { config, qtsp };
 }
 
@@ -178,7 +214,9 @@ const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
  * The same wiring with the sandbox in a child process (`qtsp sandbox`): the benchmark measures the QTSP
  * without the bank's work (RS256 signing of every introspection response, its TLS) on the same event loop.
  */
-export async function startEcosystemWithSandboxProcess(given: EcosystemOptions = {}): Promise<Omit<Ecosystem, 'sandbox'>> {
+export async function startEcosystemWithSandboxProcess(
+  given: EcosystemOptions = {},
+): Promise<Omit<Ecosystem, 'sandbox'>> {
   const options = withSoftHsm(given);
   const { base, port, publicationPort, signDocUrl } = await prepare(options);
   const sandbox = await startSandboxProcess(base, signDocUrl);
@@ -206,12 +244,25 @@ export async function startEcosystemWithSandboxProcess(given: EcosystemOptions =
 }
 
 /** `qtsp sandbox` in a child process for the QTSP of `base` (CA material in place): its addresses once it listens. */
-export async function startSandboxProcess(base: Config, signDocUrl: string, extraArgs: readonly string[] = []): Promise<{ info: SandboxInfo; pid: number; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [QTSP_BIN, 'sandbox', '--data-dir', base.dataDir, '--signdoc-url', signDocUrl, ...extraArgs], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    // the child ends with us, also when we are killed with SIGKILL (lifecycle.exitWithParent)
-    env: { ...process.env, QTSP_QTSP_ID: base.qtspId, QTSP_LOG_LEVEL: 'silent', QTSP_LIFECYCLE_EXIT_WITH_PARENT: 'true' },
-  });
+export async function startSandboxProcess(
+  base: Config,
+  signDocUrl: string,
+  extraArgs: readonly string[] = [],
+): Promise<{ info: SandboxInfo; pid: number; stop(): Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    [QTSP_BIN, 'sandbox', '--data-dir', base.dataDir, '--signdoc-url', signDocUrl, ...extraArgs],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      // the child ends with us, also when we are killed with SIGKILL (lifecycle.exitWithParent)
+      env: {
+        ...process.env,
+        QTSP_QTSP_ID: base.qtspId,
+        QTSP_LOG_LEVEL: 'silent',
+        QTSP_LIFECYCLE_EXIT_WITH_PARENT: 'true',
+      },
+    },
+  );
   const stop = () =>
     new Promise<void>((resolve) => {
       if (child.exitCode !== null) return resolve();

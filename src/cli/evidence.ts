@@ -16,7 +16,8 @@ import type { CertificateStatus, SigningTransaction, Store, StoredCertificate } 
 import { toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 
-const USAGE = 'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n       qtsp evidence verify TXN [--data-dir DIR]\n';
+const USAGE =
+  'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n       qtsp evidence verify TXN [--data-dir DIR]\n';
 
 function statusText(s: CertificateStatus): string {
   return s.status === 'revoked' ? `revoked at ${s.revokedAt.toISOString()} (${s.reason})` : s.status;
@@ -32,7 +33,12 @@ function decodedPayload(jwt: string): string {
 
 const indent = (text: string, by = '    ') => text.replace(/^/gm, by);
 
-export function formatSigning(t: SigningTransaction, certificate: StoredCertificate | undefined, index: number, total: number): string {
+export function formatSigning(
+  t: SigningTransaction,
+  certificate: StoredCertificate | undefined,
+  index: number,
+  total: number,
+): string {
   const alg = hashByOid(t.hashAlgorithmOid);
   const lines = [
     `signing ${index + 1} of ${total} for txn ${t.txn}`,
@@ -59,8 +65,13 @@ export function formatSigning(t: SigningTransaction, certificate: StoredCertific
   } else {
     lines.push('    (certificate not found in the store)');
   }
-  lines.push('  introspection response (signed JWT, as received):', indent(t.introspectionJwt), '  decoded (not verified here):', indent(decodedPayload(t.introspectionJwt)));
-  return lines.join('\n') + '\n';
+  lines.push(
+    '  introspection response (signed JWT, as received):',
+    indent(t.introspectionJwt),
+    '  decoded (not verified here):',
+    indent(decodedPayload(t.introspectionJwt)),
+  );
+  return `${lines.join('\n')}\n`;
 }
 
 async function show(store: Store, txn: string, json: boolean): Promise<number> {
@@ -71,8 +82,11 @@ async function show(store: Store, txn: string, json: boolean): Promise<number> {
   }
   const certificates = await Promise.all(signings.map((t) => store.getCertificate(t.certificateSerialHex)));
   if (json) {
-    const out = signings.map((t, i) => ({ ...t, certificate: certificates[i] && { ...certificates[i], der: certificates[i]!.der.toString('base64') } }));
-    process.stdout.write(JSON.stringify(out, null, 2) + '\n');
+    const out = signings.map((t, i) => ({
+      ...t,
+      certificate: certificates[i] && { ...certificates[i], der: certificates[i]!.der.toString('base64') },
+    }));
+    process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
   } else {
     process.stdout.write(signings.map((t, i) => formatSigning(t, certificates[i], i, signings.length)).join('\n'));
   }
@@ -86,7 +100,9 @@ async function show(store: Store, txn: string, json: boolean): Promise<number> {
  */
 function splitArgs(args: readonly string[]): { sub: string | undefined; txn: string | undefined; rest: string[] } {
   const [sub, second] = args;
-  return second !== undefined && !second.startsWith('--') ? { sub, txn: second, rest: args.slice(2) } : { sub, txn: undefined, rest: args.slice(1) };
+  return second !== undefined && !second.startsWith('--')
+    ? { sub, txn: second, rest: args.slice(2) }
+    : { sub, txn: undefined, rest: args.slice(1) };
 }
 
 export async function runEvidence(args: string[]): Promise<number> {
@@ -120,7 +136,10 @@ export async function runEvidence(args: string[]): Promise<number> {
           process.stderr.write(`no signing recorded for txn ${txn}\n`);
           return 1;
         }
-        return await verifyStoredSignings(signings, config, { stdout: (t) => process.stdout.write(t), stderr: (t) => process.stderr.write(t) });
+        return await verifyStoredSignings(signings, config, {
+          stdout: (t) => process.stdout.write(t),
+          stderr: (t) => process.stderr.write(t),
+        });
       }
       default:
         process.stderr.write(USAGE);

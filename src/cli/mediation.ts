@@ -17,7 +17,9 @@ import { knownRedisUrl } from '../util/redis-server.ts';
 const USAGE = 'usage: qtsp mediation status [--json]\n';
 
 function line(label: string, counts: object): string {
-  return `  ${label.padEnd(8)}${Object.entries(counts).map(([k, v]) => `${k} ${v}`).join('  ')}`;
+  return `  ${label.padEnd(8)}${Object.entries(counts)
+    .map(([k, v]) => `${k} ${v}`)
+    .join('  ')}`;
 }
 
 export function formatStatus(status: Record<string, TopicStatus>): string {
@@ -26,20 +28,30 @@ export function formatStatus(status: Record<string, TopicStatus>): string {
     out.push(topic === MEDIATION_TOPIC ? 'mediation records (spec 6.2)' : 'end-user notifications (spec 6.3)');
     out.push(line('outbox', s.outbox));
     out.push(s.queue ? line('queue', s.queue) : `  queue   unknown: ${s.queueError}`);
-    out.push(`  ${topic === MEDIATION_TOPIC ? 'confirmed by the mediation service' : 'accepted by the mail server'}: ${s.outbox.delivered}`);
+    out.push(
+      `  ${topic === MEDIATION_TOPIC ? 'confirmed by the mediation service' : 'accepted by the mail server'}: ${s.outbox.delivered}`,
+    );
   }
-  return out.join('\n') + '\n';
+  return `${out.join('\n')}\n`;
 }
 
 /** Queues on a connection that had its chance to come up (calls on a fresh one would fail at once). */
 async function connectQueues(url: string, config: Config): Promise<DeliveryQueues> {
   const connection = redisConnection(url, { blocking: false, onError: () => undefined });
-  await withTimeout(new Promise((resolve) => connection.once('ready', resolve)), config.redis.commandTimeoutMs, 'connect').catch(() => undefined);
+  await withTimeout(
+    new Promise((resolve) => connection.once('ready', resolve)),
+    config.redis.commandTimeoutMs,
+    'connect',
+  ).catch(() => undefined);
   return new DeliveryQueues(connection, DELIVERY_TOPICS, config, () => undefined);
 }
 
 export async function runMediation(args: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { json: { type: 'boolean', default: false } } });
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { json: { type: 'boolean', default: false } },
+  });
   if (positionals[0] !== 'status' || positionals.length !== 1) {
     process.stderr.write(USAGE);
     return 2;
@@ -51,8 +63,18 @@ export async function runMediation(args: string[]): Promise<number> {
   try {
     const status = queues
       ? await deliveryStatus(store, queues)
-      : Object.fromEntries(await Promise.all(DELIVERY_TOPICS.map(async (t) => [t, { outbox: await store.outboxCounts(t), queueError: 'no Redis known (redis.url, REDIS_URL, or a running qtsp dev)' }])));
-    process.stdout.write(values.json ? JSON.stringify(status, null, 2) + '\n' : formatStatus(status));
+      : Object.fromEntries(
+          await Promise.all(
+            DELIVERY_TOPICS.map(async (t) => [
+              t,
+              {
+                outbox: await store.outboxCounts(t),
+                queueError: 'no Redis known (redis.url, REDIS_URL, or a running qtsp dev)',
+              },
+            ]),
+          ),
+        );
+    process.stdout.write(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatStatus(status));
     return 0;
   } finally {
     await queues?.close();

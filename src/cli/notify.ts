@@ -12,7 +12,10 @@ import { openStore } from '../store/open.ts';
 const USAGE = 'usage: qtsp notify --txn TXN --message-file FILE [--iss ISS]\n';
 
 export async function runNotify(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { txn: { type: 'string' }, 'message-file': { type: 'string' }, iss: { type: 'string' } } });
+  const { values } = parseArgs({
+    args,
+    options: { txn: { type: 'string' }, 'message-file': { type: 'string' }, iss: { type: 'string' } },
+  });
   if (!values.txn || !values['message-file']) {
     process.stderr.write(USAGE);
     return 2;
@@ -20,7 +23,11 @@ export async function runNotify(args: string[]): Promise<number> {
   const message = readFileSync(values['message-file'], 'utf8');
   const store = await openStore(loadConfig());
   try {
-    const { id } = await requestNotification(store, { txn: values.txn, message, ...(values.iss ? { iss: values.iss } : {}) });
+    const { id } = await requestNotification(store, {
+      txn: values.txn,
+      message,
+      ...(values.iss ? { iss: values.iss } : {}),
+    });
     process.stdout.write(`notification ${id} queued for txn ${values.txn}\n`);
     return 0;
   } catch (err) {

@@ -10,7 +10,8 @@ import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
 import type { Config } from '../config/schema.ts';
 
-const USAGE = 'usage: qtsp pki init [--rsa] [--force] [--pkcs11] | qtsp pki root | qtsp pki revoke SERIAL [--reason REASON]\n';
+const USAGE =
+  'usage: qtsp pki init [--rsa] [--force] [--pkcs11] | qtsp pki root | qtsp pki revoke SERIAL [--reason REASON]\n';
 
 /** A serial as `openssl x509 -serial` prints it (hex, any case, optional colons or 0x): the store's lowercase hex. */
 function normaliseSerial(text: string | undefined): string | undefined {
@@ -41,7 +42,11 @@ async function revoke(config: Config, serialText: string | undefined, reasonText
       return 0;
     }
     const known = await store.getCertificate(serialHex);
-    process.stderr.write(known ? `certificate ${serialHex} was already revoked\n` : `no certificate with serial ${serialHex} in the store\n`);
+    process.stderr.write(
+      known
+        ? `certificate ${serialHex} was already revoked\n`
+        : `no certificate with serial ${serialHex} in the store\n`,
+    );
     return 1;
   } finally {
     await store.close();
@@ -53,7 +58,10 @@ async function revoke(config: Config, serialText: string | undefined, reasonText
  * keys.tokenLabel and keys.pinFile (QTSP_KEYS_* variables), as sensitive, non-extractable token objects.
  */
 async function initInToken(config: Config, init: Omit<PkiInitInTokenOptions, 'token'>): Promise<boolean> {
-  if (config.keys.provider !== 'pkcs11') throw new ConfigError('setting keys.provider: `qtsp pki init --pkcs11` needs keys.provider pkcs11 (QTSP_KEYS_PROVIDER=pkcs11) and the token settings keys.pkcs11Module, keys.tokenLabel, keys.pinFile');
+  if (config.keys.provider !== 'pkcs11')
+    throw new ConfigError(
+      'setting keys.provider: `qtsp pki init --pkcs11` needs keys.provider pkcs11 (QTSP_KEYS_PROVIDER=pkcs11) and the token settings keys.pkcs11Module, keys.tokenLabel, keys.pinFile',
+    );
   const custody = (await openKeyCustody(config, { forInit: true })) as Pkcs11Custody;
   try {
     return await pkiInitInToken({ ...init, token: custody });
@@ -66,15 +74,31 @@ export async function runPki(args: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args,
     allowPositionals: true,
-    options: { rsa: { type: 'boolean', default: false }, force: { type: 'boolean', default: false }, pkcs11: { type: 'boolean', default: false }, 'data-dir': { type: 'string' }, reason: { type: 'string', default: 'unspecified' } },
+    options: {
+      rsa: { type: 'boolean', default: false },
+      force: { type: 'boolean', default: false },
+      pkcs11: { type: 'boolean', default: false },
+      'data-dir': { type: 'string' },
+      reason: { type: 'string', default: 'unspecified' },
+    },
   });
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
   const paths = pkiPaths(config.dataDir);
   switch (positionals[0]) {
     case 'init': {
-      const init = { dataDir: config.dataDir, qtspId: config.qtspId, algorithm: values.rsa ? ('RSA-3072' as const) : ('P-256' as const), force: values.force, publicBaseUrl: publicBaseUrl(config) };
+      const init = {
+        dataDir: config.dataDir,
+        qtspId: config.qtspId,
+        algorithm: values.rsa ? ('RSA-3072' as const) : ('P-256' as const),
+        force: values.force,
+        publicBaseUrl: publicBaseUrl(config),
+      };
       const created = values.pkcs11 ? await initInToken(config, init) : pkiInit(init);
-      process.stdout.write(created ? `created CA material in ${paths.dir}\n` : `CA material exists in ${paths.dir} (use --force to replace it)\n`);
+      process.stdout.write(
+        created
+          ? `created CA material in ${paths.dir}\n`
+          : `CA material exists in ${paths.dir} (use --force to replace it)\n`,
+      );
       return 0;
     }
     case 'root':

@@ -88,7 +88,11 @@ export function coalescedWake(send: () => void, windowMs: number): () => void {
 }
 
 /** The primary: Redis for all, N workers, their replacement, and the stop of all of them. */
-export async function runClusterPrimary(config: Config, workers: number, untilSignal: (stop: () => Promise<void>) => Promise<number>): Promise<number> {
+export async function runClusterPrimary(
+  config: Config,
+  workers: number,
+  untilSignal: (stop: () => Promise<void>) => Promise<number>,
+): Promise<number> {
   checkClusterConfig(config, workers);
   // the cluster is one instance: the primary holds the data directory's lock for all its workers
   const lock = lockDataDir(config.dataDir);
@@ -126,7 +130,10 @@ export async function runClusterPrimary(config: Config, workers: number, untilSi
         failure?.(new Error(`a qtsp worker exited (${signal ?? code}) before it listened`));
         return;
       }
-      logger.error({ event: 'cluster.worker_exit', pid: worker.process.pid, code, signal }, 'qtsp worker exited; starting a new one');
+      logger.error(
+        { event: 'cluster.worker_exit', pid: worker.process.pid, code, signal },
+        'qtsp worker exited; starting a new one',
+      );
       setTimeout(() => {
         if (!stopping) fork(slot);
       }, RESTART_DELAY_MS).unref();
@@ -181,7 +188,10 @@ export async function runClusterPrimary(config: Config, workers: number, untilSi
 }
 
 /** A worker: one QTSP instance; tells the primary where it listens; stops on SIGTERM/SIGINT or the primary's word. */
-export async function runClusterWorker(config: Config, untilSignal: (stop: () => Promise<void>) => Promise<number>): Promise<number> {
+export async function runClusterWorker(
+  config: Config,
+  untilSignal: (stop: () => Promise<void>) => Promise<number>,
+): Promise<number> {
   // until it listens, a stop ends the worker at once: nothing to drain
   const early = () => process.exit(0);
   process.once('SIGTERM', early);
@@ -194,7 +204,8 @@ export async function runClusterWorker(config: Config, untilSignal: (stop: () =>
       dataDirLockHeldByPrimary: true,
       // a wake that cannot reach the primary (it is stopping) is dropped: its relay's timer passes are the backstop
       relayElsewhere: coalescedWake(() => {
-        if (process.connected) process.send!({ type: 'qtsp-relay-wake' } satisfies RelayWake, undefined, undefined, () => undefined);
+        if (process.connected)
+          process.send!({ type: 'qtsp-relay-wake' } satisfies RelayWake, undefined, undefined, () => undefined);
       }, GATHER_MS),
     });
   } catch (err) {
@@ -213,6 +224,11 @@ export async function runClusterWorker(config: Config, untilSignal: (stop: () =>
     if (msg?.type === 'qtsp-stop' && !signalled) process.kill(process.pid, 'SIGTERM');
   });
   const stopped = untilSignal(() => qtsp.close());
-  process.send!({ type: 'qtsp-listening', signDocUrl: qtsp.signDocUrl, publicationUrl: qtsp.publicationUrl, opsUrl: qtsp.opsUrl } satisfies Listening);
+  process.send!({
+    type: 'qtsp-listening',
+    signDocUrl: qtsp.signDocUrl,
+    publicationUrl: qtsp.publicationUrl,
+    opsUrl: qtsp.opsUrl,
+  } satisfies Listening);
   return stopped;
 }

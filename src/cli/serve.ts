@@ -38,14 +38,17 @@ export async function runServe(_args: string[]): Promise<number> {
   refuseUnsharedRedis(config, process.env);
   const workers = workerCount(config);
   applyHeapGrowth(config.server.heapGrowthPercent); // this process serves (a cluster primary relays): its full collections stall calls in flight
-  if (cluster.isWorker) return runClusterWorker(config, (stop) => untilSignal(config, `qtsp serve worker ${process.pid}`, stop));
+  if (cluster.isWorker)
+    return runClusterWorker(config, (stop) => untilSignal(config, `qtsp serve worker ${process.pid}`, stop));
   if (workers !== 1) return runClusterPrimary(config, workers, (stop) => untilSignal(config, 'qtsp serve', stop));
   // redis.url, else REDIS_URL, else a local redis-server on a free loopback port (files in <dataDir>/redis)
   const redis = await provideRedis(config.redis.url, process.env, config.dataDir);
-  const qtsp = await startQtsp({ ...config, redis: { ...config.redis, url: redis.url } }).catch(async (err: unknown) => {
-    await redis.stop();
-    throw err;
-  });
+  const qtsp = await startQtsp({ ...config, redis: { ...config.redis, url: redis.url } }).catch(
+    async (err: unknown) => {
+      await redis.stop();
+      throw err;
+    },
+  );
   // the handlers first: whoever reads these lines may signal us at once
   const stopped = untilSignal(config, 'qtsp serve', async () => {
     await qtsp.close();
@@ -68,14 +71,20 @@ function clientsOf(values: { clients?: string[] | undefined; client?: string[] |
 }
 
 /** What a relying-party library needs to be pointed at the sandbox (README "Your own relying party"). */
-function rpLines(s: { issuer: string; serviceConfigurationUrl: string; tlsCaFile: string }, qtspId: string, clients: readonly PlatformClient[]): string[] {
+function rpLines(
+  s: { issuer: string; serviceConfigurationUrl: string; tlsCaFile: string },
+  qtspId: string,
+  clients: readonly PlatformClient[],
+): string[] {
   return [
     'for a relying-party library:',
     `  issuer               ${s.issuer}`,
     `  service config       ${s.serviceConfigurationUrl}?iss=${encodeURIComponent(s.issuer)}`,
     `  CA bundle (TLS)      ${s.tlsCaFile}`,
     `  qtsp_id              ${qtspId}`,
-    ...clients.map((c) => `  client               ${c.clientId} (${c.state}) redirect_uris ${c.redirectUris.join(' ')}`),
+    ...clients.map(
+      (c) => `  client               ${c.clientId} (${c.state}) redirect_uris ${c.redirectUris.join(' ')}`,
+    ),
   ];
 }
 
@@ -130,10 +139,20 @@ export async function runDev(args: string[]): Promise<number> {
 export async function runSandbox(args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
-    options: { 'data-dir': { type: 'string' }, 'signdoc-url': { type: 'string' }, 'as-port': { type: 'string', default: '0' }, 'platform-port': { type: 'string', default: '0' }, 'mediation-port': { type: 'string', default: '0' }, 'smtp-port': { type: 'string', default: '0' }, ...CLIENT_OPTIONS },
+    options: {
+      'data-dir': { type: 'string' },
+      'signdoc-url': { type: 'string' },
+      'as-port': { type: 'string', default: '0' },
+      'platform-port': { type: 'string', default: '0' },
+      'mediation-port': { type: 'string', default: '0' },
+      'smtp-port': { type: 'string', default: '0' },
+      ...CLIENT_OPTIONS,
+    },
   });
   if (!values['signdoc-url']) {
-    process.stderr.write('usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N] [--mediation-port N] [--smtp-port N] [--clients FILE]... [--client JSON]...\n');
+    process.stderr.write(
+      'usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N] [--mediation-port N] [--smtp-port N] [--clients FILE]... [--client JSON]...\n',
+    );
     return 2;
   }
   const clients = clientsOf(values);

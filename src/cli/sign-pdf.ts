@@ -32,7 +32,14 @@ export async function signPdfFiles(
     process.stderr.write(`${notPdf} is not a PDF; --format P signs PDF files\n`);
     return 2;
   }
-  const result = await signPdfs(endpoints, { pdfs, labels: files.map((f) => basename(f)), level: level as PadesLevel, hashAlgorithm: hash, onStep: step, ...algo });
+  const result = await signPdfs(endpoints, {
+    pdfs,
+    labels: files.map((f) => basename(f)),
+    level: level as PadesLevel,
+    hashAlgorithm: hash,
+    onStep: step,
+    ...algo,
+  });
   const outputs = files.map((f, i) => {
     const out = signedPdfName(f);
     writeFileSync(out, result.pdfs[i]!);

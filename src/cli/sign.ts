@@ -40,7 +40,11 @@ const NAMED_CURVE_P384 = 'BgUrgQQAIg=='; // DER OBJECT IDENTIFIER 1.3.132.0.34 (
 const RSA_ENCRYPTION = '1.2.840.113549.1.1.1';
 const RSASSA_PSS = '1.2.840.113549.1.1.10';
 
-function signAlgoOf(name: string | undefined, params: string | undefined, hash: HashAlgorithm): { signAlgo?: string; signAlgoParams?: string } | string {
+function signAlgoOf(
+  name: string | undefined,
+  params: string | undefined,
+  hash: HashAlgorithm,
+): { signAlgo?: string; signAlgoParams?: string } | string {
   if (name === undefined) return params === undefined ? {} : '--sign-algo-params needs --sign-algo';
   const named: Record<string, { signAlgo: string; signAlgoParams?: string }> = {
     'ecdsa-p256': { signAlgo: EC_PUBLIC_KEY, signAlgoParams: NAMED_CURVE_P256 },
@@ -49,8 +53,12 @@ function signAlgoOf(name: string | undefined, params: string | undefined, hash: 
     'rsa-pss': { signAlgo: RSASSA_PSS, signAlgoParams: rsaPssParams(hash.node as SignHash).toString('base64') },
   };
   const known = named[name.toLowerCase()];
-  if (known) return params === undefined ? known : `--sign-algo ${name} sets signAlgoParams itself; give --sign-algo-params only with an OID`;
-  if (/^[0-2](\.(0|[1-9][0-9]*))+$/.test(name)) return { signAlgo: name, ...(params !== undefined ? { signAlgoParams: params } : {}) };
+  if (known)
+    return params === undefined
+      ? known
+      : `--sign-algo ${name} sets signAlgoParams itself; give --sign-algo-params only with an OID`;
+  if (/^[0-2](\.(0|[1-9][0-9]*))+$/.test(name))
+    return { signAlgo: name, ...(params !== undefined ? { signAlgoParams: params } : {}) };
   return `unknown --sign-algo ${name}; use ecdsa-p256, ecdsa-p384, rsa, rsa-pss or an OID`;
 }
 
@@ -58,7 +66,8 @@ function signAlgoOf(name: string | undefined, params: string | undefined, hash: 
 function checkHash(b64: string, hash: HashAlgorithm): string | undefined {
   const bytes = Buffer.from(b64, 'base64');
   if (bytes.toString('base64') !== b64) return `--hash ${b64} is not standard Base64 (RFC 4648 section 4)`;
-  if (bytes.length !== hash.length) return `--hash ${b64} has ${bytes.length} bytes; a ${hash.name} digest has ${hash.length}`;
+  if (bytes.length !== hash.length)
+    return `--hash ${b64} has ${bytes.length} bytes; a ${hash.name} digest has ${hash.length}`;
   return undefined;
 }
 
@@ -89,10 +98,15 @@ export async function runSign(args: string[]): Promise<number> {
     return 0;
   }
   const given = values.hash ?? [];
-  if ((files.length === 0) === (given.length === 0)) return fail(`${files.length ? 'give files or --hash, not both' : 'nothing to sign'}\n${SIGN_USAGE}`);
+  if ((files.length === 0) === (given.length === 0))
+    return fail(`${files.length ? 'give files or --hash, not both' : 'nothing to sign'}\n${SIGN_USAGE}`);
   const hash = hashByName(values['hash-alg']);
-  if (!hash) return fail(`unknown --hash-alg ${values['hash-alg']}; use one of ${[...HASH_ALGORITHMS.values()].map((h) => h.name.toLowerCase()).join(', ')}`);
-  if (!['C', 'P', 'X'].includes(values.format)) return fail(`unknown --format ${values.format}; use C (CAdES), P (PAdES) or X (XAdES)`);
+  if (!hash)
+    return fail(
+      `unknown --hash-alg ${values['hash-alg']}; use one of ${[...HASH_ALGORITHMS.values()].map((h) => h.name.toLowerCase()).join(', ')}`,
+    );
+  if (!['C', 'P', 'X'].includes(values.format))
+    return fail(`unknown --format ${values.format}; use C (CAdES), P (PAdES) or X (XAdES)`);
   const algo = signAlgoOf(values['sign-algo'], values['sign-algo-params'], hash);
   if (typeof algo === 'string') return fail(algo);
   const badHash = given.map((h) => checkHash(h, hash)).find((m) => m !== undefined);
@@ -104,7 +118,9 @@ export async function runSign(args: string[]): Promise<number> {
   try {
     endpoints = JSON.parse(readFileSync(endpointsFile, 'utf8')) as RpEndpoints;
   } catch {
-    return fail(`no sandbox found: cannot read ${endpointsFile}. Start one (npm start) and pass its data directory with --data-dir DIR or QTSP_DATA_DIR`);
+    return fail(
+      `no sandbox found: cannot read ${endpointsFile}. Start one (npm start) and pass its data directory with --data-dir DIR or QTSP_DATA_DIR`,
+    );
   }
   const step = (msg: string) => process.stdout.write(`  ${msg}\n`);
   const level = values.level.startsWith('AdES-') ? values.level : `AdES-${values.level}`; // B-LT as AdES-B-LT
@@ -113,7 +129,9 @@ export async function runSign(args: string[]): Promise<number> {
   const documents = files.length
     ? files.map((f) => ({ hash: digest(hash, readFileSync(f)).toString('base64'), label: basename(f), base: f }))
     : given.map((h, i) => ({ hash: h, label: `hash-${i + 1}`, base: join(values['out-dir'], `hash-${i + 1}`) }));
-  step(files.length ? `hashed ${files.length} file(s) with ${hash.name}` : `${given.length} given ${hash.name} hash(es)`);
+  step(
+    files.length ? `hashed ${files.length} file(s) with ${hash.name}` : `${given.length} given ${hash.name} hash(es)`,
+  );
   const hashes = documents.map((d) => d.hash);
   const auth = await authorizeSigning(endpoints, {
     documentDigests: documents.map((d) => ({ hash: d.hash, label: d.label })),
@@ -143,6 +161,8 @@ export async function runSign(args: string[]): Promise<number> {
     return out;
   });
   const txn = String(res.headers['x-transaction-id'] ?? 'unknown');
-  process.stdout.write(`signed ${outputs.length} ${files.length ? 'file(s)' : 'hash(es)'}: ${outputs.join(', ')} (txn ${txn})\n`);
+  process.stdout.write(
+    `signed ${outputs.length} ${files.length ? 'file(s)' : 'hash(es)'}: ${outputs.join(', ')} (txn ${txn})\n`,
+  );
   return 0;
 }

@@ -17,10 +17,12 @@ import { knownRedisUrl } from '../util/redis-server.ts';
 /** The configuration with redis.url resolved, or a ConfigError saying how to give one. */
 export function withRedis(config: Config, env: NodeJS.ProcessEnv = process.env): Config {
   const url = knownRedisUrl(config.redis.url, env, config.dataDir);
-  if (!url) throw new ConfigError('setting redis.url (QTSP_REDIS_URL): no Redis known; set it or REDIS_URL, or start `qtsp dev` on this data directory first');
+  if (!url)
+    throw new ConfigError(
+      'setting redis.url (QTSP_REDIS_URL): no Redis known; set it or REDIS_URL, or start `qtsp dev` on this data directory first',
+    );
   return { ...config, redis: { ...config.redis, url } };
 }
-
 
 export async function runWorker(_args: string[]): Promise<number> {
   const config = withRedis(loadConfig());
@@ -39,10 +41,20 @@ export async function runWorker(_args: string[]): Promise<number> {
   // the handlers before the line that says we run: whoever reads it may signal us at once
   const stopped = untilStopped(
     async () => {
-      await runStopSteps([['close the delivery queues', () => delivery.close()], ['flush and close the store', () => store.close()], ['close outgoing connections', () => agents.destroy()]], stepTimeoutMs, logger);
+      await runStopSteps(
+        [
+          ['close the delivery queues', () => delivery.close()],
+          ['flush and close the store', () => store.close()],
+          ['close outgoing connections', () => agents.destroy()],
+        ],
+        stepTimeoutMs,
+        logger,
+      );
     },
     { shutdownTimeoutMs, exitWithParent, logger, name: 'qtsp worker' },
   );
-  process.stdout.write(`qtsp worker delivering: mediation records to ${config.mediation.url}, notifications via ${config.notification.smtpUrl}\n`);
+  process.stdout.write(
+    `qtsp worker delivering: mediation records to ${config.mediation.url}, notifications via ${config.notification.smtpUrl}\n`,
+  );
   return stopped;
 }

@@ -10,7 +10,16 @@ export class ConfigError extends Error {
 }
 
 export function envName(path: readonly (string | number)[]): string {
-  return 'QTSP_' + path.map((p) => String(p).replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase()).join('_');
+  return (
+    'QTSP_' +
+    path
+      .map((p) =>
+        String(p)
+          .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+          .toUpperCase(),
+      )
+      .join('_')
+  );
 }
 
 /** Every leaf path of the schema, for reading environment variables. */
@@ -38,7 +47,10 @@ function fromEnv(env: NodeJS.ProcessEnv): Record<string, unknown> {
     const value = env[envName(path)];
     if (value === undefined || value === '') continue;
     let node = input;
-    for (const key of path.slice(0, -1)) node = (node[key] ??= {}) as Record<string, unknown>;
+    for (const key of path.slice(0, -1)) {
+      node[key] ??= {};
+      node = node[key] as Record<string, unknown>;
+    }
     node[path[path.length - 1]!] = value;
   }
   return input;
@@ -91,7 +103,8 @@ export function loadConfig(overrides: ConfigInput = {}, env: NodeJS.ProcessEnv =
     trust: {
       ...c.trust,
       caFile: c.trust.caFile ?? join(dataDir, 'sandbox', 'tls-ca.pem'),
-      keyArchiveSignerKeyFile: c.trust.keyArchiveSignerKeyFile ?? join(dataDir, 'sandbox', 'key-archive-signer.pub.asc'),
+      keyArchiveSignerKeyFile:
+        c.trust.keyArchiveSignerKeyFile ?? join(dataDir, 'sandbox', 'key-archive-signer.pub.asc'),
     },
   };
   return deepFreeze(config);

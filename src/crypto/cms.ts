@@ -17,7 +17,17 @@
  */
 import { createHash } from 'node:crypto';
 import type * as pkijs from 'pkijs';
-import { algorithmIdentifier, explicit, integer, octetString, oid, partsOf, sequence, tlv, x509Time } from '../util/der.ts';
+import {
+  algorithmIdentifier,
+  explicit,
+  integer,
+  octetString,
+  oid,
+  partsOf,
+  sequence,
+  tlv,
+  x509Time,
+} from '../util/der.ts';
 import { SIGNATURE_OIDS, type HashAlgorithm } from './algorithms.ts';
 import { algorithmIdentifierDer, signatureAlgorithm, type SignHash, type SigningKey } from './signature.ts';
 
@@ -62,7 +72,8 @@ export function signHashOf(hashAlgorithm: HashAlgorithm): SignHash {
  * A digest AlgorithmIdentifier without parameters: RFC 5754 2 (SHA-2: "SHOULD omit") and RFC 8702 / NIST CSOR
  * (SHA-3: absent).
  */
-const digestAlgorithmOf = (hashAlgorithm: HashAlgorithm): Buffer => kept(digestAlgorithms, hashAlgorithm.oid, () => algorithmIdentifier(hashAlgorithm.oid));
+const digestAlgorithmOf = (hashAlgorithm: HashAlgorithm): Buffer =>
+  kept(digestAlgorithms, hashAlgorithm.oid, () => algorithmIdentifier(hashAlgorithm.oid));
 
 /**
  * The DER pieces every signature of a request (and every time-stamp token of the TSA) repeats, encoded once
@@ -126,7 +137,8 @@ let lastSigningTime: { readonly seconds: number; readonly attr: CmsAttribute } |
 /** RFC 5652 11.3: UTCTime for 1950 to 2049, GeneralizedTime otherwise; whole seconds (DER has no ".000"). */
 export function signingTimeAttribute(time: Date): CmsAttribute {
   const seconds = Math.floor(time.getTime() / 1000);
-  if (lastSigningTime?.seconds !== seconds) lastSigningTime = { seconds, attr: attribute(CMS_OID.signingTime, x509Time(time)) };
+  if (lastSigningTime?.seconds !== seconds)
+    lastSigningTime = { seconds, attr: attribute(CMS_OID.signingTime, x509Time(time)) };
   return lastSigningTime.attr;
 }
 
@@ -143,14 +155,21 @@ export function signingCertificateV2Attribute(signer: { readonly der: Buffer }):
   let attr = signingCertificates.get(signer.der);
   if (!attr) {
     const certHash = createHash('sha256').update(signer.der).digest();
-    attr = attribute(CMS_OID.signingCertificateV2, sequence(sequence(sequence(octetString(certHash), issuerSerial(signer.der)))));
+    attr = attribute(
+      CMS_OID.signingCertificateV2,
+      sequence(sequence(sequence(octetString(certHash), issuerSerial(signer.der)))),
+    );
     signingCertificates.set(signer.der, attr);
   }
   return attr;
 }
 
 /** The signed attributes of a baseline B-B signature: EN 319 122-1 6.3 (CAdES) and EN 319 142-1 6.3 (PAdES). */
-export function baselineSignedAttributes(input: { readonly hash: Buffer; readonly signerCertificate: { readonly der: Buffer }; readonly signingTime?: Date | undefined }): CmsAttribute[] {
+export function baselineSignedAttributes(input: {
+  readonly hash: Buffer;
+  readonly signerCertificate: { readonly der: Buffer };
+  readonly signingTime?: Date | undefined;
+}): CmsAttribute[] {
   const attributes = [contentTypeAttribute(), messageDigestAttribute(input.hash)];
   if (input.signingTime) attributes.push(signingTimeAttribute(input.signingTime));
   attributes.push(signingCertificateV2Attribute(input.signerCertificate));
@@ -218,7 +237,10 @@ function signerIdentifier(certificateDer: Buffer): Buffer {
 
 /** The SignerInfo SEQUENCE, with unsigned attributes ([1] IMPLICIT SET OF Attribute, DER-sorted) when given. */
 export function signerInfo(signed: SignedSignerInfo, unsignedAttributes: readonly Buffer[] = []): Buffer {
-  return sequence(...signed.fields, ...(unsignedAttributes.length ? [tlv(0xa1, ...[...unsignedAttributes].sort(Buffer.compare))] : []));
+  return sequence(
+    ...signed.fields,
+    ...(unsignedAttributes.length ? [tlv(0xa1, ...[...unsignedAttributes].sort(Buffer.compare))] : []),
+  );
 }
 
 export interface SignedDataInput {
@@ -244,7 +266,12 @@ const certificateSets = new WeakMap<Buffer, { readonly certificates: readonly Bu
 function certificateSet(certificates: readonly Buffer[]): Buffer {
   const first = certificates[0]!;
   const last = certificateSets.get(first);
-  if (last && last.certificates.length === certificates.length && last.certificates.every((c, i) => c === certificates[i])) return last.der;
+  if (
+    last &&
+    last.certificates.length === certificates.length &&
+    last.certificates.every((c, i) => c === certificates[i])
+  )
+    return last.der;
   const der = tlv(0xa0, ...certificates);
   certificateSets.set(first, { certificates: [...certificates], der });
   return der;
@@ -262,7 +289,9 @@ export function encodeSignedData(input: SignedDataInput): Buffer {
   const signedData = sequence(
     version(crls.some((c) => c[0] === 0xa1) ? 5 : type !== CMS_OID.data ? 3 : 1),
     kept(digestAlgorithmSets, input.hashAlgorithm.oid, () => tlv(0x31, digestAlgorithmOf(input.hashAlgorithm))),
-    eContent ? sequence(oid(type), explicit(0, octetString(eContent))) : kept(detachedContents, type, () => sequence(oid(type))),
+    eContent
+      ? sequence(oid(type), explicit(0, octetString(eContent)))
+      : kept(detachedContents, type, () => sequence(oid(type))),
     ...(input.certificates.length ? [certificateSet(input.certificates)] : []),
     ...(crls.length ? [tlv(0xa1, ...crls)] : []), // crls [1] IMPLICIT RevocationInfoChoices
     tlv(0x31, input.signerInfo),

@@ -107,7 +107,9 @@ function hashOf(hash: SignHash) {
  */
 function pssHashIdentifier(hash: SignHash): pkijs.AlgorithmIdentifier {
   const { oid } = hashOf(hash);
-  return new pkijs.AlgorithmIdentifier(hash.startsWith('sha3-') ? { algorithmId: oid } : { algorithmId: oid, algorithmParams: new asn1js.Null() });
+  return new pkijs.AlgorithmIdentifier(
+    hash.startsWith('sha3-') ? { algorithmId: oid } : { algorithmId: oid, algorithmParams: new asn1js.Null() },
+  );
 }
 
 const pssParamsCache = new Map<SignHash, Buffer>();
@@ -122,7 +124,10 @@ export function rsaPssParams(hash: SignHash): Buffer {
   if (!der) {
     const params = new pkijs.RSASSAPSSParams({
       hashAlgorithm: pssHashIdentifier(hash),
-      maskGenAlgorithm: new pkijs.AlgorithmIdentifier({ algorithmId: MGF1_OID, algorithmParams: pssHashIdentifier(hash).toSchema() }),
+      maskGenAlgorithm: new pkijs.AlgorithmIdentifier({
+        algorithmId: MGF1_OID,
+        algorithmParams: pssHashIdentifier(hash).toSchema(),
+      }),
       saltLength: hashOf(hash).length,
     });
     der = Buffer.from(params.toSchema().toBER());
@@ -145,8 +150,11 @@ export function signatureAlgorithm(key: KeyObject | SigningKey, hash: SignHash):
 
 /** The AlgorithmIdentifier (RFC 5280 4.1.1.2) of a signature algorithm, with its parameters. */
 export function algorithmIdentifier(alg: SignatureAlgorithm): pkijs.AlgorithmIdentifier {
-  if (alg.params) return new pkijs.AlgorithmIdentifier({ algorithmId: alg.oid, algorithmParams: asn1js.fromBER(alg.params).result });
-  return new pkijs.AlgorithmIdentifier(alg.nullParams ? { algorithmId: alg.oid, algorithmParams: new asn1js.Null() } : { algorithmId: alg.oid });
+  if (alg.params)
+    return new pkijs.AlgorithmIdentifier({ algorithmId: alg.oid, algorithmParams: asn1js.fromBER(alg.params).result });
+  return new pkijs.AlgorithmIdentifier(
+    alg.nullParams ? { algorithmId: alg.oid, algorithmParams: new asn1js.Null() } : { algorithmId: alg.oid },
+  );
 }
 
 const algorithmIdentifierDers = new Map<string, Buffer>();
@@ -170,6 +178,7 @@ export function algorithmIdentifierDer(alg: SignatureAlgorithm): Buffer {
 export function signWith(key: KeyObject, hash: SignHash, data: Uint8Array): Buffer {
   let input: KeyObject | SignKeyObjectInput = key;
   if (key.asymmetricKeyType === 'ec') input = { key, dsaEncoding: 'der' };
-  else if (key.asymmetricKeyType === 'rsa-pss') input = { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST };
+  else if (key.asymmetricKeyType === 'rsa-pss')
+    input = { key, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST };
   return nodeSign(hash, data, input);
 }

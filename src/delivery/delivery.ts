@@ -56,7 +56,10 @@ function outageLogger(logger: Logger, what: string): { error: (err: Error) => vo
     error: (err) => {
       if (down) return;
       down = true;
-      logger.warn({ event: 'redis.unavailable', connection: what, error: err.message }, 'Redis is unavailable; deliveries wait in the outbox');
+      logger.warn(
+        { event: 'redis.unavailable', connection: what, error: err.message },
+        'Redis is unavailable; deliveries wait in the outbox',
+      );
     },
     ready: () => {
       if (!down) return;
@@ -69,21 +72,37 @@ function outageLogger(logger: Logger, what: string): { error: (err: Error) => vo
 /** The Redis URL must be resolved by now (resolveRedis in cli/redis.ts fills it in). */
 export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
   const url = config.redis.url;
-  if (!url) throw new ConfigError('setting redis.url (QTSP_REDIS_URL): required; `qtsp dev` and `qtsp serve` fill it in (REDIS_URL or a local redis-server)');
+  if (!url)
+    throw new ConfigError(
+      'setting redis.url (QTSP_REDIS_URL): required; `qtsp dev` and `qtsp serve` fill it in (REDIS_URL or a local redis-server)',
+    );
   const producerLog = outageLogger(deps.logger, 'producer');
   const connection = redisConnection(url, { blocking: false, onError: producerLog.error });
   connection.on('ready', producerLog.ready);
   const queues = new DeliveryQueues(connection, deps.topics, config, producerLog.error);
   const relay = deps.relayElsewhere
     ? undefined
-    : new OutboxRelay({ store: deps.store, queues, topics: deps.topics, intervalMs: config.delivery.relayIntervalMs, requeueAfterMs: config.delivery.requeueAfterMs, logger: deps.logger });
+    : new OutboxRelay({
+        store: deps.store,
+        queues,
+        topics: deps.topics,
+        intervalMs: config.delivery.relayIntervalMs,
+        requeueAfterMs: config.delivery.requeueAfterMs,
+        logger: deps.logger,
+      });
   relay?.start();
   let workers: DeliveryWorkers | undefined;
   if (deps.workers) {
     const workerLog = outageLogger(deps.logger, 'worker');
     const workerConnection = redisConnection(url, { blocking: true, onError: workerLog.error });
     workerConnection.on('ready', workerLog.ready);
-    workers = new DeliveryWorkers({ connection: workerConnection, store: deps.store, handlers: deps.handlers(), config, logger: deps.logger });
+    workers = new DeliveryWorkers({
+      connection: workerConnection,
+      store: deps.store,
+      handlers: deps.handlers(),
+      config,
+      logger: deps.logger,
+    });
   }
   return {
     wake: relay ? (entries) => relay.wake(entries) : () => deps.relayElsewhere!(), // the primary's relay reads what the workers wrote

@@ -125,7 +125,11 @@ export class DeliveryQueues {
 
   async depth(topic: string): Promise<QueueDepth> {
     const queue = await this.queue(topic);
-    const counts = await withTimeout(queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized'), this.config.redis.commandTimeoutMs, `queue ${topic}: counts`);
+    const counts = await withTimeout(
+      queue.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized'),
+      this.config.redis.commandTimeoutMs,
+      `queue ${topic}: counts`,
+    );
     return {
       waiting: (counts['waiting'] ?? 0) + (counts['prioritized'] ?? 0),
       active: counts['active'] ?? 0,
@@ -136,7 +140,9 @@ export class DeliveryQueues {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.queues.values()].map((q) => withTimeout(q.close(), this.config.redis.commandTimeoutMs, 'queue close')));
+    await Promise.allSettled(
+      [...this.queues.values()].map((q) => withTimeout(q.close(), this.config.redis.commandTimeoutMs, 'queue close')),
+    );
     this.connection.disconnect();
   }
 }

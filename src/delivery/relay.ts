@@ -121,7 +121,11 @@ export class OutboxRelay {
   /** Keeps the ids of `entries` for the next pass, or has it read the outbox (no entries named, or too many held). */
   private hold(entries: readonly CommittedEntry[] | undefined): void {
     if (this.readDue) return; // the read finds them
-    if (!entries || this.heldCount + entries.length > MAX_HELD_ENTRIES || entries.some((e) => !this.o.topics.includes(e.topic))) {
+    if (
+      !entries ||
+      this.heldCount + entries.length > MAX_HELD_ENTRIES ||
+      entries.some((e) => !this.o.topics.includes(e.topic))
+    ) {
       this.readDue = true;
       return;
     }
@@ -162,14 +166,17 @@ export class OutboxRelay {
         const checkStale = this.requeueQueuedBefore !== undefined || now - this.staleCheckedAt >= this.o.intervalMs;
         if (read || checkStale) {
           // the read finds the held entries too: pending, or queued by the pass that read them before
-          const queuedBefore = this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
+          const queuedBefore =
+            this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
           for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
           if (checkStale) this.staleCheckedAt = now; // a pass cut short looks again next time
           // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
-          if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
+          if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore)
+            this.requeueQueuedBefore = undefined;
         } else {
           for (const [topic, ids] of held) {
-            for (let i = 0; i < ids.length; i += this.batchSize) await this.handOver(topic, ids.slice(i, i + this.batchSize)); // as drain's batches
+            for (let i = 0; i < ids.length; i += this.batchSize)
+              await this.handOver(topic, ids.slice(i, i + this.batchSize)); // as drain's batches
           }
         }
       } catch (err) {
@@ -191,7 +198,11 @@ export class OutboxRelay {
       throw err;
     }
     if (runId === this.runId) return;
-    if (this.runId) this.o.logger.warn({ event: 'relay.redis_restarted' }, 'Redis restarted and may have lost queued jobs; handing every queued outbox entry over again');
+    if (this.runId)
+      this.o.logger.warn(
+        { event: 'relay.redis_restarted' },
+        'Redis restarted and may have lost queued jobs; handing every queued outbox entry over again',
+      );
     this.runId = runId;
     this.requeueQueuedBefore = new Date();
   }
@@ -236,6 +247,9 @@ export class OutboxRelay {
   private reportFailure(err: Error): void {
     if (this.paused) return;
     this.paused = true;
-    this.o.logger.warn({ event: 'relay.paused', error: err.message }, 'cannot hand outbox entries to the queue; they stay in the outbox and are retried');
+    this.o.logger.warn(
+      { event: 'relay.paused', error: err.message },
+      'cannot hand outbox entries to the queue; they stay in the outbox and are retried',
+    );
   }
 }

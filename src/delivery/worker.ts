@@ -54,7 +54,10 @@ function processor(topic: string, deliver: Deliver, o: WorkerOptions) {
       const permanent = err instanceof PermanentDeliveryError;
       const last = permanent || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
       await o.store.markOutbox(id, last ? 'failed' : 'queued', describe(err), ['pending', 'queued']); // never un-deliver
-      o.logger.warn({ event: 'delivery.failed', topic, id, attempt: job.attemptsMade + 1, final: last, error: describe(err) }, last ? 'delivery failed for good; kept in the outbox' : 'delivery failed; will retry');
+      o.logger.warn(
+        { event: 'delivery.failed', topic, id, attempt: job.attemptsMade + 1, final: last, error: describe(err) },
+        last ? 'delivery failed for good; kept in the outbox' : 'delivery failed; will retry',
+      );
       throw permanent ? new UnrecoverableError(describe(err)) : err;
     }
     await o.store.markOutbox(id, 'delivered');
@@ -91,7 +94,9 @@ export class DeliveryWorkers {
         // a job whose worker keeps dying is retried, not given up: the outbox entry must reach a final state
         maxStalledCount: 1000,
       });
-      worker.on('error', (err) => o.logger.debug({ event: 'worker.error', topic, error: err.message }, 'worker connection error'));
+      worker.on('error', (err) =>
+        o.logger.debug({ event: 'worker.error', topic, error: err.message }, 'worker connection error'),
+      );
       // a job that bullmq itself gave up (not through our processor) still ends as failed in the outbox
       worker.on('failed', (job, err) => {
         if (job) void this.settleFailed(job, err).catch(() => undefined);
@@ -115,7 +120,9 @@ export class DeliveryWorkers {
     this.closed = true;
     this.o.connection.off('ready', this.start);
     const graceMs = this.o.config.delivery.timeoutMs + this.o.config.redis.commandTimeoutMs;
-    await Promise.allSettled(this.workers.map((w) => withTimeout(w.pause(), graceMs, 'worker pause').catch(() => undefined)));
+    await Promise.allSettled(
+      this.workers.map((w) => withTimeout(w.pause(), graceMs, 'worker pause').catch(() => undefined)),
+    );
     await Promise.allSettled(this.workers.map((w) => withTimeout(w.close(true), graceMs, 'worker close')));
     this.o.connection.disconnect();
   }

@@ -11,9 +11,22 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
   return {
     registry,
-    requests: new Counter({ name: 'qtsp_signdoc_requests_total', help: 'signDoc requests by HTTP status', labelNames: ['status'], registers: [registry] }),
-    signatures: new Counter({ name: 'qtsp_signatures_created_total', help: 'signatures created', registers: [registry] }),
-    certificates: new Counter({ name: 'qtsp_signer_certificates_issued_total', help: 'per-request signer certificates issued', registers: [registry] }),
+    requests: new Counter({
+      name: 'qtsp_signdoc_requests_total',
+      help: 'signDoc requests by HTTP status',
+      labelNames: ['status'],
+      registers: [registry],
+    }),
+    signatures: new Counter({
+      name: 'qtsp_signatures_created_total',
+      help: 'signatures created',
+      registers: [registry],
+    }),
+    certificates: new Counter({
+      name: 'qtsp_signer_certificates_issued_total',
+      help: 'per-request signer certificates issued',
+      registers: [registry],
+    }),
     duration: new Histogram({
       name: 'qtsp_signdoc_duration_seconds',
       help: 'signDoc latency',
@@ -27,13 +40,16 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
 /** What an on-call person needs to see, read once per scrape (service.ts gathers it). */
 export interface OperationalSnapshot {
   /** per delivery topic; undefined counts when the store did not answer */
-  readonly topics: Record<string, {
-    readonly outbox?: Record<string, number>;
-    /** createdAt of the oldest entry not delivered yet (pending or queued); null when none */
-    readonly oldestUndelivered?: Date | null;
-    /** undefined when Redis did not answer */
-    readonly queue?: Record<string, number>;
-  }>;
+  readonly topics: Record<
+    string,
+    {
+      readonly outbox?: Record<string, number>;
+      /** createdAt of the oldest entry not delivered yet (pending or queued); null when none */
+      readonly oldestUndelivered?: Date | null;
+      /** undefined when Redis did not answer */
+      readonly queue?: Record<string, number>;
+    }
+  >;
   readonly storeUp: boolean;
   readonly redisUp: boolean;
   readonly ready: boolean;
@@ -48,17 +64,32 @@ export interface OperationalSnapshot {
  * A value that could not be read is left out rather than reported as 0: an absent series alerts as "no
  * data", a false 0 would look healthy.
  */
-export function operationalGauges(registry: Registry, snapshot: () => Promise<OperationalSnapshot>): { update(): Promise<void> } {
-  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) => new Gauge<L>({ name, help, labelNames, registers: [registry] });
-  const outbox = gauge('qtsp_outbox_entries', 'outbox entries by delivery topic and state (pending: not handed to the queue yet; queued; delivered; failed: given up)', ['topic', 'state']);
-  const oldest = gauge('qtsp_outbox_oldest_undelivered_age_seconds', 'age of the oldest outbox entry not delivered yet (pending or queued), 0 when none', ['topic']);
+export function operationalGauges(
+  registry: Registry,
+  snapshot: () => Promise<OperationalSnapshot>,
+): { update(): Promise<void> } {
+  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
+    new Gauge<L>({ name, help, labelNames, registers: [registry] });
+  const outbox = gauge(
+    'qtsp_outbox_entries',
+    'outbox entries by delivery topic and state (pending: not handed to the queue yet; queued; delivered; failed: given up)',
+    ['topic', 'state'],
+  );
+  const oldest = gauge(
+    'qtsp_outbox_oldest_undelivered_age_seconds',
+    'age of the oldest outbox entry not delivered yet (pending or queued), 0 when none',
+    ['topic'],
+  );
   const queue = gauge('qtsp_queue_jobs', 'jobs in the Redis delivery queue by state', ['topic', 'state']);
   const storeUp = gauge('qtsp_store_up', '1 when the evidence store commits a write, else 0');
   const redisUp = gauge('qtsp_redis_up', '1 when Redis answered the last queue query, else 0');
   const ready = gauge('qtsp_ready', '1 when /health/ready answers 200, else 0');
   const idpAge = gauge('qtsp_idp_list_age_seconds', 'time since the IDP directory list was last pulled successfully');
   const headAge = gauge('qtsp_key_archive_head_age_seconds', 'time since the verified key archive HEAD was committed');
-  const pullAge = gauge('qtsp_key_archive_last_pull_age_seconds', 'time since the key archive was last pulled successfully');
+  const pullAge = gauge(
+    'qtsp_key_archive_last_pull_age_seconds',
+    'time since the key archive was last pulled successfully',
+  );
   const optional = (g: Gauge, value: number | undefined) => (value === undefined ? g.reset() : g.set(value));
   return {
     async update() {
@@ -68,7 +99,11 @@ export function operationalGauges(registry: Registry, snapshot: () => Promise<Op
       queue.reset();
       for (const [topic, t] of Object.entries(s.topics)) {
         for (const [state, n] of Object.entries(t.outbox ?? {})) outbox.set({ topic, state }, n);
-        if (t.oldestUndelivered !== undefined) oldest.set({ topic }, t.oldestUndelivered ? Math.max(0, (Date.now() - t.oldestUndelivered.getTime()) / 1000) : 0);
+        if (t.oldestUndelivered !== undefined)
+          oldest.set(
+            { topic },
+            t.oldestUndelivered ? Math.max(0, (Date.now() - t.oldestUndelivered.getTime()) / 1000) : 0,
+          );
         for (const [state, n] of Object.entries(t.queue ?? {})) queue.set({ topic, state }, n);
       }
       storeUp.set(s.storeUp ? 1 : 0);

@@ -31,18 +31,29 @@ export async function listenOps(config: Config, sources: OpsSources): Promise<{ 
   });
   app.get('/health/ready', (_req, res) => {
     const r = sources.readiness();
-    res.status(r.ready ? 200 : 503).set('cache-control', 'no-store').json({ status: r.ready ? 'ready' : 'not_ready', reasons: r.reasons });
+    res
+      .status(r.ready ? 200 : 503)
+      .set('cache-control', 'no-store')
+      .json({ status: r.ready ? 'ready' : 'not_ready', reasons: r.reasons });
   });
   app.get('/metrics', async (_req, res) => {
     try {
       await sources.beforeScrape();
     } catch (err) {
-      sources.logger.warn({ event: 'metrics.snapshot_failed', error: (err as Error).message }, 'operational gauges not refreshed');
+      sources.logger.warn(
+        { event: 'metrics.snapshot_failed', error: (err as Error).message },
+        'operational gauges not refreshed',
+      );
     }
-    res.set({ 'content-type': sources.metrics.registry.contentType, 'cache-control': 'no-store' }).send(await sources.metrics.registry.metrics());
+    res
+      .set({ 'content-type': sources.metrics.registry.contentType, 'cache-control': 'no-store' })
+      .send(await sources.metrics.registry.metrics());
   });
   app.use((_req, res) => {
-    res.status(404).json({ error: 'not_found', error_description: 'no such endpoint (operations listener: /health/live, /health/ready, /metrics)' });
+    res.status(404).json({
+      error: 'not_found',
+      error_description: 'no such endpoint (operations listener: /health/live, /health/ready, /metrics)',
+    });
   });
   const server = http.createServer(app);
   server.requestTimeout = 30_000;

@@ -31,8 +31,10 @@ export interface PkiHttpServices {
 /** requests of these protocols are a few hundred bytes; a CertID list of 20 stays far below */
 const MAX_BODY = '16kb';
 
-const tsaReply = (res: Response, status: number, body: Buffer) => res.status(status).set({ 'content-type': TIMESTAMP_REPLY, 'cache-control': 'no-store' }).send(body);
-const ocspReply = (res: Response, status: number, body: Buffer, cache = 'no-store') => res.status(status).set({ 'content-type': OCSP_RESPONSE, 'cache-control': cache }).send(body);
+const tsaReply = (res: Response, status: number, body: Buffer) =>
+  res.status(status).set({ 'content-type': TIMESTAMP_REPLY, 'cache-control': 'no-store' }).send(body);
+const ocspReply = (res: Response, status: number, body: Buffer, cache = 'no-store') =>
+  res.status(status).set({ 'content-type': OCSP_RESPONSE, 'cache-control': cache }).send(body);
 
 function tsaRejected(res: Response, message: string, status = 400): void {
   tsaReply(res, status, rejectionResp(new TsaRejection('badRequest', message)));
@@ -41,7 +43,8 @@ function tsaRejected(res: Response, message: string, status = 400): void {
 function tsaRoutes(router: express.Router, s: PkiHttpServices): void {
   router.post(
     PKI_PATHS.tsa,
-    (req, res, next) => (req.is(TIMESTAMP_QUERY) ? next() : tsaRejected(res, `Content-Type must be ${TIMESTAMP_QUERY}`)),
+    (req, res, next) =>
+      req.is(TIMESTAMP_QUERY) ? next() : tsaRejected(res, `Content-Type must be ${TIMESTAMP_QUERY}`),
     express.raw({ type: TIMESTAMP_QUERY, limit: MAX_BODY, inflate: false }), // compressed: refused (server.ts)
     async (req, res) => {
       const answer = await s.tsa.respond(req.body as Buffer);
@@ -57,7 +60,12 @@ function tsaRoutes(router: express.Router, s: PkiHttpServices): void {
 async function answerOcsp(res: Response, s: PkiHttpServices, der: Uint8Array, cacheable: boolean): Promise<void> {
   const answer = await s.ocsp.respond(der);
   // a GET answer without nonce may be cached by intermediaries (RFC 5019 6.2); never a POST one
-  ocspReply(res, answer.httpStatus, answer.body, cacheable && answer.httpStatus === 200 ? `public, max-age=${s.ocspMaxAgeSeconds}, no-transform` : 'no-store');
+  ocspReply(
+    res,
+    answer.httpStatus,
+    answer.body,
+    cacheable && answer.httpStatus === 200 ? `public, max-age=${s.ocspMaxAgeSeconds}, no-transform` : 'no-store',
+  );
 }
 
 function ocspRoutes(router: express.Router, s: PkiHttpServices): void {
@@ -88,7 +96,10 @@ function publicationRoutes(router: express.Router, s: PkiHttpServices): void {
       der = await issuer.current();
     } catch (err) {
       s.logger.error({ event: 'crl.unavailable', error: (err as Error).message }, 'CRL could not be issued');
-      res.status(503).set('retry-after', '30').json({ error: 'temporarily_unavailable', error_description: 'the CRL cannot be issued now' });
+      res
+        .status(503)
+        .set('retry-after', '30')
+        .json({ error: 'temporarily_unavailable', error_description: 'the CRL cannot be issued now' });
       return;
     }
     res.set({ 'content-type': PKIX_CRL, 'cache-control': `public, max-age=${s.crlMaxAgeSeconds}` }).send(der);
@@ -104,10 +115,10 @@ function publicationRoutes(router: express.Router, s: PkiHttpServices): void {
 
 /** Body-parser failures (too large, bad encoding) on /tsa and /ocsp: the protocol's own error, HTTP 400. */
 function protocolErrors(err: unknown, req: Request, res: Response, next: NextFunction): void {
-  if (res.headersSent) return next(err);
-  if (req.path === PKI_PATHS.tsa) return tsaRejected(res, 'the request body cannot be read (too large or malformed)');
-  if (req.path.startsWith(PKI_PATHS.ocsp)) return void ocspReply(res, 400, errorResponse('malformedRequest'));
-  next(err);
+  if (res.headersSent) next(err);
+  else if (req.path === PKI_PATHS.tsa) tsaRejected(res, 'the request body cannot be read (too large or malformed)');
+  else if (req.path.startsWith(PKI_PATHS.ocsp)) ocspReply(res, 400, errorResponse('malformedRequest'));
+  else next(err);
 }
 
 export function pkiRouter(s: PkiHttpServices): express.Router {

@@ -44,7 +44,13 @@ function sendError(res: Response, err: SignDocError): void {
  */
 export function isClientAbort(err: unknown, req: Request): boolean {
   const { type, code } = err as { type?: string; code?: string };
-  return type === 'request.aborted' || code === 'ECONNRESET' || code === 'ECONNABORTED' || code === 'ERR_STREAM_PREMATURE_CLOSE' || req.socket.destroyed;
+  return (
+    type === 'request.aborted' ||
+    code === 'ECONNRESET' ||
+    code === 'ECONNABORTED' ||
+    code === 'ERR_STREAM_PREMATURE_CLOSE' ||
+    req.socket.destroyed
+  );
 }
 
 /**
@@ -58,10 +64,16 @@ function toSignDocError(err: unknown, logger: Logger): SignDocError {
   const { type, status } = err as { type?: string; status?: unknown };
   if (type === 'entity.parse.failed') return badRequest('the request body is not valid JSON');
   if (type === 'entity.too.large') return badRequest('the request body is too large');
-  if (type === 'encoding.unsupported') return new SignDocError('invalid_request', 'the request body must not be compressed (Content-Encoding: identity only)', { status: 415 });
+  if (type === 'encoding.unsupported')
+    return new SignDocError(
+      'invalid_request',
+      'the request body must not be compressed (Content-Encoding: identity only)',
+      { status: 415 },
+    );
   if (type === 'charset.unsupported') return badRequest('the request body must be UTF-8 JSON');
   // any other failure to read the body (a size that does not match Content-Length, ...): the client's fault
-  if (typeof status === 'number' && status >= 400 && status < 500) return badRequest('the request body could not be read');
+  if (typeof status === 'number' && status >= 400 && status < 500)
+    return badRequest('the request body could not be read');
   logger.error({ event: 'http.unexpected', err }, 'unexpected error');
   return new SignDocError('server_error', 'internal error; the request was not signed');
 }
@@ -70,12 +82,29 @@ function toSignDocError(err: unknown, logger: Logger): SignDocError {
 function handleError(err: unknown, req: Request, res: Response, logger: Logger): void {
   if (isClientAbort(err, req)) {
     // once per request, no stack: an unauthenticated client can cause any number of these (issue 11 item 5)
-    logger.info({ event: 'http.client_aborted', method: req.method, path: req.path, reason: (err as { type?: string; code?: string }).type ?? (err as { code?: string }).code }, 'client went away before its request was read');
+    logger.info(
+      {
+        event: 'http.client_aborted',
+        method: req.method,
+        path: req.path,
+        reason: (err as { type?: string; code?: string }).type ?? (err as { code?: string }).code,
+      },
+      'client went away before its request was read',
+    );
     return;
   }
   const mapped = toSignDocError(err, logger);
   if (mapped.status >= 502 && mapped.status <= 504) {
-    logger.warn({ event: 'signdoc.upstream_failed', status: mapped.status, error: mapped.code, description: mapped.description, detail: mapped.detail }, 'signDoc refused: a service we depend on failed');
+    logger.warn(
+      {
+        event: 'signdoc.upstream_failed',
+        status: mapped.status,
+        error: mapped.code,
+        description: mapped.description,
+        detail: mapped.detail,
+      },
+      'signDoc refused: a service we depend on failed',
+    );
   }
   if (mapped.status === 415) res.set('accept-encoding', 'identity'); // RFC 7694 section 3
   if (res.headersSent) return;
@@ -118,11 +147,18 @@ export function createApp(config: Config, deps: SignDocDeps, routers: readonly e
   app.set('etag', false);
   app.post(
     config.server.signDocPath,
-    (req, _res, next) => next(req.is('application/json') ? undefined : badRequest('Content-Type must be application/json')),
+    (req, _res, next) =>
+      next(req.is('application/json') ? undefined : badRequest('Content-Type must be application/json')),
     express.json({ limit: config.server.maxBodyBytes, strict: true, type: 'application/json', inflate: false }),
     async (req: Request, res: Response) => {
       const result = await signDoc(req.body, peerCertificateDer(req.socket as TLSSocket), deps);
-      res.status(200).set({ 'cache-control': 'no-store', 'x-transaction-id': result.txn }).json({ SignatureObject: result.SignatureObject, ...(result.revocationInfo ? { revocationInfo: result.revocationInfo } : {}) });
+      res
+        .status(200)
+        .set({ 'cache-control': 'no-store', 'x-transaction-id': result.txn })
+        .json({
+          SignatureObject: result.SignatureObject,
+          ...(result.revocationInfo ? { revocationInfo: result.revocationInfo } : {}),
+        });
     },
   );
   app.all(config.server.signDocPath, (_req, res) => {
@@ -154,13 +190,24 @@ const utf8 = new TextDecoder('utf-8'); // like body-parser's iconv-lite: drops a
  * express app unchanged, which stays the reference; test/integration/sign-doc.test.ts sends the same bodies
  * both ways and compares the answers.
  */
-export function withSignDocFastPath(config: Config, deps: SignDocDeps, app: http.RequestListener): http.RequestListener {
+export function withSignDocFastPath(
+  config: Config,
+  deps: SignDocDeps,
+  app: http.RequestListener,
+): http.RequestListener {
   const path = config.server.signDocPath;
   const limit = config.server.maxBodyBytes;
   return (req, res) => {
     const h = req.headers;
     const length = Number(h['content-length']);
-    if (req.method !== 'POST' || req.url !== path || h['content-encoding'] !== undefined || h['transfer-encoding'] !== undefined || !(length > 0 && length <= limit) || !PLAIN_JSON.test(h['content-type'] ?? '')) {
+    if (
+      req.method !== 'POST' ||
+      req.url !== path ||
+      h['content-encoding'] !== undefined ||
+      h['transfer-encoding'] !== undefined ||
+      !(length > 0 && length <= limit) ||
+      !PLAIN_JSON.test(h['content-type'] ?? '')
+    ) {
       app(req, res);
       return;
     }
@@ -179,7 +226,10 @@ export function withSignDocFastPath(config: Config, deps: SignDocDeps, app: http
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.once('error', (err: NodeJS.ErrnoException) => {
       // as handleError: once per request, no stack (issue 11 item 5)
-      deps.logger.info({ event: 'http.client_aborted', method: req.method, path: req.url, reason: err.code }, 'client went away before its request was read');
+      deps.logger.info(
+        { event: 'http.client_aborted', method: req.method, path: req.url, reason: err.code },
+        'client went away before its request was read',
+      );
       res.destroy();
     });
     req.once('end', () => {
@@ -208,9 +258,19 @@ function sendJson(res: http.ServerResponse, status: number, headers: Record<stri
 }
 
 /** `encoding` latin1 only for text that is ASCII (signDocAnswerJson): the same bytes, encoded faster */
-function sendJsonText(res: http.ServerResponse, status: number, headers: Record<string, string>, text: string, encoding: 'utf8' | 'latin1'): void {
+function sendJsonText(
+  res: http.ServerResponse,
+  status: number,
+  headers: Record<string, string>,
+  text: string,
+  encoding: 'utf8' | 'latin1',
+): void {
   const json = Buffer.from(text, encoding); // encoded once: its length and the bytes sent
-  res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': json.length });
+  res.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': json.length,
+  });
   res.end(json);
 }
 
@@ -220,23 +280,45 @@ function sendJsonText(res: http.ServerResponse, status: number, headers: Record<
  * character: 0.07 ms of CPU less for a ten-hash B-B answer (issue 12).
  */
 export function signDocAnswerJson(result: Pick<SignDocResult, 'SignatureObject' | 'revocationInfo'>): string {
-  const revocation = result.revocationInfo ? `,"revocationInfo":{"ocsp":${base64JsonArray(result.revocationInfo.ocsp)},"crl":${base64JsonArray(result.revocationInfo.crl)}}` : '';
+  const revocation = result.revocationInfo
+    ? `,"revocationInfo":{"ocsp":${base64JsonArray(result.revocationInfo.ocsp)},"crl":${base64JsonArray(result.revocationInfo.crl)}}`
+    : '';
   return `{"SignatureObject":${base64JsonArray(result.SignatureObject)}${revocation}}`;
 }
 
-async function answerSignDoc(res: http.ServerResponse, chunks: Buffer[], clientCertDer: Buffer, deps: SignDocDeps): Promise<void> {
+async function answerSignDoc(
+  res: http.ServerResponse,
+  chunks: Buffer[],
+  clientCertDer: Buffer,
+  deps: SignDocDeps,
+): Promise<void> {
   let result;
   try {
     result = await signDoc(parseJsonBody(chunks), clientCertDer, deps);
   } catch (err) {
     const e = toSignDocError(err, deps.logger);
     if (e.status >= 502 && e.status <= 504) {
-      deps.logger.warn({ event: 'signdoc.upstream_failed', status: e.status, error: e.code, description: e.description, detail: e.detail }, 'signDoc refused: a service we depend on failed');
+      deps.logger.warn(
+        {
+          event: 'signdoc.upstream_failed',
+          status: e.status,
+          error: e.code,
+          description: e.description,
+          detail: e.detail,
+        },
+        'signDoc refused: a service we depend on failed',
+      );
     }
     sendJson(res, e.status, { 'cache-control': 'no-store' }, e.toBody());
     return;
   }
-  sendJsonText(res, 200, { 'cache-control': 'no-store', 'x-transaction-id': result.txn }, signDocAnswerJson(result), 'latin1');
+  sendJsonText(
+    res,
+    200,
+    { 'cache-control': 'no-store', 'x-transaction-id': result.txn },
+    signDocAnswerJson(result),
+    'latin1',
+  );
 }
 
 export interface RunningServer {
@@ -249,7 +331,11 @@ export interface RunningServer {
  * The plain-HTTP publication server: only the routers given (OCSP, CRLs, CA certificates, TSA), whose
  * answers are signed objects, so validators that cannot speak TLS to them (NSS) still reach them.
  */
-export async function listenPublication(config: Config, routers: readonly express.Router[], logger: Logger): Promise<{ url: string; close(): Promise<void> }> {
+export async function listenPublication(
+  config: Config,
+  routers: readonly express.Router[],
+  logger: Logger,
+): Promise<{ url: string; close(): Promise<void> }> {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -258,9 +344,16 @@ export async function listenPublication(config: Config, routers: readonly expres
     res.status(404).json({ error: 'not_found', error_description: 'no such endpoint' });
   });
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    if (isClientAbort(err, req)) return void logger.info({ event: 'http.client_aborted', method: req.method, path: req.path }, 'client went away before its request was read');
+    if (isClientAbort(err, req))
+      return void logger.info(
+        { event: 'http.client_aborted', method: req.method, path: req.path },
+        'client went away before its request was read',
+      );
     const status = (err as { status?: unknown }).status;
-    if (typeof status === 'number' && status >= 400 && status < 500) return void res.status(400).json({ error: 'invalid_request', error_description: 'the request could not be read' });
+    if (typeof status === 'number' && status >= 400 && status < 500)
+      return void res
+        .status(400)
+        .json({ error: 'invalid_request', error_description: 'the request could not be read' });
     logger.error({ event: 'http.unexpected', err }, 'unexpected error');
     res.status(500).json({ error: 'server_error', error_description: 'internal error' });
   });
@@ -278,7 +371,11 @@ export async function listenPublication(config: Config, routers: readonly expres
  * default of 30 s would let a silent client stay that much longer).
  */
 function serverTimeouts(config: Config): http.ServerOptions {
-  return { headersTimeout: config.server.headersTimeoutMs, requestTimeout: config.server.requestTimeoutMs, connectionsCheckingInterval: 1000 };
+  return {
+    headersTimeout: config.server.headersTimeoutMs,
+    requestTimeout: config.server.requestTimeoutMs,
+    connectionsCheckingInterval: 1000,
+  };
 }
 
 /**
@@ -296,7 +393,10 @@ export function limitConnections(server: net.Server, config: Config, name: strin
     const now = Date.now();
     if (now - lastLog < 60_000) return;
     lastLog = now;
-    logger.warn({ event: 'http.connection_refused', listener: name, why, refused_since_last_log: refused }, `connections refused: ${why}`);
+    logger.warn(
+      { event: 'http.connection_refused', listener: name, why, refused_since_last_log: refused },
+      `connections refused: ${why}`,
+    );
     refused = 0;
   };
   server.on('drop', () => refuse(`${maxConnections} connections open (server.maxConnections)`));

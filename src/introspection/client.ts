@@ -50,7 +50,11 @@ async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<strin
   try {
     endpoint = (await ctx.servers.getMetadata(sad.issuer)).introspection_endpoint;
   } catch (err) {
-    if (err instanceof TrustSourceError) throw badGateway('the authorization server could not be reached (its metadata is unavailable)', `AS metadata of ${sad.issuer}: ${err.message}`);
+    if (err instanceof TrustSourceError)
+      throw badGateway(
+        'the authorization server could not be reached (its metadata is unavailable)',
+        `AS metadata of ${sad.issuer}: ${err.message}`,
+      );
     throw err;
   }
   const body = new URLSearchParams({ client_id: ctx.qtspId, token: sad.token }).toString();
@@ -66,19 +70,30 @@ async function call(sad: ValidatedSad, ctx: IntrospectionContext): Promise<strin
       repeatOnStaleSocket: true, // introspection is a read: safe to send again
     });
   } catch (err) {
-    if (err instanceof HttpTimeoutError) throw gatewayTimeout(`token introspection at the AS did not answer within ${ctx.timeoutMs} ms`);
-    throw badGateway('the authorization server could not be reached for token introspection', `introspection at ${endpoint}: ${(err as Error).message}`);
+    if (err instanceof HttpTimeoutError)
+      throw gatewayTimeout(`token introspection at the AS did not answer within ${ctx.timeoutMs} ms`);
+    throw badGateway(
+      'the authorization server could not be reached for token introspection',
+      `introspection at ${endpoint}: ${(err as Error).message}`,
+    );
   }
   if (res.status === 401) throw badGateway('the AS refused our client authentication at token introspection');
   if (res.status !== 200) throw badGateway(`token introspection at the AS answered HTTP ${res.status}`);
-  const type = String(res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  const type = String(res.headers['content-type'] ?? '')
+    .split(';')[0]!
+    .trim()
+    .toLowerCase();
   if (type !== 'application/jwt' && type !== 'application/token-introspection+jwt') {
     throw badGateway(`token introspection answered ${type || 'no content type'}, not a signed JWT`);
   }
   return res.body.toString('utf8').trim();
 }
 
-async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionContext): Promise<{ payload: Record<string, unknown>; keySource: string }> {
+async function verifySignature(
+  jwt: string,
+  issuer: string,
+  ctx: IntrospectionContext,
+): Promise<{ payload: Record<string, unknown>; keySource: string }> {
   let header;
   try {
     header = decodeProtectedHeader(jwt);
@@ -92,7 +107,11 @@ async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionCo
   try {
     resolved = await ctx.servers.resolveKey(issuer, header.kid);
   } catch (err) {
-    if (err instanceof TrustSourceError) throw badGateway('the signing keys of the authorization server could not be obtained', `keys of ${issuer}: ${err.message}`);
+    if (err instanceof TrustSourceError)
+      throw badGateway(
+        'the signing keys of the authorization server could not be obtained',
+        `keys of ${issuer}: ${err.message}`,
+      );
     throw err;
   }
   if (!resolved) throw unauthorized('introspection response is signed with a key the AS does not publish');
@@ -103,7 +122,8 @@ async function verifySignature(jwt: string, issuer: string, ctx: IntrospectionCo
   } catch {
     throw unauthorized('introspection response signature does not verify');
   }
-  if (!payload || typeof payload !== 'object' || Array.isArray(payload)) throw unauthorized('introspection response payload is not a JSON object');
+  if (!payload || typeof payload !== 'object' || Array.isArray(payload))
+    throw unauthorized('introspection response payload is not a JSON object');
   const keySource = resolved.source === 'archive' ? `archive ${resolved.commit ?? ''}`.trim() : resolved.source;
   return { payload: payload as Record<string, unknown>, keySource };
 }
@@ -117,14 +137,21 @@ function checkClaims(p: Record<string, unknown>, issuer: string, ctx: Introspect
     throw unauthorized('introspection response is not addressed to this QTSP (aud)');
   }
   const now = Math.floor((ctx.now ?? Date.now)() / 1000);
-  if (typeof p.iat !== 'number' || p.iat > now + ctx.clockSkewSeconds) throw unauthorized('introspection response iat is missing or in the future');
-  if (typeof p.exp !== 'number' || p.exp <= now - ctx.clockSkewSeconds) throw unauthorized('introspection response exp is missing or in the past');
-  if (typeof p.client_id !== 'string' || p.client_id === '') throw unauthorized('introspection response names no client_id');
+  if (typeof p.iat !== 'number' || p.iat > now + ctx.clockSkewSeconds)
+    throw unauthorized('introspection response iat is missing or in the future');
+  if (typeof p.exp !== 'number' || p.exp <= now - ctx.clockSkewSeconds)
+    throw unauthorized('introspection response exp is missing or in the past');
+  if (typeof p.client_id !== 'string' || p.client_id === '')
+    throw unauthorized('introspection response names no client_id');
   return p as IntrospectionPayload;
 }
 
 /** Verifies a signed introspection response of `issuer` (also used to re-check stored evidence). */
-export async function verifyIntrospectionResponse(jwt: string, issuer: string, ctx: IntrospectionContext): Promise<Introspection> {
+export async function verifyIntrospectionResponse(
+  jwt: string,
+  issuer: string,
+  ctx: IntrospectionContext,
+): Promise<Introspection> {
   const { payload, keySource } = await verifySignature(jwt, issuer, ctx);
   return { jwt, payload: checkClaims(payload, issuer, ctx), keySource };
 }

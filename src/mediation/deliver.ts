@@ -32,7 +32,10 @@ export function mediationDeliverer(target: MediationTarget): Deliver {
     if (res.status === 200 || res.status === 201) return;
     const body = jsonBody(res) as { error?: unknown; error_description?: unknown } | undefined;
     if (res.status === 409 && body?.error === 'duplicate_reference_id') {
-      target.logger.info({ event: 'mediation.duplicate', id: entry.id }, 'the mediation service already holds this record; counted as delivered');
+      target.logger.info(
+        { event: 'mediation.duplicate', id: entry.id },
+        'the mediation service already holds this record; counted as delivered',
+      );
       return;
     }
     const why = `the mediation service answered HTTP ${res.status}${typeof body?.error === 'string' ? ` ${body.error}` : ''}${typeof body?.error_description === 'string' ? `: ${body.error_description}` : ''}`;

@@ -109,10 +109,13 @@ export function customDocumentCount(hashes: readonly Buffer[], authorizationDeta
  * flag is kept; value, values and max_age are ignored (2.7), so anything but { essential: true } is null.
  * Every requested name stays, even one the IDP did not deliver (6.2).
  */
-export function requestedClaims(identityAssuranceClaims: Record<string, unknown>): RemoteSignatureCreationRecord['requested_claims'] {
+export function requestedClaims(
+  identityAssuranceClaims: Record<string, unknown>,
+): RemoteSignatureCreationRecord['requested_claims'] {
   const claims: Record<string, ClaimRequest> = {};
   for (const [name, request] of Object.entries(identityAssuranceClaims)) {
-    const essential = !!request && typeof request === 'object' && (request as { essential?: unknown }).essential === true;
+    const essential =
+      !!request && typeof request === 'object' && (request as { essential?: unknown }).essential === true;
     claims[name] = essential ? { essential: true } : null;
   }
   return { verified_claims: { claims } };
@@ -126,11 +129,16 @@ export function providedClaimNames(providedClaims: readonly string[]): string[] 
 /** QESID: the consent carried identity_assurance_claims (QID is the case where only a default document is signed). */
 function identityAssuranceClaimsOf(detail: SignDetail): Record<string, unknown> | undefined {
   const claims = detail.identity_assurance_claims;
-  return claims && typeof claims === 'object' && !Array.isArray(claims) ? (claims as Record<string, unknown>) : undefined;
+  return claims && typeof claims === 'object' && !Array.isArray(claims)
+    ? (claims as Record<string, unknown>)
+    : undefined;
 }
 
 /** The record for one signDoc call, or undefined for a demo client (spec 6.2, 3). */
-export function remoteSignatureCreationRecord(report: SignatureReport, identity: MediationIdentity): RemoteSignatureCreationRecord | undefined {
+export function remoteSignatureCreationRecord(
+  report: SignatureReport,
+  identity: MediationIdentity,
+): RemoteSignatureCreationRecord | undefined {
   if (report.clientState === 'demo') return undefined;
   const detail = signDetail(report.authorizationDetails);
   const identityClaims = identityAssuranceClaimsOf(detail);
@@ -144,7 +152,12 @@ export function remoteSignatureCreationRecord(report: SignatureReport, identity:
     client_id: report.clientId,
     issuer: report.issuer,
     reference_id: referenceId(report.txn, report.certificateSerialHex),
-    ...(identityClaims ? { requested_claims: requestedClaims(identityClaims), provided_claim_names: providedClaimNames(report.providedClaims) } : {}),
+    ...(identityClaims
+      ? {
+          requested_claims: requestedClaims(identityClaims),
+          provided_claim_names: providedClaimNames(report.providedClaims),
+        }
+      : {}),
   };
 }
 

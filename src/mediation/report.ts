@@ -32,7 +32,11 @@ export interface ReportContext {
  * `kept`: the signatures of this call and the claim on their documents (signing/once.ts), kept with the record
  * in one database transaction: a signature is kept for a retry exactly when it is billed.
  */
-export async function reportSignature(report: SignatureReport, ctx: ReportContext, kept?: { claim: DocumentClaim; signatures: readonly KeptSignature[] }): Promise<void> {
+export async function reportSignature(
+  report: SignatureReport,
+  ctx: ReportContext,
+  kept?: { claim: DocumentClaim; signatures: readonly KeptSignature[] },
+): Promise<void> {
   // client_state demo: no record (spec 6.2, 3); the signatures are still kept
   const entries = mediationOutboxEntries(report, { qtspId: ctx.qtspId, ownerId: ctx.mediation.ownerId });
   if (entries.length === 0 && !kept) return;
@@ -40,7 +44,10 @@ export async function reportSignature(report: SignatureReport, ctx: ReportContex
     if (kept) await ctx.store.keepSignatures({ ...kept, outbox: entries });
     else await ctx.store.addOutbox(entries);
   } catch (err) {
-    ctx.logger.error({ event: 'mediation.record_not_stored', txn: report.txn, error: (err as Error).message }, 'mediation record could not be stored; signatures withheld');
+    ctx.logger.error(
+      { event: 'mediation.record_not_stored', txn: report.txn, error: (err as Error).message },
+      'mediation record could not be stored; signatures withheld',
+    );
     throw temporarilyUnavailable('the evidence store is unavailable; the signatures were not returned');
   }
   if (entries.length) ctx.mediation.recorded(entries);

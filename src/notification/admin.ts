@@ -25,7 +25,10 @@ export interface AdminOptions {
 }
 
 function send(res: Response, err: NotificationRequestError): void {
-  res.status(err.status).set('cache-control', 'no-store').json({ error: err.error, error_description: err.description });
+  res
+    .status(err.status)
+    .set('cache-control', 'no-store')
+    .json({ error: err.error, error_description: err.description });
 }
 
 function authenticate(allowed: readonly string[]) {
@@ -34,7 +37,15 @@ function authenticate(allowed: readonly string[]) {
     const presented = der?.length ? x5tS256(der) : undefined;
     // every entry is compared, so the time taken does not tell which one matched
     const ok = presented !== undefined && allowed.map((f) => fingerprintsEqual(presented, f)).includes(true);
-    next(ok ? undefined : new NotificationRequestError(401, 'unauthorized', 'a TLS client certificate registered for administration is required'));
+    next(
+      ok
+        ? undefined
+        : new NotificationRequestError(
+            401,
+            'unauthorized',
+            'a TLS client certificate registered for administration is required',
+          ),
+    );
   };
 }
 
@@ -44,11 +55,20 @@ export function adminRouter(o: AdminOptions): express.Router {
   router.post(
     ADMIN_NOTIFICATIONS_PATH,
     authenticate(o.allowedFingerprints),
-    (req, _res, next) => next(req.is('application/json') ? undefined : new NotificationRequestError(415, 'invalid_request', 'Content-Type must be application/json')),
+    (req, _res, next) =>
+      next(
+        req.is('application/json')
+          ? undefined
+          : new NotificationRequestError(415, 'invalid_request', 'Content-Type must be application/json'),
+      ),
     express.json({ limit: '64kb', strict: true, inflate: false }),
     async (req: Request, res: Response) => {
       const body = (req.body ?? {}) as Record<string, unknown>;
-      const { id } = await requestNotification(o.store, { txn: body['txn'], message: body['message'], iss: body['iss'] });
+      const { id } = await requestNotification(o.store, {
+        txn: body['txn'],
+        message: body['message'],
+        iss: body['iss'],
+      });
       o.queued();
       res.status(202).set('cache-control', 'no-store').json({ id, status: 'queued' });
     },
@@ -56,7 +76,11 @@ export function adminRouter(o: AdminOptions): express.Router {
   router.use(ADMIN_NOTIFICATIONS_PATH, (err: unknown, _req: Request, res: Response, next: NextFunction) => {
     if (err instanceof NotificationRequestError) return send(res, err);
     const type = (err as { type?: string }).type;
-    if (type === 'entity.parse.failed' || type === 'entity.too.large') return send(res, new NotificationRequestError(400, 'invalid_request', 'the body must be a JSON object of at most 64 KB'));
+    if (type === 'entity.parse.failed' || type === 'entity.too.large')
+      return send(
+        res,
+        new NotificationRequestError(400, 'invalid_request', 'the body must be a JSON object of at most 64 KB'),
+      );
     next(err);
   });
   return router;

@@ -49,7 +49,12 @@ function domainOf(address: string): string {
 }
 
 /** The raw RFC 5322 message, ready for SMTP. */
-export async function composeNotification(mail: NotificationMail, signer: KeyedCertificate, chain: readonly Buffer[], recipientCertificate?: pkijs.Certificate): Promise<Buffer> {
+export async function composeNotification(
+  mail: NotificationMail,
+  signer: KeyedCertificate,
+  chain: readonly Buffer[],
+  recipientCertificate?: pkijs.Certificate,
+): Promise<Buffer> {
   const signed = await signedEntity(textPart(notificationText(mail)), signer, chain);
   const entity = recipientCertificate ? await encryptedEntity(signed, recipientCertificate) : signed;
   const headers: Header[] = [

@@ -56,7 +56,8 @@ async function targetAddress(idps: Pick<IdpDirectory, 'record'>, iss: string): P
   const record = await idps.record(iss); // throws IdpDirectoryUnavailable: retried
   if (!record) throw new PermanentDeliveryError('the IDP directory knows no IDP with this issuer');
   const address = record.notification_email;
-  if (typeof address !== 'string' || !ADDRESS.test(address)) throw new PermanentDeliveryError('the IDP record has no usable notification_email');
+  if (typeof address !== 'string' || !ADDRESS.test(address))
+    throw new PermanentDeliveryError('the IDP record has no usable notification_email');
   return address;
 }
 
@@ -80,12 +81,18 @@ export function notificationDeliverer(sender: NotificationSender): Deliver {
   return async (entry: OutboxEntry) => {
     const payload = entry.payload as NotificationPayload;
     const to = await targetAddress(sender.idps, payload.iss);
-    const raw = await composeNotification({ id: entry.id, from: sender.from, to, spId: sender.spId, payload }, sender.signer, sender.chain, recipientCertificate(sender.recipientCertDir, payload.iss));
+    const raw = await composeNotification(
+      { id: entry.id, from: sender.from, to, spId: sender.spId, payload },
+      sender.signer,
+      sender.chain,
+      recipientCertificate(sender.recipientCertDir, payload.iss),
+    );
     try {
       await transport.sendMail({ envelope: { from: sender.from, to: [to] }, raw });
     } catch (err) {
       const code = (err as { responseCode?: unknown }).responseCode;
-      if (typeof code === 'number' && code >= 500) throw new PermanentDeliveryError(`the mail server refused the notification: ${(err as Error).message}`);
+      if (typeof code === 'number' && code >= 500)
+        throw new PermanentDeliveryError(`the mail server refused the notification: ${(err as Error).message}`);
       throw err;
     }
   };

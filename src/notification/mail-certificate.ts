@@ -10,10 +10,25 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import * as pkijs from 'pkijs';
 import { SoftwareSigningKey } from '../crypto/signature.ts';
-import { certifiedKey, loadKeyed, saveKeyed, type KeyedCertificate, type SoftwareKeyedCertificate } from '../pki/authority.ts';
+import {
+  certifiedKey,
+  loadKeyed,
+  saveKeyed,
+  type KeyedCertificate,
+  type SoftwareKeyedCertificate,
+} from '../pki/authority.ts';
 import { pkiPaths } from '../pki/init.ts';
 import { generateKeyPair } from '../pki/keys.ts';
-import { basicConstraintsExtension, buildName, extKeyUsageExtension, issueCertificate, keyUsageExtension, OID, rawExtension, spkiOf } from '../pki/x509.ts';
+import {
+  basicConstraintsExtension,
+  buildName,
+  extKeyUsageExtension,
+  issueCertificate,
+  keyUsageExtension,
+  OID,
+  rawExtension,
+  spkiOf,
+} from '../pki/x509.ts';
 
 const EMAIL_PROTECTION = '1.3.6.1.5.5.7.3.4';
 const YEARS = 2;

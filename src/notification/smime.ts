@@ -20,7 +20,11 @@ export type Header = readonly [name: string, value: string];
 
 /** base64 in lines of 76 characters (RFC 2045 6.8), CRLF-separated, no trailing line break */
 export function base64Lines(data: Uint8Array): string {
-  return (Buffer.from(data).toString('base64').match(/.{1,76}/g) ?? []).join(CRLF);
+  return (
+    Buffer.from(data)
+      .toString('base64')
+      .match(/.{1,76}/g) ?? []
+  ).join(CRLF);
 }
 
 /** A header value must be one line: no CR or LF can come in from the data that fills it (header injection). */
@@ -42,7 +46,13 @@ export function mimeEntity(headers: readonly Header[], body: string): Buffer {
 /** text/plain in UTF-8, base64-encoded: 7-bit safe, and immune to trailing-space or line-length rewriting. */
 export function textPart(text: string): Buffer {
   const canonical = text.replace(/\r?\n/g, CRLF);
-  return mimeEntity([['Content-Type', 'text/plain; charset=utf-8'], ['Content-Transfer-Encoding', 'base64']], base64Lines(Buffer.from(canonical, 'utf8')));
+  return mimeEntity(
+    [
+      ['Content-Type', 'text/plain; charset=utf-8'],
+      ['Content-Transfer-Encoding', 'base64'],
+    ],
+    base64Lines(Buffer.from(canonical, 'utf8')),
+  );
 }
 
 function boundary(): string {
@@ -50,14 +60,33 @@ function boundary(): string {
 }
 
 /** Detached CMS SignedData over `content` with SHA-256 (micalg=sha-256), our certificate and its chain inside. */
-export async function detachedSignature(content: Uint8Array, signer: KeyedCertificate, chain: readonly Buffer[], signingTime: Date): Promise<Buffer> {
+export async function detachedSignature(
+  content: Uint8Array,
+  signer: KeyedCertificate,
+  chain: readonly Buffer[],
+  signingTime: Date,
+): Promise<Buffer> {
   const hash = createHash('sha256').update(content).digest();
-  const signed = await signSignerInfo({ hashAlgorithm: SHA256, signerCertificate: signer, key: signer.key, signedAttributes: baselineSignedAttributes({ hash, signerCertificate: signer, signingTime }) });
-  return encodeSignedData({ hashAlgorithm: SHA256, signerInfo: signerInfo(signed), certificates: [signer.der, ...chain] });
+  const signed = await signSignerInfo({
+    hashAlgorithm: SHA256,
+    signerCertificate: signer,
+    key: signer.key,
+    signedAttributes: baselineSignedAttributes({ hash, signerCertificate: signer, signingTime }),
+  });
+  return encodeSignedData({
+    hashAlgorithm: SHA256,
+    signerInfo: signerInfo(signed),
+    certificates: [signer.der, ...chain],
+  });
 }
 
 /** multipart/signed around `part` (RFC 8551 3.5.3): the signature covers `part` byte for byte. */
-export async function signedEntity(part: Buffer, signer: KeyedCertificate, chain: readonly Buffer[], signingTime = new Date()): Promise<Buffer> {
+export async function signedEntity(
+  part: Buffer,
+  signer: KeyedCertificate,
+  chain: readonly Buffer[],
+  signingTime = new Date(),
+): Promise<Buffer> {
   const b = boundary();
   const signature = await detachedSignature(part, signer, chain, signingTime);
   const head = mimeEntity(
@@ -72,7 +101,13 @@ export async function signedEntity(part: Buffer, signer: KeyedCertificate, chain
     ],
     base64Lines(signature),
   );
-  return Buffer.concat([head, part, Buffer.from(`${CRLF}--${b}${CRLF}`), signaturePart, Buffer.from(`${CRLF}--${b}--${CRLF}`)]);
+  return Buffer.concat([
+    head,
+    part,
+    Buffer.from(`${CRLF}--${b}${CRLF}`),
+    signaturePart,
+    Buffer.from(`${CRLF}--${b}--${CRLF}`),
+  ]);
 }
 
 /** application/pkcs7-mime enveloped-data around `entity`, for the holder of `recipient` (RSA: OAEP; EC: ECDH). */
@@ -80,7 +115,10 @@ export async function encryptedEntity(entity: Buffer, recipient: pkijs.Certifica
   const enveloped = new pkijs.EnvelopedData();
   enveloped.addRecipientByCertificate(recipient, { oaepHashAlgorithm: 'SHA-256', kdfAlgorithm: 'SHA-256' });
   await enveloped.encrypt({ name: 'AES-CBC', length: 256 } as Algorithm, new Uint8Array(entity).buffer);
-  const contentInfo = new pkijs.ContentInfo({ contentType: pkijs.ContentInfo.ENVELOPED_DATA, content: enveloped.toSchema() });
+  const contentInfo = new pkijs.ContentInfo({
+    contentType: pkijs.ContentInfo.ENVELOPED_DATA,
+    content: enveloped.toSchema(),
+  });
   return mimeEntity(
     [
       ['Content-Type', 'application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"'],

@@ -43,8 +43,17 @@ export interface SoftwareKeyedCertificate extends KeyedCertificate {
 const YEAR_MS = 365 * 24 * 3600 * 1000;
 
 /** A certificate and the key of its subject public key (the caller made sure they belong together). */
-export function certifiedKey(der: Buffer, key: SigningKey, certificate = pkijs.Certificate.fromBER(new Uint8Array(der))): KeyedCertificate {
-  const issuer: Issuer = { name: certificate.subject, keyId: keyIdentifier(certificate.subjectPublicKeyInfo), key, hash: defaultHashFor(key.algorithm) };
+export function certifiedKey(
+  der: Buffer,
+  key: SigningKey,
+  certificate = pkijs.Certificate.fromBER(new Uint8Array(der)),
+): KeyedCertificate {
+  const issuer: Issuer = {
+    name: certificate.subject,
+    keyId: keyIdentifier(certificate.subjectPublicKeyInfo),
+    key,
+    hash: defaultHashFor(key.algorithm),
+  };
   return { der, certificate, key, issuer };
 }
 
@@ -57,7 +66,11 @@ function validity(years: number): { notBefore: Date; notAfter: Date } {
   return { notBefore: new Date(now - 3600_000), notAfter: new Date(now + years * YEAR_MS) };
 }
 
-export function createRootCa(subject: readonly NameAttribute[], algorithm: KeyAlgorithm, years = 20): SoftwareKeyedCertificate {
+export function createRootCa(
+  subject: readonly NameAttribute[],
+  algorithm: KeyAlgorithm,
+  years = 20,
+): SoftwareKeyedCertificate {
   const keys = generateKeyPair(algorithm);
   const { der, certificate } = issueCertificate({
     subject: buildName(subject),
@@ -71,7 +84,12 @@ export function createRootCa(subject: readonly NameAttribute[], algorithm: KeyAl
   return keyed(der, certificate, keys.privateKey);
 }
 
-export function createSubCa(parent: KeyedCertificate, subject: readonly NameAttribute[], algorithm: KeyAlgorithm, years = 10): SoftwareKeyedCertificate {
+export function createSubCa(
+  parent: KeyedCertificate,
+  subject: readonly NameAttribute[],
+  algorithm: KeyAlgorithm,
+  years = 10,
+): SoftwareKeyedCertificate {
   const keys = generateKeyPair(algorithm);
   const { der, certificate } = issueCertificate({
     subject: buildName(subject),
@@ -93,7 +111,10 @@ export interface TlsCertificateOptions {
 }
 
 /** A TLS certificate issued by `ca`, or self-signed when `ca` is undefined (spec 5.8: self_signed_tls_client_auth). */
-export function createTlsCertificate(ca: KeyedCertificate | undefined, options: TlsCertificateOptions): SoftwareKeyedCertificate {
+export function createTlsCertificate(
+  ca: KeyedCertificate | undefined,
+  options: TlsCertificateOptions,
+): SoftwareKeyedCertificate {
   const keys: KeyPair = generateKeyPair('P-256');
   const extensions = [
     basicConstraintsExtension(false),
@@ -114,7 +135,12 @@ export function createTlsCertificate(ca: KeyedCertificate | undefined, options: 
   return keyed(der, certificate, keys.privateKey);
 }
 
-export function saveKeyed(kc: SoftwareKeyedCertificate, certFile: string, keyFile: string, chain: readonly Buffer[] = []): void {
+export function saveKeyed(
+  kc: SoftwareKeyedCertificate,
+  certFile: string,
+  keyFile: string,
+  chain: readonly Buffer[] = [],
+): void {
   ensurePrivateDir(dirname(certFile));
   ensurePrivateDir(dirname(keyFile));
   writeFileSync(certFile, [kc.der, ...chain].map((d) => toPem(d, 'CERTIFICATE')).join(''));

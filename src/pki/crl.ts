@@ -73,8 +73,15 @@ const wholeSeconds = (d: Date) => new Date(Math.floor(d.getTime() / 1000) * 1000
 
 function entry(revoked: RevokedCertificate): Buffer {
   // RFC 5280 5.3.1: reasonCode unspecified SHOULD be absent
-  const extensions = revoked.reason === 'unspecified' ? [] : [sequence(extension(CRL_OID.reasonCode, enumerated(CRL_REASON_CODE[revoked.reason])))];
-  return sequence(integerFromBytes(Buffer.from(revoked.serialHex, 'hex')), x509Time(wholeSeconds(revoked.revokedAt)), ...extensions);
+  const extensions =
+    revoked.reason === 'unspecified'
+      ? []
+      : [sequence(extension(CRL_OID.reasonCode, enumerated(CRL_REASON_CODE[revoked.reason])))];
+  return sequence(
+    integerFromBytes(Buffer.from(revoked.serialHex, 'hex')),
+    x509Time(wholeSeconds(revoked.revokedAt)),
+    ...extensions,
+  );
 }
 
 export class CrlIssuer {
@@ -104,7 +111,10 @@ export class CrlIssuer {
   async current(after?: Date): Promise<Buffer> {
     // signing path: the last CRL built here serves while it is after the time-stamp and at most refreshSeconds old
     const fresh = (c: Issued | undefined): c is Issued =>
-      after !== undefined && c !== undefined && this.#clock().getTime() - c.issuedAt < this.#o.refreshSeconds * 1000 && c.thisUpdate > after.getTime();
+      after !== undefined &&
+      c !== undefined &&
+      this.#clock().getTime() - c.issuedAt < this.#o.refreshSeconds * 1000 &&
+      c.thisUpdate > after.getTime();
     // a pending issuance may have read the clock before `after`: then one more, which reads it after
     for (let attempt = 0; attempt < 3; attempt++) {
       if (fresh(this.#current)) return this.#current.der;

@@ -20,11 +20,37 @@ import { ConfigError } from '../config/load.ts';
 import { fromPem, toPem } from '../util/base64.ts';
 import { ensurePrivateDir } from '../util/private-files.ts';
 import { join } from 'node:path';
-import { certifiedKey, createRootCa, createTlsCertificate, loadKeyed, saveKeyed, type KeyedCertificate, type SoftwareKeyedCertificate } from './authority.ts';
+import {
+  certifiedKey,
+  createRootCa,
+  createTlsCertificate,
+  loadKeyed,
+  saveKeyed,
+  type KeyedCertificate,
+  type SoftwareKeyedCertificate,
+} from './authority.ts';
 import { describeLocation, type KeyCustody, type LongLivedKeyMaker, type LongLivedKeyName } from './custody/types.ts';
 import { generateKeyPair, type KeyAlgorithm } from './keys.ts';
-import { DEFAULT_PUBLIC_BASE_URL, ocspNoCheckExtension, pkiUrls, PKIX_OID, rootCaPointers, type PkiUrls } from './publication.ts';
-import { basicConstraintsExtension, buildName, extKeyUsageExtension, issueCertificate, issueCertificateAsync, keyUsageExtension, OID, spkiOf, type CertificateRequest, type NameAttribute } from './x509.ts';
+import {
+  DEFAULT_PUBLIC_BASE_URL,
+  ocspNoCheckExtension,
+  pkiUrls,
+  PKIX_OID,
+  rootCaPointers,
+  type PkiUrls,
+} from './publication.ts';
+import {
+  basicConstraintsExtension,
+  buildName,
+  extKeyUsageExtension,
+  issueCertificate,
+  issueCertificateAsync,
+  keyUsageExtension,
+  OID,
+  spkiOf,
+  type CertificateRequest,
+  type NameAttribute,
+} from './x509.ts';
 
 export interface PkiPaths {
   readonly dir: string;
@@ -124,7 +150,13 @@ export interface PkiInitInTokenOptions extends PkiInitOptions {
 export async function pkiInitInToken(options: PkiInitInTokenOptions): Promise<boolean> {
   const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
   ensurePrivateDir(options.dataDir);
-  if (pkiExists(options.dataDir) && keysInToken(options.dataDir) && trustServicesExist(options.dataDir) && !options.force) return false;
+  if (
+    pkiExists(options.dataDir) &&
+    keysInToken(options.dataDir) &&
+    trustServicesExist(options.dataDir) &&
+    !options.force
+  )
+    return false;
   const p = pkiPaths(options.dataDir);
   const algorithm = options.algorithm ?? 'P-256';
   const keepRoot = existsSync(p.rootCert) && existsSync(p.rootKey) && !options.force;
@@ -138,12 +170,24 @@ export async function pkiInitInToken(options: PkiInitInTokenOptions): Promise<bo
   const tsa = await inToken('tsa', root);
   const responder = await inToken('ocsp-responder', issuing);
   if (!keepRoot) saveKeyed(root, p.rootCert, p.rootKey);
-  if (!existsSync(p.clientCert) || !existsSync(p.clientKey) || options.force) saveKeyed(createTlsCertificate(undefined, { commonName: options.qtspId, usage: 'client' }), p.clientCert, p.clientKey);
-  for (const [cert, der, keyFile] of [[p.issuingCert, issuing.der, p.issuingKey], [p.tsaCert, tsa.der, p.tsaKey], [p.ocspCert, responder.der, p.ocspKey]] as const) {
+  if (!existsSync(p.clientCert) || !existsSync(p.clientKey) || options.force)
+    saveKeyed(
+      createTlsCertificate(undefined, { commonName: options.qtspId, usage: 'client' }),
+      p.clientCert,
+      p.clientKey,
+    );
+  for (const [cert, der, keyFile] of [
+    [p.issuingCert, issuing.der, p.issuingKey],
+    [p.tsaCert, tsa.der, p.tsaKey],
+    [p.ocspCert, responder.der, p.ocspKey],
+  ] as const) {
     writeFileSync(cert, toPem(der, 'CERTIFICATE'));
     rmSync(keyFile, { force: true }); // a software key of before must not linger beside the token's
   }
-  writeFileSync(tokenMarkerFile(options.dataDir), `${JSON.stringify({ keys: 'pkcs11', token: describeLocation(options.token.location), createdAt: new Date().toISOString() }, null, 2)}\n`);
+  writeFileSync(
+    tokenMarkerFile(options.dataDir),
+    `${JSON.stringify({ keys: 'pkcs11', token: describeLocation(options.token.location), createdAt: new Date().toISOString() }, null, 2)}\n`,
+  );
   return true;
 }
 
@@ -158,16 +202,34 @@ interface Profile {
 
 const PROFILES = {
   // as authority.ts createSubCa, plus where its status is published (AIA caIssuers, CRL DP of the root)
-  'issuing-ca': (urls: PkiUrls): Profile => ({ commonName: 'qtsp Sandbox Qualified Signing CA', years: 10, extensions: [basicConstraintsExtension(true, 0), keyUsageExtension(['keyCertSign', 'cRLSign']), ...rootCaPointers(urls)] }),
+  'issuing-ca': (urls: PkiUrls): Profile => ({
+    commonName: 'qtsp Sandbox Qualified Signing CA',
+    years: 10,
+    extensions: [
+      basicConstraintsExtension(true, 0),
+      keyUsageExtension(['keyCertSign', 'cRLSign']),
+      ...rootCaPointers(urls),
+    ],
+  }),
   tsa: (urls: PkiUrls): Profile => ({
     commonName: 'qtsp Sandbox Time-Stamping Unit',
     years: 10,
-    extensions: [basicConstraintsExtension(false), keyUsageExtension(['digitalSignature']), extKeyUsageExtension([PKIX_OID.timeStamping], true), ...rootCaPointers(urls)],
+    extensions: [
+      basicConstraintsExtension(false),
+      keyUsageExtension(['digitalSignature']),
+      extKeyUsageExtension([PKIX_OID.timeStamping], true),
+      ...rootCaPointers(urls),
+    ],
   }),
   'ocsp-responder': (): Profile => ({
     commonName: 'qtsp Sandbox OCSP Responder',
     years: 2,
-    extensions: [basicConstraintsExtension(false), keyUsageExtension(['digitalSignature']), extKeyUsageExtension([PKIX_OID.ocspSigning]), ocspNoCheckExtension()],
+    extensions: [
+      basicConstraintsExtension(false),
+      keyUsageExtension(['digitalSignature']),
+      extKeyUsageExtension([PKIX_OID.ocspSigning]),
+      ocspNoCheckExtension(),
+    ],
   }),
 } satisfies Record<LongLivedKeyName, (urls: PkiUrls) => Profile>;
 
@@ -188,7 +250,10 @@ function requestFor(ca: KeyedCertificate, profile: Profile, publicKey: KeyObject
 function issueBy(ca: SoftwareKeyedCertificate, profile: Profile): SoftwareKeyedCertificate {
   const keys = generateKeyPair(ca.key.algorithm);
   const { der, certificate } = issueCertificate(requestFor(ca, profile, keys.publicKey));
-  return { ...certifiedKey(der, new SoftwareSigningKey(keys.privateKey, keys.algorithm), certificate), privateKey: keys.privateKey };
+  return {
+    ...certifiedKey(der, new SoftwareSigningKey(keys.privateKey, keys.algorithm), certificate),
+    privateKey: keys.privateKey,
+  };
 }
 
 /**
@@ -241,18 +306,28 @@ const spkiDer = (key: KeyObject) => key.export({ type: 'spki', format: 'der' });
  * The long-lived certificates with their keys from the custodian: each certificate must certify the key the
  * custodian holds under its name (a token initialised for another data directory is refused at start).
  */
-export function loadCustodyMaterial(dataDir: string, custody: Pick<KeyCustody, 'longLivedKey' | 'location'>): CustodyMaterial {
+export function loadCustodyMaterial(
+  dataDir: string,
+  custody: Pick<KeyCustody, 'longLivedKey' | 'location'>,
+): CustodyMaterial {
   const p = pkiPaths(dataDir);
   const withKey = (file: string, name: LongLivedKeyName): KeyedCertificate => {
     const der = fromPem(readFileSync(file, 'utf8'))[0];
     if (!der) throw new Error(`no certificate in ${file}`);
     const key = custody.longLivedKey(name);
     if (!spkiDer(new X509Certificate(der).publicKey).equals(spkiDer(key.publicKey))) {
-      throw new ConfigError(`setting keys.provider: the ${name} key of the key custody (${describeLocation(custody.location)}) is not the key certified in ${file}; run \`qtsp pki init\` for this custody`);
+      throw new ConfigError(
+        `setting keys.provider: the ${name} key of the key custody (${describeLocation(custody.location)}) is not the key certified in ${file}; run \`qtsp pki init\` for this custody`,
+      );
     }
     return certifiedKey(der, key);
   };
-  return { root: loadKeyed(p.rootCert, p.rootKey), issuing: withKey(p.issuingCert, 'issuing-ca'), tsa: withKey(p.tsaCert, 'tsa'), ocspResponder: withKey(p.ocspCert, 'ocsp-responder') };
+  return {
+    root: loadKeyed(p.rootCert, p.rootKey),
+    issuing: withKey(p.issuingCert, 'issuing-ca'),
+    tsa: withKey(p.tsaCert, 'tsa'),
+    ocspResponder: withKey(p.ocspCert, 'ocsp-responder'),
+  };
 }
 
 export function loadTrustServiceMaterial(dataDir: string): TrustServiceMaterial {

@@ -95,7 +95,8 @@ export class RsaKeyPool {
   #fullListeners: { wanted: number; resolve: () => void }[] = [];
 
   constructor(options: RsaKeyPoolOptions) {
-    if (!Number.isInteger(options.size) || options.size < 0) throw new RangeError('key pool size must be a non-negative integer');
+    if (!Number.isInteger(options.size) || options.size < 0)
+      throw new RangeError('key pool size must be a non-negative integer');
     this.size = options.size;
     this.#threads = Math.max(1, options.threads ?? Math.min(2, availableParallelism() - 1));
     this.#logger = options.logger;
@@ -113,7 +114,11 @@ export class RsaKeyPool {
     }
     this.#waited++;
     // with size 0 waiting is the configured behaviour, not news
-    if (this.size > 0) this.#logger?.warn({ event: 'keys.pool_empty', size: this.size }, 'RSA key pool empty: the request waits for a key generation');
+    if (this.size > 0)
+      this.#logger?.warn(
+        { event: 'keys.pool_empty', size: this.size },
+        'RSA key pool empty: the request waits for a key generation',
+      );
     return new Promise<KeyPair>((resolve, reject) => {
       this.#waiters.push({ resolve, reject });
       this.#pump();
@@ -163,7 +168,8 @@ export class RsaKeyPool {
     if (this.#closed) return;
     while (this.#missing() > 0) {
       if (this.#failures >= MAX_FAILURES && this.#waiters.length === 0) return; // refill paused until a request asks
-      const idle = this.#workers.find((w) => !w.busy) ?? (this.#workers.length < this.#threads ? this.#spawn() : undefined);
+      const idle =
+        this.#workers.find((w) => !w.busy) ?? (this.#workers.length < this.#threads ? this.#spawn() : undefined);
       if (!idle) break;
       idle.busy = true;
       this.#generating++;
@@ -182,7 +188,11 @@ export class RsaKeyPool {
   }
 
   #spawn(): PoolWorker {
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { modulusLength: MODULUS_LENGTH }, name: 'rsa-key-pool' });
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { modulusLength: MODULUS_LENGTH },
+      name: 'rsa-key-pool',
+    });
     const entry: PoolWorker = { worker, busy: false };
     worker.on('message', (reply: WorkerReply) => {
       if (this.#closed) return; // a key finished while closing: dropped
@@ -228,7 +238,10 @@ export class RsaKeyPool {
 
   #failed(err: Error): void {
     this.#failures++;
-    this.#logger?.error({ event: 'keys.generation_failed', failures: this.#failures, err: err.message }, 'RSA key generation failed');
+    this.#logger?.error(
+      { event: 'keys.generation_failed', failures: this.#failures, err: err.message },
+      'RSA key generation failed',
+    );
     if (this.#failures >= MAX_FAILURES) {
       for (const waiter of this.#waiters.splice(0)) waiter.reject(err);
     }
@@ -262,7 +275,11 @@ export interface SignerKeys extends SignerKeySource {
 }
 
 export function createSignerKeys(options: { rsaPoolSize: number; threads?: number; logger?: Logger }): SignerKeys {
-  const rsa = new RsaKeyPool({ size: options.rsaPoolSize, ...(options.threads ? { threads: options.threads } : {}), ...(options.logger ? { logger: options.logger } : {}) });
+  const rsa = new RsaKeyPool({
+    size: options.rsaPoolSize,
+    ...(options.threads ? { threads: options.threads } : {}),
+    ...(options.logger ? { logger: options.logger } : {}),
+  });
   return {
     rsa,
     keysInQscd: false, // keys in process memory: never a QSCD

@@ -71,7 +71,10 @@ function generateEcKeyPair(algorithm: 'P-256' | 'P-384'): KeyPair {
   const x = point.subarray(1, 1 + curve.bytes).toString('base64url');
   const y = point.subarray(1 + curve.bytes).toString('base64url');
   try {
-    const privateKey = createPrivateKey({ key: { kty: 'EC', crv: algorithm, x, y, d: scalar.toString('base64url') }, format: 'jwk' });
+    const privateKey = createPrivateKey({
+      key: { kty: 'EC', crv: algorithm, x, y, d: scalar.toString('base64url') },
+      format: 'jwk',
+    });
     // the public half of the imported key, not a second JWK import: that one validates the point again (0.09 ms
     // of a signDoc's 0.17 ms key generation); deriving it from the private KeyObject takes 0.003 ms
     const publicKey = createPublicKey(privateKey);

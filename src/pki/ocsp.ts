@@ -43,7 +43,13 @@ export const OCSP_REQUEST = 'application/ocsp-request';
 export const OCSP_RESPONSE = 'application/ocsp-response';
 
 /** OCSPResponseStatus (RFC 6960 4.2.1) */
-export const RESPONSE_STATUS = { successful: 0, malformedRequest: 1, internalError: 2, tryLater: 3, unauthorized: 6 } as const;
+export const RESPONSE_STATUS = {
+  successful: 0,
+  malformedRequest: 1,
+  internalError: 2,
+  tryLater: 3,
+  unauthorized: 6,
+} as const;
 
 /** CRLReason (RFC 5280 5.3.1) */
 export const CRL_REASON_CODE: Readonly<Record<RevocationReason, number>> = {
@@ -136,7 +142,9 @@ export class OcspResponder {
     }
     if (parsed.queries.some((q) => !q.ours)) return { httpStatus: 200, body: errorResponse('unauthorized') };
     try {
-      const statuses = await Promise.all(parsed.queries.map((q) => this.#o.status.certificateStatus(this.caKeyId, q.serialHex)));
+      const statuses = await Promise.all(
+        parsed.queries.map((q) => this.#o.status.certificateStatus(this.caKeyId, q.serialHex)),
+      );
       const singles = parsed.queries.map((q, i) => ({ certId: q.certId, status: statuses[i]! }));
       return { httpStatus: 200, body: await this.sign(singles, parsed.nonce) };
     } catch {
@@ -153,7 +161,12 @@ export class OcspResponder {
    */
   certIdFor(certificate: CertificateParts): Buffer {
     const hashes = this.#issuerHashes.get(SHA1_OID)!;
-    return sequence(algorithmIdentifier(SHA1_OID, true), octetString(hashes.subarray(0, 20)), octetString(hashes.subarray(20)), certificate.serial);
+    return sequence(
+      algorithmIdentifier(SHA1_OID, true),
+      octetString(hashes.subarray(0, 20)),
+      octetString(hashes.subarray(20)),
+      certificate.serial,
+    );
   }
 
   /** A signed, successful OCSPResponse for the given CertIDs and statuses (RFC 6960 4.2.1). */
@@ -162,16 +175,32 @@ export class OcspResponder {
   }
 
   /** sign(), and the response's producedAt (= thisUpdate): whole seconds, as RFC 5280 4.1.2.5.2 has GeneralizedTime */
-  async signed(singles: readonly { certId: Buffer; status: CertificateStatus }[], nonce?: Buffer): Promise<{ der: Buffer; producedAt: Date }> {
+  async signed(
+    singles: readonly { certId: Buffer; status: CertificateStatus }[],
+    nonce?: Buffer,
+  ): Promise<{ der: Buffer; producedAt: Date }> {
     const now = wholeSeconds(this.#clock());
     const nextUpdate = new Date(now.getTime() + this.#o.validitySeconds * 1000);
-    const responses = singles.map((s) => sequence(s.certId, certStatus(s.status), generalizedTime(now), explicit(0, generalizedTime(nextUpdate))));
+    const responses = singles.map((s) =>
+      sequence(s.certId, certStatus(s.status), generalizedTime(now), explicit(0, generalizedTime(nextUpdate))),
+    );
     const extensions = nonce ? [explicit(1, sequence(sequence(oid(OCSP_OID.nonce), octetString(nonce))))] : [];
     const tbs = sequence(this.#responderId, generalizedTime(now), sequence(...responses), ...extensions);
     const key = this.#o.responder.key;
     const alg = signatureAlgorithm(key, this.#o.responder.issuer.hash);
-    const basic = sequence(tbs, algorithmIdentifier(alg.oid, alg.nullParams), bitString(await key.sign(alg.hash, tbs)), explicit(0, sequence(this.#o.responder.der)));
-    return { der: sequence(enumerated(RESPONSE_STATUS.successful), explicit(0, sequence(oid(OCSP_OID.basic), octetString(basic)))), producedAt: now };
+    const basic = sequence(
+      tbs,
+      algorithmIdentifier(alg.oid, alg.nullParams),
+      bitString(await key.sign(alg.hash, tbs)),
+      explicit(0, sequence(this.#o.responder.der)),
+    );
+    return {
+      der: sequence(
+        enumerated(RESPONSE_STATUS.successful),
+        explicit(0, sequence(oid(OCSP_OID.basic), octetString(basic))),
+      ),
+      producedAt: now,
+    };
   }
 }
 
@@ -194,7 +223,10 @@ function certStatus(status: CertificateStatus): Buffer {
  * OCSPRequest (RFC 6960 4.1.1) with pkijs; the CertIDs are taken as the raw DER the requester sent, since the
  * response must repeat them exactly.
  */
-function parseRequest(der: Uint8Array, issuerHashes: ReadonlyMap<string, Buffer>): { queries: SingleQuery[]; nonce?: Buffer } {
+function parseRequest(
+  der: Uint8Array,
+  issuerHashes: ReadonlyMap<string, Buffer>,
+): { queries: SingleQuery[]; nonce?: Buffer } {
   const bytes = new Uint8Array(der);
   const asn = asn1js.fromBER(bytes);
   if (asn.offset === -1 || asn.offset !== bytes.length) throw new Malformed('not one DER value');
@@ -206,8 +238,15 @@ function parseRequest(der: Uint8Array, issuerHashes: ReadonlyMap<string, Buffer>
   const queries = list.map((r, i) => {
     const id = r.reqCert;
     const expected = issuerHashes.get(id.hashAlgorithm.algorithmId);
-    const given = Buffer.concat([Buffer.from(id.issuerNameHash.valueBlock.valueHexView), Buffer.from(id.issuerKeyHash.valueBlock.valueHexView)]);
-    return { certId: rawCertIds[i]!, serialHex: Buffer.from(id.serialNumber.valueBlock.valueHexView).toString('hex'), ours: expected !== undefined && expected.equals(given) };
+    const given = Buffer.concat([
+      Buffer.from(id.issuerNameHash.valueBlock.valueHexView),
+      Buffer.from(id.issuerKeyHash.valueBlock.valueHexView),
+    ]);
+    return {
+      certId: rawCertIds[i]!,
+      serialHex: Buffer.from(id.serialNumber.valueBlock.valueHexView).toString('hex'),
+      ours: expected?.equals(given) === true,
+    };
   });
   const nonceExt = request.tbsRequest.requestExtensions?.find((e) => e.extnID === OCSP_OID.nonce);
   const nonce = nonceExt ? Buffer.from(nonceExt.extnValue.valueBlock.valueHexView) : undefined;

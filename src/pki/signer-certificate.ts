@@ -250,7 +250,10 @@ export function commonNameOf(given: string | undefined, family: string | undefin
  * 24 hex digits (96 bits) of SHA-256 over a domain-separated encoding.
  */
 export function pseudonymOf(consent: ConsentReference): string {
-  return createHash('sha256').update(`qtsp signer pseudonym v1\0${consent.issuer}\0${consent.txn}`).digest('hex').slice(0, 24);
+  return createHash('sha256')
+    .update(`qtsp signer pseudonym v1\0${consent.issuer}\0${consent.txn}`)
+    .digest('hex')
+    .slice(0, 24);
 }
 
 /**
@@ -294,7 +297,10 @@ function subjectOf(claims: IdentityClaims, profile: SignerProfile, consent: Cons
  * test/unit/signer-certificate.test.ts checks it byte for byte against the pkijs composition and OpenSSL reads
  * it in the integration tests.
  */
-export function subjectDirectoryAttributesOf(claims: IdentityClaims, now: Date): { extension?: Buffer; claims: ClaimName[] } {
+export function subjectDirectoryAttributesOf(
+  claims: IdentityClaims,
+  now: Date,
+): { extension?: Buffer; claims: ClaimName[] } {
   const attributes: Buffer[] = [];
   const provided: ClaimName[] = [];
   const attribute = (type: string, value: Buffer) => sequence(oid(type), tlv(TAG.set, value));
@@ -344,7 +350,10 @@ export interface SignerProfile {
 /** QcPDS PdsLocations ::= SEQUENCE SIZE (1..MAX) OF PdsLocation { url IA5String, language PrintableString (SIZE(2)) } */
 function qcPdsStatement(locations: readonly PdsLocation[]): pkijs.QCStatement {
   const pdsLocations = locations.map(
-    ({ url, language }) => new asn1js.Sequence({ value: [new asn1js.IA5String({ value: url }), new asn1js.PrintableString({ value: language })] }),
+    ({ url, language }) =>
+      new asn1js.Sequence({
+        value: [new asn1js.IA5String({ value: url }), new asn1js.PrintableString({ value: language })],
+      }),
   );
   return new pkijs.QCStatement({ id: QC_OID.qcPDS, type: new asn1js.Sequence({ value: pdsLocations }) });
 }
@@ -384,22 +393,37 @@ function certificatePoliciesExtension(keyInQscd: boolean): pkijs.Extension {
  */
 export function signerProfile(settings: SignerProfileSettings): SignerProfile {
   if (!ISO_3166_ALPHA2.has(settings.defaultCountry)) {
-    throw new TypeError(`signer.defaultCountry: ${JSON.stringify(settings.defaultCountry)} is not an assigned ISO 3166-1 alpha-2 code in upper case`);
+    throw new TypeError(
+      `signer.defaultCountry: ${JSON.stringify(settings.defaultCountry)} is not an assigned ISO 3166-1 alpha-2 code in upper case`,
+    );
   }
   const pdsLocations = Object.entries(settings.pdsUrls).map(([language, url]) => ({ language, url }));
   for (const { language, url } of pdsLocations) {
-    if (!ISO_639_1.has(language)) throw new TypeError(`signer.pdsUrls: ${JSON.stringify(language)} is not an ISO 639-1 language code in lower case`);
+    if (!ISO_639_1.has(language))
+      throw new TypeError(
+        `signer.pdsUrls: ${JSON.stringify(language)} is not an ISO 639-1 language code in lower case`,
+      );
     // QCS-4.3.4-03: https; IA5String: ASCII
-    if (!/^https:\/\/[\x21-\x7e]+$/.test(url) || !URL.canParse(url)) throw new TypeError(`signer.pdsUrls.${language}: the PDS URL must be an https URL in ASCII`);
+    if (!/^https:\/\/[\x21-\x7e]+$/.test(url) || !URL.canParse(url))
+      throw new TypeError(`signer.pdsUrls.${language}: the PDS URL must be an https URL in ASCII`);
   }
   if (pdsLocations.length && !pdsLocations.some((l) => l.language === 'en')) {
-    throw new TypeError('signer.pdsUrls: an English PDS is required when PDS locations are given (EN 319 412-5 Table 2)');
+    throw new TypeError(
+      'signer.pdsUrls: an English PDS is required when PDS locations are given (EN 319 412-5 Table 2)',
+    );
   }
   const common = [keyUsageExtension(['nonRepudiation']), basicConstraintsExtension(false)];
   const byCase = new Map<boolean, readonly pkijs.Extension[]>(
-    [true, false].map((qscd) => [qscd, [...common, certificatePoliciesExtension(qscd), qcStatementsExtension(qscd, pdsLocations)]]),
+    [true, false].map((qscd) => [
+      qscd,
+      [...common, certificatePoliciesExtension(qscd), qcStatementsExtension(qscd, pdsLocations)],
+    ]),
   );
-  return { defaultCountry: settings.defaultCountry, pdsLocations, constantExtensions: (keyInQscd) => byCase.get(keyInQscd)! };
+  return {
+    defaultCountry: settings.defaultCountry,
+    pdsLocations,
+    constantExtensions: (keyInQscd) => byCase.get(keyInQscd)!,
+  };
 }
 
 export async function mintSignerCertificate(input: MintSignerCertificateInput): Promise<SignerCertificate> {
@@ -408,7 +432,11 @@ export async function mintSignerCertificate(input: MintSignerCertificateInput): 
   const subject = subjectOf(claims, input.profile, input.consent);
   const sda = subjectDirectoryAttributesOf(claims, now);
   const pointers = input.issuingCa.signerPointers ?? [];
-  const extensions = [...input.profile.constantExtensions(input.keyInQscd === true), ...pointers, ...(sda.extension ? [sda.extension] : [])];
+  const extensions = [
+    ...input.profile.constantExtensions(input.keyInQscd === true),
+    ...pointers,
+    ...(sda.extension ? [sda.extension] : []),
+  ];
   const issued = await issueCertificateAsync({
     subject: nameDer(subject.attributes),
     publicKey: spkiDer(input.publicKey),
@@ -419,7 +447,14 @@ export async function mintSignerCertificate(input: MintSignerCertificateInput): 
     extensions,
   });
   const provided = new Set<ClaimName>([...subject.claims, ...sda.claims]);
-  const order: readonly ClaimName[] = ['given_name', 'family_name', 'birthdate', 'place_of_birth', 'nationalities', 'address'];
+  const order: readonly ClaimName[] = [
+    'given_name',
+    'family_name',
+    'birthdate',
+    'place_of_birth',
+    'nationalities',
+    'address',
+  ];
   return {
     der: issued.der,
     get certificate() {

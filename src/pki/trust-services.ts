@@ -80,7 +80,13 @@ export class LocalRevocation implements RevocationProvider {
   readonly #crls: readonly CrlIssuer[];
   readonly #clock: () => Date;
 
-  constructor(ocsp: OcspResponder, issuingDer: Buffer, status: Pick<Store, 'certificateStatus'>, crls: readonly CrlIssuer[], clock: () => Date = () => new Date()) {
+  constructor(
+    ocsp: OcspResponder,
+    issuingDer: Buffer,
+    status: Pick<Store, 'certificateStatus'>,
+    crls: readonly CrlIssuer[],
+    clock: () => Date = () => new Date(),
+  ) {
     this.#ocsp = ocsp;
     this.#issuingDer = issuingDer;
     this.#status = status;
@@ -99,14 +105,17 @@ export class LocalRevocation implements RevocationProvider {
     if (target - this.#clock().getTime() > MAX_FRESHNESS_WAIT_MS) {
       throw badGateway('the time-stamp is dated ahead of our clock; no revocation data issued after it can be given');
     }
-    for (let wait = target - this.#clock().getTime(); wait > 0; wait = target - this.#clock().getTime()) await sleep(wait);
+    for (let wait = target - this.#clock().getTime(); wait > 0; wait = target - this.#clock().getTime())
+      await sleep(wait);
   }
 
   async ocspResponse(certificateDer: Buffer, issuerDer: Buffer, after?: Date): Promise<Buffer | undefined> {
     if (!issuerDer.equals(this.#issuingDer)) return undefined;
     const parts = partsOf(certificateDer);
     const usable = (r: OcspEntry | undefined): r is OcspEntry =>
-      r !== undefined && this.#clock().getTime() - r.at < OCSP_REUSE_MS && (after === undefined || r.producedAt > after.getTime());
+      r !== undefined &&
+      this.#clock().getTime() - r.at < OCSP_REUSE_MS &&
+      (after === undefined || r.producedAt > after.getTime());
     const recent = this.#recent.get(parts.serialHex);
     if (usable(recent)) return recent.der;
     await this.#passWholeSecond(after);
@@ -199,7 +208,10 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
   const urls = pkiUrls(publicBaseUrl(config));
   const material = loadCustodyMaterial(config.dataDir, options.custody);
   const { root, issuing } = material;
-  const tsa = new LocalTsa(material.tsa, root.der, { policyOid: config.tsa.policyOid, accuracySeconds: config.tsa.accuracySeconds });
+  const tsa = new LocalTsa(material.tsa, root.der, {
+    policyOid: config.tsa.policyOid,
+    accuracySeconds: config.tsa.accuracySeconds,
+  });
   const timestamps = config.tsa.url
     ? new RemoteTsa({
         url: config.tsa.url,
@@ -209,9 +221,31 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
         ...(options.agent && config.tsa.url.startsWith('https:') ? { agent: options.agent } : {}),
       })
     : tsa;
-  const ocsp = new OcspResponder({ responder: material.ocspResponder, ca: issuing, status: store, validitySeconds: config.revocation.ocspValiditySeconds });
-  const crlOptions = { revoked: store, validitySeconds: config.revocation.crlValiditySeconds, refreshSeconds: config.revocation.crlRefreshSeconds };
-  const crls = { root: new CrlIssuer({ ca: root, ...crlOptions }), issuing: new CrlIssuer({ ca: issuing, ...crlOptions }) };
+  const ocsp = new OcspResponder({
+    responder: material.ocspResponder,
+    ca: issuing,
+    status: store,
+    validitySeconds: config.revocation.ocspValiditySeconds,
+  });
+  const crlOptions = {
+    revoked: store,
+    validitySeconds: config.revocation.crlValiditySeconds,
+    refreshSeconds: config.revocation.crlRefreshSeconds,
+  };
+  const crls = {
+    root: new CrlIssuer({ ca: root, ...crlOptions }),
+    issuing: new CrlIssuer({ ca: issuing, ...crlOptions }),
+  };
   const revocation = new LocalRevocation(ocsp, issuing.der, store, [crls.root, crls.issuing]);
-  return { urls, root, issuing: { ...issuing, signerPointers: issuingCaPointers(urls) }, tsa, timestamps, ocsp, ocspResponderDer: material.ocspResponder.der, crls, revocation };
+  return {
+    urls,
+    root,
+    issuing: { ...issuing, signerPointers: issuingCaPointers(urls) },
+    tsa,
+    timestamps,
+    ocsp,
+    ocspResponderDer: material.ocspResponder.der,
+    crls,
+    revocation,
+  };
 }

@@ -13,8 +13,31 @@ import { randomBytes } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { digest, HASH_ALGORITHMS, hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
-import { contentTypeAttribute, encodeSignedData, messageDigestAttribute, signerInfo, signingCertificateV2Attribute, signSignerInfo } from '../crypto/cms.ts';
-import { algorithmIdentifier, booleanTrue, children, content, DerError, generalizedTime, integer, integerFromBytes, namedBit, octetString, oid, raw, readWhole, sequence, utf8String } from '../util/der.ts';
+import {
+  contentTypeAttribute,
+  encodeSignedData,
+  messageDigestAttribute,
+  signerInfo,
+  signingCertificateV2Attribute,
+  signSignerInfo,
+} from '../crypto/cms.ts';
+import {
+  algorithmIdentifier,
+  booleanTrue,
+  children,
+  content,
+  DerError,
+  generalizedTime,
+  integer,
+  integerFromBytes,
+  namedBit,
+  octetString,
+  oid,
+  raw,
+  readWhole,
+  sequence,
+  utf8String,
+} from '../util/der.ts';
 import { badGateway, gatewayTimeout, SignDocError } from '../errors.ts';
 import { httpRequest, HttpTimeoutError, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { KeyedCertificate } from './authority.ts';
@@ -79,7 +102,8 @@ function hashNamed(node: string): HashAlgorithm {
 
 function parseTimeStampReq(der: Uint8Array): { req: pkijs.TimeStampReq; tree: asn1js.Sequence } {
   const asn = asn1js.fromBER(new Uint8Array(der));
-  if (asn.offset === -1 || asn.offset !== der.length) throw new TsaRejection('badDataFormat', 'the request is not one DER TimeStampReq');
+  if (asn.offset === -1 || asn.offset !== der.length)
+    throw new TsaRejection('badDataFormat', 'the request is not one DER TimeStampReq');
   try {
     return { req: new pkijs.TimeStampReq({ schema: asn.result }), tree: asn.result as asn1js.Sequence };
   } catch {
@@ -93,14 +117,25 @@ export function acceptRequest(der: Uint8Array, settings: TsaSettings): TokenRequ
   if (req.version !== 1) throw new TsaRejection('badDataFormat', `TimeStampReq version ${req.version} is not 1`);
   const alg = req.messageImprint.hashAlgorithm;
   const hash = hashByOid(alg.algorithmId);
-  if (!hash) throw new TsaRejection('badAlg', `hash algorithm ${alg.algorithmId} is not one of SHA-256/384/512, SHA3-256/384/512`);
-  if (alg.algorithmParams !== undefined && !(alg.algorithmParams instanceof asn1js.Null)) throw new TsaRejection('badAlg', 'hash algorithm parameters must be absent or NULL');
+  if (!hash)
+    throw new TsaRejection(
+      'badAlg',
+      `hash algorithm ${alg.algorithmId} is not one of SHA-256/384/512, SHA3-256/384/512`,
+    );
+  if (alg.algorithmParams !== undefined && !(alg.algorithmParams instanceof asn1js.Null))
+    throw new TsaRejection('badAlg', 'hash algorithm parameters must be absent or NULL');
   const hashed = req.messageImprint.hashedMessage.valueBlock.valueHexView;
-  if (hashed.length !== hash.length) throw new TsaRejection('badDataFormat', `hashedMessage has ${hashed.length} bytes, ${hash.name} has ${hash.length}`);
-  if (req.reqPolicy !== undefined && req.reqPolicy !== settings.policyOid) throw new TsaRejection('unacceptedPolicy', `this TSA issues tokens under policy ${settings.policyOid} only`);
+  if (hashed.length !== hash.length)
+    throw new TsaRejection(
+      'badDataFormat',
+      `hashedMessage has ${hashed.length} bytes, ${hash.name} has ${hash.length}`,
+    );
+  if (req.reqPolicy !== undefined && req.reqPolicy !== settings.policyOid)
+    throw new TsaRejection('unacceptedPolicy', `this TSA issues tokens under policy ${settings.policyOid} only`);
   if (req.extensions?.length) throw new TsaRejection('unacceptedExtension', 'this TSA supports no request extensions');
   const nonce = req.nonce ? Buffer.from(req.nonce.valueBeforeDecodeView) : undefined;
-  if (nonce && nonce.length > MAX_NONCE_BYTES + 2) throw new TsaRejection('badDataFormat', `the nonce is longer than ${MAX_NONCE_BYTES} bytes`);
+  if (nonce && nonce.length > MAX_NONCE_BYTES + 2)
+    throw new TsaRejection('badDataFormat', `the nonce is longer than ${MAX_NONCE_BYTES} bytes`);
   const messageImprint = Buffer.from(tree.valueBlock.value[1]!.valueBeforeDecodeView);
   return { messageImprint, ...(nonce ? { nonce } : {}), certReq: req.certReq === true };
 }
@@ -131,7 +166,8 @@ export class LocalTsa implements TimestampProvider {
   readonly #clock: () => Date;
 
   constructor(unit: KeyedCertificate, root: Buffer, settings: TsaSettings, clock: () => Date = () => new Date()) {
-    if (settings.accuracySeconds < 1) throw new RangeError('accuracySeconds must be at least 1: genTime is in whole seconds');
+    if (settings.accuracySeconds < 1)
+      throw new RangeError('accuracySeconds must be at least 1: genTime is in whole seconds');
     this.#unit = unit;
     this.#settings = settings;
     this.#hash = hashNamed(unit.issuer.hash);
@@ -141,8 +177,14 @@ export class LocalTsa implements TimestampProvider {
 
   /** in-process: the certificate always goes into the token, so a signature carries what validates it */
   async timestamp(messageImprint: Uint8Array, hashAlgorithm: HashAlgorithm): Promise<Buffer> {
-    if (messageImprint.length !== hashAlgorithm.length) throw new RangeError(`imprint has ${messageImprint.length} bytes, ${hashAlgorithm.name} has ${hashAlgorithm.length}`);
-    return this.issue({ messageImprint: sequence(algorithmIdentifier(hashAlgorithm.oid), octetString(messageImprint)), certReq: true });
+    if (messageImprint.length !== hashAlgorithm.length)
+      throw new RangeError(
+        `imprint has ${messageImprint.length} bytes, ${hashAlgorithm.name} has ${hashAlgorithm.length}`,
+      );
+    return this.issue({
+      messageImprint: sequence(algorithmIdentifier(hashAlgorithm.oid), octetString(messageImprint)),
+      certReq: true,
+    });
   }
 
   /** TSTInfo (RFC 3161 2.4.2); ordering (DEFAULT FALSE) and tsa are left out */
@@ -166,7 +208,11 @@ export class LocalTsa implements TimestampProvider {
       hashAlgorithm: this.#hash,
       signerCertificate: this.#unit,
       key: this.#unit.key,
-      signedAttributes: [contentTypeAttribute(TSP_OID.tstInfo), messageDigestAttribute(digest(this.#hash, tstInfo)), signingCertificateV2Attribute(this.#unit)],
+      signedAttributes: [
+        contentTypeAttribute(TSP_OID.tstInfo),
+        messageDigestAttribute(digest(this.#hash, tstInfo)),
+        signingCertificateV2Attribute(this.#unit),
+      ],
     });
     return encodeSignedData({
       hashAlgorithm: this.#hash,
@@ -181,7 +227,8 @@ export class LocalTsa implements TimestampProvider {
     try {
       return { granted: true, body: timeStampResp(await this.issue(acceptRequest(requestDer, this.#settings))) };
     } catch (err) {
-      const rejection = err instanceof TsaRejection ? err : new TsaRejection('systemFailure', 'the TSA could not issue a token');
+      const rejection =
+        err instanceof TsaRejection ? err : new TsaRejection('systemFailure', 'the TSA could not issue a token');
       return { granted: false, body: rejectionResp(rejection) };
     }
   }
@@ -205,7 +252,8 @@ function tokenOf(respDer: Buffer): Buffer {
   const [statusT, tokenT] = children(respDer, resp);
   const [codeT] = statusT ? children(respDer, statusT) : [];
   const code = codeT ? respDer[codeT.end - 1] : undefined;
-  if (code !== 0 && code !== 1) throw badGateway(`the time-stamping authority refused the request (PKIStatus ${code ?? 'missing'})`);
+  if (code !== 0 && code !== 1)
+    throw badGateway(`the time-stamping authority refused the request (PKIStatus ${code ?? 'missing'})`);
   if (!tokenT) throw badGateway('the time-stamping authority granted the request but sent no token');
   return raw(respDer, tokenT);
 }
@@ -217,11 +265,17 @@ function checkToken(token: Buffer, hashAlgorithm: HashAlgorithm, imprint: Uint8A
   if (!eContent) throw badGateway('the time-stamping authority sent a token without TSTInfo');
   const tst = pkijs.TSTInfo.fromBER(eContent.getValue());
   const mi = tst.messageImprint;
-  if (mi.hashAlgorithm.algorithmId !== hashAlgorithm.oid || !Buffer.from(mi.hashedMessage.valueBlock.valueHexView).equals(Buffer.from(imprint))) {
+  if (
+    mi.hashAlgorithm.algorithmId !== hashAlgorithm.oid ||
+    !Buffer.from(mi.hashedMessage.valueBlock.valueHexView).equals(Buffer.from(imprint))
+  ) {
     throw badGateway('the time-stamping authority time-stamped a different message imprint');
   }
-  const echoed = tst.nonce ? BigInt(`0x${Buffer.from(tst.nonce.valueBlock.valueHexView).toString('hex') || '0'}`) : undefined;
-  if (echoed !== BigInt(`0x${nonce.toString('hex')}`)) throw badGateway('the time-stamping authority did not echo our nonce');
+  const echoed = tst.nonce
+    ? BigInt(`0x${Buffer.from(tst.nonce.valueBlock.valueHexView).toString('hex') || '0'}`)
+    : undefined;
+  if (echoed !== BigInt(`0x${nonce.toString('hex')}`))
+    throw badGateway('the time-stamping authority did not echo our nonce');
 }
 
 /** An external TSA over HTTP(S): timeout per attempt, retries on timeouts, transport errors and 5xx. */
@@ -237,7 +291,12 @@ export class RemoteTsa implements TimestampProvider {
   async timestamp(messageImprint: Uint8Array, hashAlgorithm: HashAlgorithm): Promise<Buffer> {
     const nonce = randomBytes(8);
     nonce[0] = nonce[0]! & 0x7f || 0x01; // positive, 8 bytes
-    const request = sequence(integer(1), sequence(algorithmIdentifier(hashAlgorithm.oid), octetString(messageImprint)), integerFromBytes(nonce), booleanTrue());
+    const request = sequence(
+      integer(1),
+      sequence(algorithmIdentifier(hashAlgorithm.oid), octetString(messageImprint)),
+      integerFromBytes(nonce),
+      booleanTrue(),
+    );
     const token = await this.#post(request);
     try {
       checkToken(token, hashAlgorithm, messageImprint, nonce);
@@ -252,7 +311,14 @@ export class RemoteTsa implements TimestampProvider {
     let last: SignDocError = badGateway('the time-stamping authority is unavailable');
     for (let attempt = 0; attempt <= retries; attempt++) {
       try {
-        const res = await httpRequest(url, { method: 'POST', headers: { 'content-type': TIMESTAMP_QUERY, accept: TIMESTAMP_REPLY }, body: request, timeoutMs, ...(agent ? { agent } : {}), maxResponseBytes: 64 * 1024 });
+        const res = await httpRequest(url, {
+          method: 'POST',
+          headers: { 'content-type': TIMESTAMP_QUERY, accept: TIMESTAMP_REPLY },
+          body: request,
+          timeoutMs,
+          ...(agent ? { agent } : {}),
+          maxResponseBytes: 64 * 1024,
+        });
         if (res.status >= 500 || res.status === 429) {
           last = badGateway(`the time-stamping authority answered HTTP ${res.status}`);
           continue;
@@ -261,11 +327,16 @@ export class RemoteTsa implements TimestampProvider {
         try {
           return tokenOf(res.body);
         } catch (err) {
-          throw err instanceof SignDocError ? err : badGateway('the time-stamping authority sent a malformed TimeStampResp');
+          throw err instanceof SignDocError
+            ? err
+            : badGateway('the time-stamping authority sent a malformed TimeStampResp');
         }
       } catch (err) {
         if (err instanceof SignDocError) throw err;
-        last = err instanceof HttpTimeoutError ? gatewayTimeout(`the time-stamping authority did not answer within ${timeoutMs} ms`) : badGateway('the time-stamping authority could not be reached', `TSA ${url}: ${(err as Error).message}`);
+        last =
+          err instanceof HttpTimeoutError
+            ? gatewayTimeout(`the time-stamping authority did not answer within ${timeoutMs} ms`)
+            : badGateway('the time-stamping authority could not be reached', `TSA ${url}: ${(err as Error).message}`);
       }
     }
     throw last;
@@ -284,7 +355,9 @@ export function genTimeOf(token: Buffer): Date {
   const tstInfo = content(token, eContent);
   const genTime = children(tstInfo, readWhole(tstInfo))[4];
   if (genTime?.tag !== 0x18) throw new DerError('TSTInfo without genTime');
-  const m = /^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(?:\.(\d+))?Z$/.exec(content(tstInfo, genTime).toString('latin1'));
+  const m = /^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(?:\.(\d+))?Z$/.exec(
+    content(tstInfo, genTime).toString('latin1'),
+  );
   if (!m) throw new DerError('genTime is not a GeneralizedTime in UTC');
   const millis = m[7] ? Number(m[7].slice(0, 3).padEnd(3, '0')) : 0;
   return new Date(Date.UTC(+m[1]!, +m[2]! - 1, +m[3]!, +m[4]!, +m[5]!, +m[6]!, millis));

@@ -12,8 +12,32 @@ import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { ecPublicPoint } from './keys.ts';
-import { signatureAlgorithm, SoftwareSigningKey, type SignatureAlgorithm, type SignHash, type SigningKey } from '../crypto/signature.ts';
-import { algorithmIdentifier, bitString, booleanTrue, children, content, contentOf, explicit, integer, integerFromBytes, octetString, oid, readWhole, sequence, TAG, tlv, utf8String, x509Time } from '../util/der.ts';
+import {
+  signatureAlgorithm,
+  SoftwareSigningKey,
+  type SignatureAlgorithm,
+  type SignHash,
+  type SigningKey,
+} from '../crypto/signature.ts';
+import {
+  algorithmIdentifier,
+  bitString,
+  booleanTrue,
+  children,
+  content,
+  contentOf,
+  explicit,
+  integer,
+  integerFromBytes,
+  octetString,
+  oid,
+  readWhole,
+  sequence,
+  TAG,
+  tlv,
+  utf8String,
+  x509Time,
+} from '../util/der.ts';
 
 export const OID = {
   commonName: '2.5.4.3',
@@ -58,9 +82,15 @@ export interface NameAttribute {
 export function buildName(attributes: readonly NameAttribute[]): pkijs.RelativeDistinguishedNames {
   const typesAndValues = attributes.map(
     ({ type, value }) =>
-      new pkijs.AttributeTypeAndValue({ type, value: printable(type) ? new asn1js.PrintableString({ value }) : new asn1js.Utf8String({ value }) }),
+      new pkijs.AttributeTypeAndValue({
+        type,
+        value: printable(type) ? new asn1js.PrintableString({ value }) : new asn1js.Utf8String({ value }),
+      }),
   );
-  return new pkijs.RelativeDistinguishedNames({ typesAndValues, valueBeforeDecode: new Uint8Array(nameDer(attributes)).buffer });
+  return new pkijs.RelativeDistinguishedNames({
+    typesAndValues,
+    valueBeforeDecode: new Uint8Array(nameDer(attributes)).buffer,
+  });
 }
 
 const printable = (type: string) => type === OID.countryName || type === OID.serialNumber;
@@ -68,7 +98,15 @@ const printable = (type: string) => type === OID.countryName || type === OID.ser
 /** The DER of buildName's Name alone, for a certificate request that needs no pkijs view of it (a signer's subject). */
 export function nameDer(attributes: readonly NameAttribute[]): Buffer {
   return sequence(
-    ...attributes.map(({ type, value }) => tlv(TAG.set, sequence(oid(type), printable(type) ? tlv(TAG.printableString, Buffer.from(value, 'latin1')) : utf8String(value)))),
+    ...attributes.map(({ type, value }) =>
+      tlv(
+        TAG.set,
+        sequence(
+          oid(type),
+          printable(type) ? tlv(TAG.printableString, Buffer.from(value, 'latin1')) : utf8String(value),
+        ),
+      ),
+    ),
   );
 }
 
@@ -104,7 +142,11 @@ function opensslEscape(value: string): string {
       while (i + 1 < bytes.length && bytes[i + 1]! >= 0x80) i++;
       out += bytes.subarray(start, i + 1).toString('utf8');
     } else if (b < 0x20 || b === 0x7f) out += `\\${b.toString(16).toUpperCase().padStart(2, '0')}`;
-    else if (',+"\\<>;'.includes(String.fromCharCode(b)) || (i === bytes.length - 1 ? b === 0x20 : i === 0 && (b === 0x23 || b === 0x20))) out += `\\${String.fromCharCode(b)}`;
+    else if (
+      ',+"\\<>;'.includes(String.fromCharCode(b)) ||
+      (i === bytes.length - 1 ? b === 0x20 : i === 0 && (b === 0x23 || b === 0x20))
+    )
+      out += `\\${String.fromCharCode(b)}`;
     else out += String.fromCharCode(b);
   }
   return out;
@@ -148,7 +190,9 @@ export function keyUsageExtension(bits: readonly (keyof typeof KEY_USAGE)[]): pk
 }
 
 export function basicConstraintsExtension(ca: boolean, pathLen?: number): pkijs.Extension {
-  const bc = new pkijs.BasicConstraints(ca ? { cA: true, ...(pathLen === undefined ? {} : { pathLenConstraint: pathLen }) } : {});
+  const bc = new pkijs.BasicConstraints(
+    ca ? { cA: true, ...(pathLen === undefined ? {} : { pathLenConstraint: pathLen }) } : {},
+  );
   return new pkijs.Extension({ extnID: OID.basicConstraints, critical: true, extnValue: bc.toSchema().toBER() });
 }
 
@@ -172,7 +216,8 @@ function ipBytes(ip: string): ArrayBuffer {
 
 /** SHA-1 of the subjectPublicKey BIT STRING contents (RFC 5280 4.2.1.2 method 1); `spki` parsed or as DER. */
 export function keyIdentifier(spki: pkijs.PublicKeyInfo | Buffer): Buffer {
-  if (!Buffer.isBuffer(spki)) return createHash('sha1').update(new Uint8Array(spki.subjectPublicKey.valueBlock.valueHexView)).digest();
+  if (!Buffer.isBuffer(spki))
+    return createHash('sha1').update(new Uint8Array(spki.subjectPublicKey.valueBlock.valueHexView)).digest();
   const bits = children(spki, readWhole(spki))[1];
   if (bits?.tag !== TAG.bitString) throw new TypeError('not a SubjectPublicKeyInfo');
   return createHash('sha1').update(content(spki, bits).subarray(1)).digest(); // past the unused-bits octet
@@ -184,7 +229,10 @@ export function rawExtension(extnID: string, value: asn1js.AsnType, critical = f
 
 const EC_CURVES: Readonly<Record<string, { oid: string; prefix: Buffer }>> = {
   // SubjectPublicKeyInfo of id-ecPublicKey with the named curve, up to the BIT STRING's 0x04 (RFC 5480 2)
-  'P-256': { oid: '1.2.840.10045.3.1.7', prefix: Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex') },
+  'P-256': {
+    oid: '1.2.840.10045.3.1.7',
+    prefix: Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex'),
+  },
   'P-384': { oid: '1.3.132.0.34', prefix: Buffer.from('3076301006072a8648ce3d020106052b81040022036200', 'hex') },
 };
 
@@ -212,7 +260,13 @@ export function spkiDer(publicKey: KeyObject): Buffer {
   if (publicKey.asymmetricKeyType === 'ec') {
     const jwk = publicKey.export({ format: 'jwk' });
     const curve = EC_CURVES[jwk.crv ?? ''];
-    if (curve) return Buffer.concat([curve.prefix, Buffer.from([4]), Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]);
+    if (curve)
+      return Buffer.concat([
+        curve.prefix,
+        Buffer.from([4]),
+        Buffer.from(jwk.x!, 'base64url'),
+        Buffer.from(jwk.y!, 'base64url'),
+      ]);
   }
   return publicKey.export({ type: 'spki', format: 'der' });
 }
@@ -250,7 +304,9 @@ export function randomSerial(): Buffer {
 }
 
 export function toAlgorithmIdentifier(oid: string, nullParams: boolean): pkijs.AlgorithmIdentifier {
-  return new pkijs.AlgorithmIdentifier(nullParams ? { algorithmId: oid, algorithmParams: new asn1js.Null() } : { algorithmId: oid });
+  return new pkijs.AlgorithmIdentifier(
+    nullParams ? { algorithmId: oid, algorithmParams: new asn1js.Null() } : { algorithmId: oid },
+  );
 }
 
 function whole(date: Date): Date {
@@ -273,7 +329,9 @@ const authorityKeyIds = new Map<string, Buffer>();
 
 function nameDerOf(name: pkijs.RelativeDistinguishedNames | Buffer): Buffer {
   if (Buffer.isBuffer(name)) return name;
-  return memo(nameDers, name, () => (name.valueBeforeDecode.byteLength ? name.valueBeforeDecode : name.toSchema().toBER()));
+  return memo(nameDers, name, () =>
+    name.valueBeforeDecode.byteLength ? name.valueBeforeDecode : name.toSchema().toBER(),
+  );
 }
 
 /** Extension ::= SEQUENCE { extnID, critical BOOLEAN DEFAULT FALSE, extnValue OCTET STRING } */
@@ -315,7 +373,8 @@ function signingKeyOf(req: CertificateRequest): SigningKey {
  */
 export function issueCertificate(req: CertificateRequest): IssuedCertificate {
   const key = signingKeyOf(req);
-  if (!(key instanceof SoftwareSigningKey)) throw new TypeError('issueCertificate signs with software keys only: use issueCertificateAsync');
+  if (!(key instanceof SoftwareSigningKey))
+    throw new TypeError('issueCertificate signs with software keys only: use issueCertificateAsync');
   const tbs = toBeSigned(req, key);
   return assemble(tbs, key.signSync(tbs.alg.hash, tbs.der));
 }
@@ -341,7 +400,9 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
   const hash = req.issuer?.hash ?? req.hash ?? 'sha256';
   const alg = signatureAlgorithm(signingKey, hash);
   const algIdDer = algorithmIdentifier(alg.oid, alg.nullParams);
-  const extensionDers_ = req.extensions.map((e) => (Buffer.isBuffer(e) ? e : memo(extensionDers, e, () => e.toSchema().toBER())));
+  const extensionDers_ = req.extensions.map((e) =>
+    Buffer.isBuffer(e) ? e : memo(extensionDers, e, () => e.toSchema().toBER()),
+  );
   if (req.keyIdentifiers) {
     const skid = keyIdentifier(req.publicKey);
     extensionDers_.push(extensionDer(OID.subjectKeyIdentifier, octetString(skid)));
@@ -360,7 +421,9 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
     nameDerOf(issuerName),
     sequence(x509Time(notBefore), x509Time(notAfter)),
     nameDerOf(req.subject),
-    Buffer.isBuffer(req.publicKey) ? req.publicKey : memo(spkiDerOf, req.publicKey, () => (req.publicKey as pkijs.PublicKeyInfo).toSchema().toBER()),
+    Buffer.isBuffer(req.publicKey)
+      ? req.publicKey
+      : memo(spkiDerOf, req.publicKey, () => (req.publicKey as pkijs.PublicKeyInfo).toSchema().toBER()),
     ...(extensionDers_.length ? [explicit(3, sequence(...extensionDers_))] : []),
   );
   return { der: tbs, alg, algIdDer, serial, notBefore, notAfter };
@@ -377,7 +440,8 @@ function assemble(tbs: ToBeSigned, signature: Buffer): IssuedCertificate {
   return {
     der,
     get certificate() {
-      return (view ??= pkijs.Certificate.fromBER(new Uint8Array(der)));
+      view ??= pkijs.Certificate.fromBER(new Uint8Array(der));
+      return view;
     },
     serialHex: contentOf(integerFromBytes(tbs.serial)).toString('hex'),
     notBefore: tbs.notBefore,

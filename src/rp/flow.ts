@@ -54,7 +54,13 @@ function get(ctx: FlowContext, url: string | URL): Promise<HttpResponse> {
 }
 
 function postForm(ctx: FlowContext, url: string, params: Record<string, string | undefined>): Promise<HttpResponse> {
-  return httpRequest(url, { method: 'POST', agent: ctx.agent, timeoutMs: STEP_TIMEOUT_MS, headers: FORM_HEADERS, body: formBody(params) });
+  return httpRequest(url, {
+    method: 'POST',
+    agent: ctx.agent,
+    timeoutMs: STEP_TIMEOUT_MS,
+    headers: FORM_HEADERS,
+    body: formBody(params),
+  });
 }
 
 function requireString(step: string, body: Record<string, unknown>, name: string): string {
@@ -64,14 +70,18 @@ function requireString(step: string, body: Record<string, unknown>, name: string
 }
 
 /** Spec 2.2: identity.iss and the first QTSP of remote_signature_creation. */
-async function serviceConfiguration(ctx: FlowContext): Promise<{ iss: string; qtsp: { qtsp_id: string; signDoc: string } }> {
+async function serviceConfiguration(
+  ctx: FlowContext,
+): Promise<{ iss: string; qtsp: { qtsp_id: string; signDoc: string } }> {
   const step = 'service configuration';
   const url = new URL(ctx.e.serviceConfigurationUrl);
   url.searchParams.set('iss', ctx.e.issuer);
   const body = expectJsonObject(step, await get(ctx, url), 200);
   const iss = (body['identity'] as { iss?: unknown } | undefined)?.iss;
   if (typeof iss !== 'string' || iss === '') throw new RpFlowError(step, 'answer lacks identity.iss');
-  const first = (body['remote_signature_creation'] as unknown[] | undefined)?.[0] as Record<string, unknown> | undefined;
+  const first = (body['remote_signature_creation'] as unknown[] | undefined)?.[0] as
+    | Record<string, unknown>
+    | undefined;
   if (!first) throw new RpFlowError(step, 'the bank offers no remote signature creation');
   const qtsp = { qtsp_id: requireString(step, first, 'qtsp_id'), signDoc: requireString(step, first, 'signDoc') };
   ctx.step(`service configuration: issuer ${iss}, QTSP ${qtsp.qtsp_id}`);
@@ -81,10 +91,15 @@ async function serviceConfiguration(ctx: FlowContext): Promise<{ iss: string; qt
 /** Spec 2.3: the metadata's issuer must equal the issuer from the service configuration. */
 async function asMetadata(ctx: FlowContext, iss: string): Promise<AsMetadata> {
   const step = 'AS metadata';
-  const body = expectJsonObject(step, await get(ctx, `${iss.replace(/\/$/, '')}/.well-known/oauth-authorization-server`), 200);
+  const body = expectJsonObject(
+    step,
+    await get(ctx, `${iss.replace(/\/$/, '')}/.well-known/oauth-authorization-server`),
+    200,
+  );
   if (body['issuer'] !== iss) throw new RpFlowError(step, `issuer ${String(body['issuer'])} differs from ${iss}`);
   const types = body['authorization_data_types_supported'];
-  if (!Array.isArray(types) || !types.includes('sign')) throw new RpFlowError(step, 'the AS does not support authorization details type sign');
+  if (!Array.isArray(types) || !types.includes('sign'))
+    throw new RpFlowError(step, 'the AS does not support authorization details type sign');
   ctx.step('AS metadata: issuer confirmed, type sign supported');
   return {
     issuer: iss,
@@ -108,7 +123,13 @@ function signDetails(req: SigningRequest, qtspId: string): unknown[] {
 }
 
 /** Spec 2.4, 2.8: the pushed request; returns request_uri. */
-async function pushAuthorizationRequest(ctx: FlowContext, md: AsMetadata, details: unknown[], pkce: Pkce | undefined, state: string): Promise<string> {
+async function pushAuthorizationRequest(
+  ctx: FlowContext,
+  md: AsMetadata,
+  details: unknown[],
+  pkce: Pkce | undefined,
+  state: string,
+): Promise<string> {
   const step = 'PAR';
   const res = await postForm(ctx, md.pushed_authorization_request_endpoint, {
     response_type: 'code',
@@ -130,7 +151,8 @@ async function pushAuthorizationRequest(ctx: FlowContext, md: AsMetadata, detail
 function callbackParams(step: string, location: string, redirectUri: string): URLSearchParams {
   const url = new URL(location);
   const expected = new URL(redirectUri);
-  if (url.origin !== expected.origin || url.pathname !== expected.pathname) throw new RpFlowError(step, 'redirect does not target the registered redirect_uri');
+  if (url.origin !== expected.origin || url.pathname !== expected.pathname)
+    throw new RpFlowError(step, 'redirect does not target the registered redirect_uri');
   return url.searchParams;
 }
 
@@ -145,7 +167,14 @@ async function authorize(ctx: FlowContext, md: AsMetadata, requestUri: string, s
   if (res.status !== 302 || typeof location !== 'string') throw httpFailure(step, res);
   const params = callbackParams(step, location, ctx.e.rp.redirectUri);
   const error = params.get('error');
-  if (error) throw new RpFlowError(step, `${error}${params.get('error_description') ? `: ${params.get('error_description')}` : ''}`, res.status, error, params.get('error_description') ?? undefined);
+  if (error)
+    throw new RpFlowError(
+      step,
+      `${error}${params.get('error_description') ? `: ${params.get('error_description')}` : ''}`,
+      res.status,
+      error,
+      params.get('error_description') ?? undefined,
+    );
   if (params.get('state') !== state) throw new RpFlowError(step, 'state differs from the one sent');
   if (params.get('iss') !== md.issuer) throw new RpFlowError(step, 'iss differs from the issuer (mix-up protection)');
   const code = params.get('code');
@@ -155,7 +184,12 @@ async function authorize(ctx: FlowContext, md: AsMetadata, requestUri: string, s
 }
 
 /** Spec 2.9: code for access token, over mTLS. */
-async function redeem(ctx: FlowContext, md: AsMetadata, code: string, pkce: Pkce | undefined): Promise<{ accessToken: string; authorizationDetails: unknown[] }> {
+async function redeem(
+  ctx: FlowContext,
+  md: AsMetadata,
+  code: string,
+  pkce: Pkce | undefined,
+): Promise<{ accessToken: string; authorizationDetails: unknown[] }> {
   const step = 'token';
   const body = expectJsonObject(
     step,
@@ -176,7 +210,11 @@ async function redeem(ctx: FlowContext, md: AsMetadata, code: string, pkce: Pkce
 }
 
 /** `opts.agent`: a keep-alive RP agent the caller owns and reuses (the benchmark's load generator); else one per call. */
-export async function authorizeSigning(e: RpEndpoints, req: SigningRequest, opts: { agent?: Agent } = {}): Promise<AuthorizeResult> {
+export async function authorizeSigning(
+  e: RpEndpoints,
+  req: SigningRequest,
+  opts: { agent?: Agent } = {},
+): Promise<AuthorizeResult> {
   const agent = opts.agent ?? rpAgent(e);
   const ctx: FlowContext = { e, agent, step: req.onStep ?? (() => undefined) };
   try {
@@ -211,7 +249,11 @@ export async function callSignDoc(
       maxResponseBytes: 32 * 1024 * 1024,
     });
     const parsed = jsonBody(res);
-    return { status: res.status, body: parsed === undefined ? res.body.toString('utf8') : parsed, headers: { ...res.headers } };
+    return {
+      status: res.status,
+      body: parsed === undefined ? res.body.toString('utf8') : parsed,
+      headers: { ...res.headers },
+    };
   } finally {
     agent.destroy();
   }

@@ -13,7 +13,11 @@ export interface RpTlsFiles {
 
 /** Keep-alive agent for one flow; destroy it when done. Certificates are always verified. */
 export function rpAgent(e: RpTlsFiles): HttpAgent {
-  return tlsAgent({ ca: readFileSync(e.tlsCaFile), cert: readFileSync(e.rp.certFile), key: readFileSync(e.rp.keyFile) });
+  return tlsAgent({
+    ca: readFileSync(e.tlsCaFile),
+    cert: readFileSync(e.rp.certFile),
+    key: readFileSync(e.rp.keyFile),
+  });
 }
 
 export class RpFlowError extends Error {
@@ -41,7 +45,9 @@ function errorFields(body: unknown): { error?: string; error_description?: strin
 /** An unexpected HTTP answer as an error with the server's OAuth error fields. */
 export function httpFailure(step: string, res: HttpResponse): RpFlowError {
   const { error, error_description } = errorFields(jsonBody(res));
-  const detail = error ? `${error}${error_description ? `: ${error_description}` : ''}` : 'no OAuth error in the answer';
+  const detail = error
+    ? `${error}${error_description ? `: ${error_description}` : ''}`
+    : 'no OAuth error in the answer';
   return new RpFlowError(step, `HTTP ${res.status} ${detail}`, res.status, error, error_description);
 }
 
@@ -49,7 +55,8 @@ export function httpFailure(step: string, res: HttpResponse): RpFlowError {
 export function expectJsonObject(step: string, res: HttpResponse, status: number): Record<string, unknown> {
   if (res.status !== status) throw httpFailure(step, res);
   const body = jsonBody(res);
-  if (!body || typeof body !== 'object' || Array.isArray(body)) throw new RpFlowError(step, `HTTP ${res.status} without a JSON object`, res.status);
+  if (!body || typeof body !== 'object' || Array.isArray(body))
+    throw new RpFlowError(step, `HTTP ${res.status} without a JSON object`, res.status);
   return body as Record<string, unknown>;
 }
 

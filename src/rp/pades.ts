@@ -58,14 +58,31 @@ interface SignDocAnswer {
   readonly txn: string;
 }
 
-function parseSignDocAnswer(res: { status: number; body: unknown; headers: Record<string, unknown> }, count: number, level: PadesLevel): SignDocAnswer {
-  const body = res.body as { SignatureObject?: unknown; revocationInfo?: RevocationInfoJson; error?: string; error_description?: string };
+function parseSignDocAnswer(
+  res: { status: number; body: unknown; headers: Record<string, unknown> },
+  count: number,
+  level: PadesLevel,
+): SignDocAnswer {
+  const body = res.body as {
+    SignatureObject?: unknown;
+    revocationInfo?: RevocationInfoJson;
+    error?: string;
+    error_description?: string;
+  };
   if (res.status !== 200) {
-    throw new RpFlowError('signDoc', `HTTP ${res.status} ${body?.error ?? ''}${body?.error_description ? `: ${body.error_description}` : ''}`, res.status, body?.error, body?.error_description);
+    throw new RpFlowError(
+      'signDoc',
+      `HTTP ${res.status} ${body?.error ?? ''}${body?.error_description ? `: ${body.error_description}` : ''}`,
+      res.status,
+      body?.error,
+      body?.error_description,
+    );
   }
-  if (!Array.isArray(body.SignatureObject) || body.SignatureObject.length !== count) throw new RpFlowError('signDoc', `expected ${count} SignatureObject entries`);
+  if (!Array.isArray(body.SignatureObject) || body.SignatureObject.length !== count)
+    throw new RpFlowError('signDoc', `expected ${count} SignatureObject entries`);
   // spec 2.12: revocationInfo is required for P at B-LT (and so at B-LTA, which extends it)
-  if (withDss(level) && !Array.isArray(body.revocationInfo?.ocsp)) throw new RpFlowError('signDoc', `no revocationInfo for PAdES at ${level}`);
+  if (withDss(level) && !Array.isArray(body.revocationInfo?.ocsp))
+    throw new RpFlowError('signDoc', `no revocationInfo for PAdES at ${level}`);
   return {
     signatures: (body.SignatureObject as string[]).map((s) => Buffer.from(s, 'base64')),
     ...(body.revocationInfo ? { revocationInfo: body.revocationInfo } : {}),
@@ -78,7 +95,12 @@ function parseSignDocAnswer(res: { status: number; body: unknown; headers: Recor
  * client is the QTSP's own one for external TSAs (pki/tsa.ts RemoteTsa: nonce, imprint check, retries); its
  * chain is not needed here, the token carries the TSA certificate.
  */
-async function addDocumentTimestamp(pdf: Buffer, request: PadesRequest, tsaUrl: string, endpoints: RpEndpoints): Promise<Buffer> {
+async function addDocumentTimestamp(
+  pdf: Buffer,
+  request: PadesRequest,
+  tsaUrl: string,
+  endpoints: RpEndpoints,
+): Promise<Buffer> {
   const prepared = await prepareDocumentTimestamp(pdf);
   const agent = rpAgent(endpoints);
   try {
@@ -123,10 +145,16 @@ export async function signPdfs(endpoints: RpEndpoints, request: PadesRequest): P
         crls: (info.crl ?? []).map((b) => Buffer.from(b, 'base64')),
       });
     }
-    if (request.level === 'AdES-B-LTA') pdf = await addDocumentTimestamp(pdf, request, request.tsaUrl ?? tsaUrlFor(auth.qtsp.signDoc), endpoints);
+    if (request.level === 'AdES-B-LTA')
+      pdf = await addDocumentTimestamp(pdf, request, request.tsaUrl ?? tsaUrlFor(auth.qtsp.signDoc), endpoints);
     pdfs.push(pdf);
   }
   if (withDss(request.level)) step('DSS added (certificates, OCSP responses, CRLs)');
   if (request.level === 'AdES-B-LTA') step('document time-stamp added');
-  return { pdfs, signatures: answer.signatures, ...(answer.revocationInfo ? { revocationInfo: answer.revocationInfo } : {}), txn: answer.txn };
+  return {
+    pdfs,
+    signatures: answer.signatures,
+    ...(answer.revocationInfo ? { revocationInfo: answer.revocationInfo } : {}),
+    txn: answer.txn,
+  };
 }

@@ -87,7 +87,9 @@ export class PdfIncrement {
     if (doc.context.trailerInfo.Encrypt) throw new PdfFormatError('encrypted PDFs are not supported');
     // object numbers below the previous /Size may belong to free entries: never reuse them
     doc.context.largestObjectNumber = Math.max(doc.context.largestObjectNumber, previous.size - 1);
-    const snapshot = new Map(doc.context.enumerateIndirectObjects().map(([ref, object]) => [key(ref), fingerprint(object)]));
+    const snapshot = new Map(
+      doc.context.enumerateIndirectObjects().map(([ref, object]) => [key(ref), fingerprint(object)]),
+    );
     return new PdfIncrement(doc, pdf, previous, snapshot);
   }
 
@@ -123,7 +125,13 @@ export class PdfIncrement {
 
     const { Root, Info, ID } = context.trailerInfo;
     const trailer = (size: number) =>
-      context.obj({ Size: PDFNumber.of(size), Root: Root!, ...(Info ? { Info } : {}), ...(ID ? { ID } : {}), Prev: PDFNumber.of(this.previous.offset) });
+      context.obj({
+        Size: PDFNumber.of(size),
+        Root: Root!,
+        ...(Info ? { Info } : {}),
+        ...(ID ? { ID } : {}),
+        Prev: PDFNumber.of(this.previous.offset),
+      });
     let xrefOffset: number;
     if (this.previous.isStream) {
       const ref = context.nextRef(); // the stream lists itself (7.5.8.3)

@@ -16,7 +16,17 @@ import { SignPdf } from '@signpdf/signpdf';
 import { DEFAULT_BYTE_RANGE_PLACEHOLDER, Signer, SUBFILTER_ETSI_CADES_DETACHED } from '@signpdf/utils';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import { decodePDFRawStream, PDFArray, PDFDict, PDFHexString, PDFName, PDFRawStream, PDFString, type PDFDocument, type PDFRef } from 'pdf-lib';
+import {
+  decodePDFRawStream,
+  PDFArray,
+  PDFDict,
+  PDFHexString,
+  PDFName,
+  PDFRawStream,
+  PDFString,
+  type PDFDocument,
+  type PDFRef,
+} from 'pdf-lib';
 import { PdfFormatError, PdfIncrement } from './pdf-increment.ts';
 
 export { PdfFormatError } from './pdf-increment.ts';
@@ -57,7 +67,10 @@ async function prepare(withPlaceholder: Buffer): Promise<PreparedPdf> {
   }
   const signed = new SignPdf().sign(withPlaceholder, new DeferredSigner());
   // SignPdf fails before calling the signer when the placeholder is missing: surface that here
-  const bytes = await Promise.race([covered, signed.then(() => Promise.reject(new Error('SignPdf finished without asking for a signature')))]);
+  const bytes = await Promise.race([
+    covered,
+    signed.then(() => Promise.reject(new Error('SignPdf finished without asking for a signature'))),
+  ]);
   return {
     covered: bytes,
     complete: async (der) => {
@@ -124,7 +137,14 @@ export async function prepareDocumentTimestamp(pdf: Buffer): Promise<PreparedPdf
   const increment = await PdfIncrement.open(pdf);
   const { doc } = increment;
   const name = freeFieldName(doc, 'Timestamp');
-  pdflibAddPlaceholder({ pdfDoc: doc, reason: '', contactInfo: '', name: '', location: '', subFilter: SUBFILTER_ETSI_RFC3161 });
+  pdflibAddPlaceholder({
+    pdfDoc: doc,
+    reason: '',
+    contactInfo: '',
+    name: '',
+    location: '',
+    subFilter: SUBFILTER_ETSI_RFC3161,
+  });
   const widget = lastField(doc, name);
   const placeholder = PDFName.of(DEFAULT_BYTE_RANGE_PLACEHOLDER);
   const dict = doc.context.obj({
@@ -242,11 +262,17 @@ export function readSignatures(pdf: Buffer): PdfSignature[] {
   const pattern = /\/ByteRange\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]/g;
   for (let m = pattern.exec(text); m; m = pattern.exec(text)) {
     const [a, b, c, d] = m.slice(1, 5).map(Number) as [number, number, number, number];
-    if (a + b > c || c + d > pdf.length || pdf[b] !== 0x3c || pdf[c - 1] !== 0x3e) throw new PdfFormatError('a /ByteRange does not frame a hex string');
+    if (a + b > c || c + d > pdf.length || pdf[b] !== 0x3c || pdf[c - 1] !== 0x3e)
+      throw new PdfFormatError('a /ByteRange does not frame a hex string');
     const hex = Buffer.from(text.slice(b + 1, c - 1), 'hex');
     const dictStart = text.lastIndexOf('<<', m.index);
     const subFilter = /\/SubFilter\s*\/([^\s/>]+)/.exec(text.slice(dictStart, c + 200))?.[1] ?? '';
-    out.push({ subFilter, byteRange: [a, b, c, d], contents: hex.subarray(0, derLength(hex)), covered: Buffer.concat([pdf.subarray(a, a + b), pdf.subarray(c, c + d)]) });
+    out.push({
+      subFilter,
+      byteRange: [a, b, c, d],
+      contents: hex.subarray(0, derLength(hex)),
+      covered: Buffer.concat([pdf.subarray(a, a + b), pdf.subarray(c, c + d)]),
+    });
   }
   return out;
 }
@@ -262,9 +288,13 @@ function signedDataOf(der: Uint8Array<ArrayBuffer>): pkijs.SignedData {
  */
 export function cmsCertificates(cms: Uint8Array): Buffer[] {
   const signedData = signedDataOf(new Uint8Array(cms)); // a copy: BufferSource wants an ArrayBuffer-backed view
-  const own = (signedData.certificates ?? []).flatMap((c) => (c instanceof pkijs.Certificate ? [Buffer.from(c.toSchema().toBER())] : []));
+  const own = (signedData.certificates ?? []).flatMap((c) =>
+    c instanceof pkijs.Certificate ? [Buffer.from(c.toSchema().toBER())] : [],
+  );
   const tokens = signedData.signerInfos.flatMap((si) =>
-    (si.unsignedAttrs?.attributes ?? []).filter((a) => a.type === OID_SIGNATURE_TIME_STAMP).flatMap((a) => a.values.map((v) => Buffer.from(v.toBER()))),
+    (si.unsignedAttrs?.attributes ?? [])
+      .filter((a) => a.type === OID_SIGNATURE_TIME_STAMP)
+      .flatMap((a) => a.values.map((v) => Buffer.from(v.toBER()))),
   );
   return [...own, ...tokens.flatMap((t) => cmsCertificates(t))];
 }

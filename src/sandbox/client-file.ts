@@ -49,7 +49,10 @@ const fingerprint = z.string().transform((value, ctx) => {
   const hex = value.replace(/^sha256 fingerprint=/i, '').replaceAll(':', '');
   if (/^[0-9a-fA-F]{64}$/.test(hex)) return Buffer.from(hex, 'hex').toString('base64url');
   if (/^[A-Za-z0-9_-]{43}$/.test(value)) return value;
-  ctx.addIssue({ code: 'custom', message: 'must be the base64url SHA-256 of the DER certificate (43 characters) or its 64 hex digits' });
+  ctx.addIssue({
+    code: 'custom',
+    message: 'must be the base64url SHA-256 of the DER certificate (43 characters) or its 64 hex digits',
+  });
   return z.NEVER;
 });
 
@@ -86,7 +89,9 @@ function certificate(entry: Entry, baseDir: string, where: string): { fingerprin
   try {
     pem = inline ? given : readFileSync(certFile!, 'utf8');
   } catch (err) {
-    throw new ClientFileError(`${where}.tls_client_certificate: cannot read ${certFile} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new ClientFileError(
+      `${where}.tls_client_certificate: cannot read ${certFile} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
   const der = fromPem(pem)[0];
   if (!der) throw new ClientFileError(`${where}.tls_client_certificate: no PEM certificate found`);
@@ -122,7 +127,9 @@ export function readClientFile(file: string): ExternalClient[] {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ClientFileError(`cannot read the clients file ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new ClientFileError(
+      `cannot read the clients file ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
   let doc: unknown;
   try {

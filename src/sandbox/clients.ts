@@ -29,12 +29,20 @@ function defaultRedirectUri(clientId: string): string {
 }
 
 /** The client's certificate files: given ones, or a self-signed certificate created once. */
-function certificateFiles(clientsDir: string, input: ClientInput, previous?: RpRegistration): { certFile: string; keyFile: string } {
+function certificateFiles(
+  clientsDir: string,
+  input: ClientInput,
+  previous?: RpRegistration,
+): { certFile: string; keyFile: string } {
   if (input.certFile && input.keyFile) return { certFile: input.certFile, keyFile: input.keyFile };
   if (previous) return { certFile: previous.certFile, keyFile: previous.keyFile };
   const files = clientFileBase(clientsDir, input.clientId);
   if (!existsSync(files.certFile) || !existsSync(files.keyFile)) {
-    saveKeyed(createTlsCertificate(undefined, { usage: 'client', commonName: input.clientId }), files.certFile, files.keyFile);
+    saveKeyed(
+      createTlsCertificate(undefined, { usage: 'client', commonName: input.clientId }),
+      files.certFile,
+      files.keyFile,
+    );
   }
   return files;
 }
@@ -48,7 +56,9 @@ export class ClientRegistry {
   register(input: ClientInput): RpRegistration {
     const previous = this.clients.get(input.clientId)?.local;
     const files = certificateFiles(this.clientsDir, input, previous);
-    const redirectUris = input.redirectUris ?? (input.redirectUri ? [input.redirectUri] : (previous?.redirectUris ?? [defaultRedirectUri(input.clientId)]));
+    const redirectUris =
+      input.redirectUris ??
+      (input.redirectUri ? [input.redirectUri] : (previous?.redirectUris ?? [defaultRedirectUri(input.clientId)]));
     const registration: RpRegistration = {
       clientId: input.clientId,
       ...files,
@@ -58,7 +68,11 @@ export class ClientRegistry {
       allowedClaimsQes: [...(input.allowedClaimsQes ?? previous?.allowedClaimsQes ?? DEFINED_CLAIMS)],
       allowedTypes: [...(input.allowedTypes ?? previous?.allowedTypes ?? ['sign'])],
     };
-    this.clients.set(input.clientId, { registration, fingerprint: pemFingerprint(files.certFile), local: registration });
+    this.clients.set(input.clientId, {
+      registration,
+      fingerprint: pemFingerprint(files.certFile),
+      local: registration,
+    });
     return { ...registration };
   }
 

@@ -14,7 +14,11 @@ function syncInBackground(archive: () => SandboxKeyArchive | undefined): void {
 }
 
 /** `archive` is read lazily: the archive opens once the AS listens (its issuer URL names the files). */
-export function createControls(keys: AsKeyStore, directory: PlatformDirectory, archive: () => SandboxKeyArchive | undefined = () => undefined): SandboxControls {
+export function createControls(
+  keys: AsKeyStore,
+  directory: PlatformDirectory,
+  archive: () => SandboxKeyArchive | undefined = () => undefined,
+): SandboxControls {
   const controls: SandboxControls = {
     introspection: { mode: 'normal', signingKey: 'as' },
     jwks: { mode: 'normal' },

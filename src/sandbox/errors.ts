@@ -16,8 +16,10 @@ export class OAuthError extends Error {
   }
 }
 
-export const invalidRequest = (description: string, status = 400): OAuthError => new OAuthError(status, 'invalid_request', description);
-export const invalidDetails = (description: string): OAuthError => new OAuthError(400, 'invalid_authorization_details', description);
+export const invalidRequest = (description: string, status = 400): OAuthError =>
+  new OAuthError(status, 'invalid_request', description);
+export const invalidDetails = (description: string): OAuthError =>
+  new OAuthError(400, 'invalid_authorization_details', description);
 export const accessDenied = (description: string): OAuthError => new OAuthError(400, 'access_denied', description);
 export const invalidClient = (description: string): OAuthError => new OAuthError(401, 'invalid_client', description);
 export const invalidGrant = (description: string): OAuthError => new OAuthError(400, 'invalid_grant', description);
@@ -35,7 +37,10 @@ function fromBodyParser(err: unknown): OAuthError | undefined {
 }
 
 export function sendError(res: Response, err: OAuthError): void {
-  res.status(err.status).set('Cache-Control', 'no-store').json({ error: err.error, error_description: err.description });
+  res
+    .status(err.status)
+    .set('Cache-Control', 'no-store')
+    .json({ error: err.error, error_description: err.description });
 }
 
 export function errorHandler(err: unknown, _req: Request, res: Response, _next: NextFunction): void {

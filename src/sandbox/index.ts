@@ -27,7 +27,17 @@ import { sandboxPaths, type SandboxPaths } from './paths.ts';
 import { ensureSandboxTls, TlsServer, urlHost } from './tls.ts';
 import type { RpRegistration, Sandbox, SandboxOptions } from './types.ts';
 
-export type { ClientState, ExternalClient, IntrospectionMode, MintOptions, PlatformClient, RpRegistration, Sandbox, SandboxControls, SandboxOptions } from './types.ts';
+export type {
+  ClientState,
+  ExternalClient,
+  IntrospectionMode,
+  MintOptions,
+  PlatformClient,
+  RpRegistration,
+  Sandbox,
+  SandboxControls,
+  SandboxOptions,
+} from './types.ts';
 export { ClientFileError, externalClients, parseClientOption, readClientFile } from './client-file.ts';
 export { sandboxPaths } from './paths.ts';
 export { PLATFORM_CLAIMS_BASE, ACR_ONLINE_BANKING_SCA, DOCUMENTS_CONSENTED_CLAIM } from './platform/constants.ts';
@@ -42,7 +52,13 @@ function publicHost(host: string): string {
   return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : urlHost(host);
 }
 
-function writeEndpoints(paths: SandboxPaths, s: Pick<Sandbox, 'issuer' | 'serviceConfigurationUrl' | 'idpDirectoryUrl' | 'spDirectoryUrl' | 'tlsCaFile'>, rp: RpRegistration, clients: ClientRegistry, qtspId: string): void {
+function writeEndpoints(
+  paths: SandboxPaths,
+  s: Pick<Sandbox, 'issuer' | 'serviceConfigurationUrl' | 'idpDirectoryUrl' | 'spDirectoryUrl' | 'tlsCaFile'>,
+  rp: RpRegistration,
+  clients: ClientRegistry,
+  qtspId: string,
+): void {
   const endpoints = {
     issuer: s.issuer,
     serviceConfigurationUrl: s.serviceConfigurationUrl,
@@ -52,12 +68,23 @@ function writeEndpoints(paths: SandboxPaths, s: Pick<Sandbox, 'issuer' | 'servic
     qtspId,
     rp: { clientId: rp.clientId, certFile: rp.certFile, keyFile: rp.keyFile, redirectUri: rp.redirectUri },
     // what the platform knows of every RP (spec 2.14), for an operator checking a registration
-    clients: clients.all().map((c) => ({ client_id: c.registration.clientId, client_state: c.registration.state, redirect_uris: c.registration.redirectUris, 'x5t#S256': c.fingerprint })),
+    clients: clients.all().map((c) => ({
+      client_id: c.registration.clientId,
+      client_state: c.registration.state,
+      redirect_uris: c.registration.redirectUris,
+      'x5t#S256': c.fingerprint,
+    })),
   };
-  writeFileSync(paths.endpoints, JSON.stringify(endpoints, null, 2) + '\n');
+  writeFileSync(paths.endpoints, `${JSON.stringify(endpoints, null, 2)}\n`);
 }
 
-async function listenBoth(host: string, as: TlsServer, asPort: number, platform: TlsServer, platformPort: number): Promise<[number, number]> {
+async function listenBoth(
+  host: string,
+  as: TlsServer,
+  asPort: number,
+  platform: TlsServer,
+  platformPort: number,
+): Promise<[number, number]> {
   try {
     return [await as.listen(host, asPort), await platform.listen(host, platformPort)];
   } catch (err) {
@@ -78,22 +105,44 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
   const rp = clients.register({ clientId: DEFAULT_RP_CLIENT_ID, state: 'active' });
   for (const c of o.clients ?? []) {
     // `qtsp sign` plays the default RP with the sandbox's key: a registration must not take its place
-    if (c.clientId === DEFAULT_RP_CLIENT_ID) throw new ClientFileError(`client_id ${DEFAULT_RP_CLIENT_ID} is the sandbox's own RP; choose another`);
+    if (c.clientId === DEFAULT_RP_CLIENT_ID)
+      throw new ClientFileError(`client_id ${DEFAULT_RP_CLIENT_ID} is the sandbox's own RP; choose another`);
     clients.registerExternal(c);
   }
   let keyArchive: SandboxKeyArchive | undefined;
   const controls = createControls(keys, directory, () => keyArchive);
   const archivePaths = keyArchivePaths(paths.dir);
-  const ctx: AsContext = { urls, clients, directory, keys, store: createStore(), controls, tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300 };
+  const ctx: AsContext = {
+    urls,
+    clients,
+    directory,
+    keys,
+    store: createStore(),
+    controls,
+    tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300,
+  };
 
   const asServer = new TlsServer(tls.as, asApp(ctx), true);
-  const platformServer = new TlsServer(tls.platform, platformApp(directory, { controls, keyArchiveRoot: archivePaths.root }), false);
-  const [asPort, platformPort] = await listenBoth(host, asServer, o.asPort ?? DEFAULT_AS_PORT, platformServer, o.platformPort ?? DEFAULT_PLATFORM_PORT);
+  const platformServer = new TlsServer(
+    tls.platform,
+    platformApp(directory, { controls, keyArchiveRoot: archivePaths.root }),
+    false,
+  );
+  const [asPort, platformPort] = await listenBoth(
+    host,
+    asServer,
+    o.asPort ?? DEFAULT_AS_PORT,
+    platformServer,
+    o.platformPort ?? DEFAULT_PLATFORM_PORT,
+  );
   urls.issuer = `https://${publicHost(host)}:${asPort}`;
   const platformUrl = `https://${publicHost(host)}:${platformPort}`;
   try {
     // the collection service of spec 4.7: HEAD holds the JWK Set of each active IDP, every commit signed
-    keyArchive = await SandboxKeyArchive.open(paths.dir, () => new Map(directory.idpStatus === 'active' ? [[urls.issuer, keys.jwks()]] : []));
+    keyArchive = await SandboxKeyArchive.open(
+      paths.dir,
+      () => new Map(directory.idpStatus === 'active' ? [[urls.issuer, keys.jwks()]] : []),
+    );
   } catch (err) {
     await Promise.all([asServer.close(), platformServer.close()]);
     throw err;
@@ -101,7 +150,16 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
   let events: EventParties;
   try {
     // the mediation service (spec 6.2) and the SMTP sink behind the banks' notification addresses (6.3)
-    events = await startEventParties({ host, publicHost: publicHost(host), mediationPort: o.mediationPort, smtpPort: o.smtpPort, identity: tls.platform, directory, controls, dir: paths.dir });
+    events = await startEventParties({
+      host,
+      publicHost: publicHost(host),
+      mediationPort: o.mediationPort,
+      smtpPort: o.smtpPort,
+      identity: tls.platform,
+      directory,
+      controls,
+      dir: paths.dir,
+    });
   } catch (err) {
     await keyArchive.close();
     await Promise.all([asServer.close(), platformServer.close()]);

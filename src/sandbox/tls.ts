@@ -45,7 +45,14 @@ function subjectAltNames(host: string): { dnsNames: string[]; ips: string[] } {
   return { dnsNames, ips };
 }
 
-function ensureServerCert(ca: KeyedCertificate, renew: boolean, certFile: string, keyFile: string, commonName: string, host: string): ServerIdentity {
+function ensureServerCert(
+  ca: KeyedCertificate,
+  renew: boolean,
+  certFile: string,
+  keyFile: string,
+  commonName: string,
+  host: string,
+): ServerIdentity {
   if (renew || !existsSync(certFile) || !existsSync(keyFile)) {
     const cert = createTlsCertificate(ca, { commonName, usage: 'server', ...subjectAltNames(host) });
     saveKeyed(cert, certFile, keyFile);

@@ -79,7 +79,10 @@ export interface KeyArchiveControls {
    * Commits the current key sets (plus the AS's foreign key when addForeignKey: an attacker slipping in their
    * own key), signed by the operating party, by a foreign OpenPGP key, or not at all.
    */
-  commit(options: { signedBy: 'operator' | 'foreign' | 'none'; addForeignKey?: boolean }): Promise<{ commit: string; foreignKid?: string }>;
+  commit(options: {
+    signedBy: 'operator' | 'foreign' | 'none';
+    addForeignKey?: boolean;
+  }): Promise<{ commit: string; foreignKid?: string }>;
   /** the archive's current head commit */
   head(): Promise<string | undefined>;
 }

@@ -49,23 +49,45 @@ function describe(key: string): string {
   return `signature_format ${format}, ${level}, ${key_} key`;
 }
 
-async function claimOrWait(store: Store, claim: DocumentClaim, logger: Logger): Promise<Exclude<ClaimOutcome, { kind: 'in_progress' }>> {
+async function claimOrWait(
+  store: Store,
+  claim: DocumentClaim,
+  logger: Logger,
+): Promise<Exclude<ClaimOutcome, { kind: 'in_progress' }>> {
   const deadline = Date.now() + IN_PROGRESS_WAIT_MS;
   for (;;) {
     let outcome: ClaimOutcome;
     try {
       outcome = await store.claimDocuments(claim, new Date(Date.now() - CLAIM_STALE_MS));
     } catch (err) {
-      logger.error({ event: 'store.claim_failed', driver: store.driver, txn: claim.txn, error: (err as Error).message, code: (err as { code?: unknown }).code }, 'document claim failed; request refused');
+      logger.error(
+        {
+          event: 'store.claim_failed',
+          driver: store.driver,
+          txn: claim.txn,
+          error: (err as Error).message,
+          code: (err as { code?: unknown }).code,
+        },
+        'document claim failed; request refused',
+      );
       throw temporarilyUnavailable('the evidence store is unavailable; nothing was signed');
     }
     if (outcome.kind !== 'in_progress') return outcome;
-    if (Date.now() >= deadline) throw temporarilyUnavailable(`documentDigests.hashes[${outcome.index}] is being signed under this consent by another request; retry to receive that signature`);
+    if (Date.now() >= deadline)
+      throw temporarilyUnavailable(
+        `documentDigests.hashes[${outcome.index}] is being signed under this consent by another request; retry to receive that signature`,
+      );
     await sleep(POLL_MS);
   }
 }
 
-export async function claimDocuments(consent: Consent, request: ParsedSignDocRequest, choice: SigningChoice, store: Store, logger: Logger): Promise<Once> {
+export async function claimDocuments(
+  consent: Consent,
+  request: ParsedSignDocRequest,
+  choice: SigningChoice,
+  store: Store,
+  logger: Logger,
+): Promise<Once> {
   const claim: DocumentClaim = {
     iss: consent.issuer,
     txn: consent.txn,
@@ -80,7 +102,16 @@ export async function claimDocuments(consent: Consent, request: ParsedSignDocReq
     case 'claimed':
       return { kind: 'sign', claim };
     case 'signed':
-      logger.info({ event: 'sign.replayed', txn: consent.txn, iss: consent.issuer, client_id: consent.clientId, hashes: claim.hashes.length }, 'documents signed before under this consent: kept signatures returned, nothing minted or billed');
+      logger.info(
+        {
+          event: 'sign.replayed',
+          txn: consent.txn,
+          iss: consent.issuer,
+          client_id: consent.clientId,
+          hashes: claim.hashes.length,
+        },
+        'documents signed before under this consent: kept signatures returned, nothing minted or billed',
+      );
       return { kind: 'replay', signatures: outcome.signatures };
     case 'other_request':
       throw badRequest(
@@ -101,6 +132,9 @@ export async function releaseDocuments(claim: DocumentClaim, store: Store, logge
     await store.releaseDocuments(claim);
   } catch (err) {
     // the claim goes stale after CLAIM_STALE_MS and is then taken over
-    logger.warn({ event: 'store.release_failed', txn: claim.txn, error: (err as Error).message }, 'document claim not released; it expires');
+    logger.warn(
+      { event: 'store.release_failed', txn: claim.txn, error: (err as Error).message },
+      'document claim not released; it expires',
+    );
   }
 }

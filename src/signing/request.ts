@@ -41,7 +41,9 @@ export function openApiSchema(name: string): Record<string, unknown> {
   return { $schema: 'https://json-schema.org/draft/2020-12/schema', $defs: defs, $ref: `#/$defs/${name}` };
 }
 
-const validate = new Ajv2020({ allErrors: false, strict: true }).compile<SignDocRequest>(openApiSchema('SignDocRequest'));
+const validate = new Ajv2020({ allErrors: false, strict: true }).compile<SignDocRequest>(
+  openApiSchema('SignDocRequest'),
+);
 
 function describe(error: ErrorObject): string {
   const where = error.instancePath ? `'${error.instancePath.slice(1).replaceAll('/', '.')}'` : 'the request';
@@ -62,7 +64,8 @@ function describe(error: ErrorObject): string {
 }
 
 export function parseSignDocRequest(body: unknown): ParsedSignDocRequest {
-  if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('the request body must be a JSON object');
+  if (!body || typeof body !== 'object' || Array.isArray(body))
+    throw badRequest('the request body must be a JSON object');
   if (!validate(body)) throw badRequest(describe(validate.errors![0]!));
   const hashAlgorithm = hashByOid(body.documentDigests.hashAlgorithmOID)!;
   const hashes = body.documentDigests.hashes.map((h, i) => {
@@ -75,7 +78,10 @@ export function parseSignDocRequest(body: unknown): ParsedSignDocRequest {
   const seen = new Map<string, number>();
   hashes.forEach((h, i) => {
     const first = seen.get(h.toString('hex'));
-    if (first !== undefined) throw badRequest(`documentDigests.hashes[${i}] repeats documentDigests.hashes[${first}]: each document is signed once per consent`);
+    if (first !== undefined)
+      throw badRequest(
+        `documentDigests.hashes[${i}] repeats documentDigests.hashes[${first}]: each document is signed once per consent`,
+      );
     seen.set(h.toString('hex'), i);
   });
   return { body, hashAlgorithm, hashes, format: body.signature_format, level: body.conformance_level ?? 'AdES-B-B' };

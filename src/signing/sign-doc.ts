@@ -53,7 +53,8 @@ export interface SignDocResult {
 
 /** step 2: the RP's TLS client certificate (self-signed, no chain validation: spec 4.5) */
 function clientFingerprint(clientCertDer: Buffer | undefined): string {
-  if (!clientCertDer?.length) throw unauthorized('no TLS client certificate was presented; signDoc requires mutual TLS');
+  if (!clientCertDer?.length)
+    throw unauthorized('no TLS client certificate was presented; signDoc requires mutual TLS');
   return x5tS256(clientCertDer);
 }
 
@@ -93,10 +94,26 @@ async function mintSigner(choice: SigningChoice, consent: Consent, deps: SignDoc
  * resolves, and on disk with step 10's durable write, which every answer with signatures waits for. A crash
  * in between loses only the evidence of signatures that never left; one disk flush per signDoc fewer.
  */
-async function recordEvidence(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<void> {
+async function recordEvidence(
+  introspection: Introspection,
+  consent: Consent,
+  request: ParsedSignDocRequest,
+  choice: SigningChoice,
+  signer: EphemeralSigner,
+  deps: SignDocDeps,
+): Promise<void> {
   const now = new Date();
   const { der, serialHex, notBefore, notAfter, subjectText } = signer.certificate;
-  const certificate = issuedCertificateRecord({ der, serialHex, notBefore, notAfter, subjectText, issuerKeyId: deps.issuingCa.issuer.keyId, txn: consent.txn, issuedAt: now });
+  const certificate = issuedCertificateRecord({
+    der,
+    serialHex,
+    notBefore,
+    notAfter,
+    subjectText,
+    issuerKeyId: deps.issuingCa.issuer.keyId,
+    txn: consent.txn,
+    issuedAt: now,
+  });
   const transaction: SigningTransaction = {
     txn: consent.txn,
     iss: consent.issuer,
@@ -117,10 +134,31 @@ async function recordEvidence(introspection: Introspection, consent: Consent, re
     await deps.store.recordSigning({ transaction, certificate }, 'ordered');
   } catch (err) {
     // message and code only: a driver's error object may carry row values
-    deps.logger.error({ event: 'store.write_failed', driver: deps.store.driver, txn: consent.txn, error: (err as Error).message, code: (err as { code?: unknown }).code }, 'evidence store write failed; request refused');
+    deps.logger.error(
+      {
+        event: 'store.write_failed',
+        driver: deps.store.driver,
+        txn: consent.txn,
+        error: (err as Error).message,
+        code: (err as { code?: unknown }).code,
+      },
+      'evidence store write failed; request refused',
+    );
     throw temporarilyUnavailable('the evidence store is unavailable; nothing was signed');
   }
-  deps.logger.info({ event: 'sign.authorized', txn: consent.txn, iss: consent.issuer, client_id: consent.clientId, client_state: consent.clientState, hashes: request.hashes.length, hash_alg: request.hashAlgorithm.name, serial: certificate.serialHex }, 'signing authorized, evidence recorded');
+  deps.logger.info(
+    {
+      event: 'sign.authorized',
+      txn: consent.txn,
+      iss: consent.issuer,
+      client_id: consent.clientId,
+      client_state: consent.clientState,
+      hashes: request.hashes.length,
+      hash_alg: request.hashAlgorithm.name,
+      serial: certificate.serialHex,
+    },
+    'signing authorized, evidence recorded',
+  );
 }
 
 /**
@@ -128,15 +166,33 @@ async function recordEvidence(introspection: Introspection, consent: Consent, re
  * at B-LT each signature waits for revocation data issued after its time-stamp (up to a second, no CPU), and
  * the signatures of one request share that wait and that data instead of queueing a second each.
  */
-async function signHashes(request: ParsedSignDocRequest, choice: SigningChoice, signer: EphemeralSigner, deps: SignDocDeps): Promise<Omit<SignDocResult, 'txn'>> {
+async function signHashes(
+  request: ParsedSignDocRequest,
+  choice: SigningChoice,
+  signer: EphemeralSigner,
+  deps: SignDocDeps,
+): Promise<Omit<SignDocResult, 'txn'>> {
   const build = builderFor(choice.format, choice.level)!; // chooseSigning admitted only offered combinations
   const key = signer.key;
   const signingTime = new Date();
   const built = await Promise.all(
-    request.hashes.map((hash) => build({ hash, hashAlgorithm: request.hashAlgorithm, signerCertificate: signer.certificate, chain: [deps.issuingCa.der], key, signingTime, services: deps.ades })),
+    request.hashes.map((hash) =>
+      build({
+        hash,
+        hashAlgorithm: request.hashAlgorithm,
+        signerCertificate: signer.certificate,
+        chain: [deps.issuingCa.der],
+        key,
+        signingTime,
+        services: deps.ades,
+      }),
+    ),
   );
   deps.metrics.signatures.inc(built.length);
-  return { SignatureObject: built.map((b) => base64Text(b.signature)), ...revocationInfo(built.map((b) => b.revocation)) };
+  return {
+    SignatureObject: built.map((b) => base64Text(b.signature)),
+    ...revocationInfo(built.map((b) => b.revocation)),
+  };
 }
 
 /** revocationInfo of kept signatures: each kept the revocationInfo of the response it was returned in */
@@ -144,7 +200,9 @@ function revocationOf(kept: readonly KeptSignature[]): Pick<SignDocResult, 'revo
   const present = kept.flatMap((k) => (k.revocation ? [k.revocation] : []));
   if (present.length === 0) return {};
   const unique = (list: string[]) => [...new Set(list)].map(checkedBase64Text);
-  return { revocationInfo: { ocsp: unique(present.flatMap((r) => r.ocsp)), crl: unique(present.flatMap((r) => r.crl)) } };
+  return {
+    revocationInfo: { ocsp: unique(present.flatMap((r) => r.ocsp)), crl: unique(present.flatMap((r) => r.crl)) },
+  };
 }
 
 /** the response's revocationInfo (spec 2.12): every distinct OCSP response and CRL used, Base64 DER */
@@ -152,19 +210,47 @@ function revocationInfo(all: readonly (RevocationInfo | undefined)[]): Pick<Sign
   const present = all.filter((r): r is RevocationInfo => r !== undefined);
   if (present.length === 0) return {};
   const unique = (list: Buffer[]) => [...new Set(list.map(base64Text))];
-  return { revocationInfo: { ocsp: unique(present.flatMap((r) => [...r.ocsp])), crl: unique(present.flatMap((r) => [...r.crl])) } };
+  return {
+    revocationInfo: {
+      ocsp: unique(present.flatMap((r) => [...r.ocsp])),
+      crl: unique(present.flatMap((r) => [...r.crl])),
+    },
+  };
 }
 
 /**
  * step 10: the mediation record of this call (spec 6.2) and the signatures kept for a retry (once.ts), in one
  * database transaction before the signatures are returned (mediation/report.ts says why not with the evidence)
  */
-function report(introspection: Introspection, consent: Consent, request: ParsedSignDocRequest, signer: EphemeralSigner, claim: DocumentClaim, signed: Omit<SignDocResult, 'txn'>, deps: SignDocDeps): Promise<void> {
+function report(
+  introspection: Introspection,
+  consent: Consent,
+  request: ParsedSignDocRequest,
+  signer: EphemeralSigner,
+  claim: DocumentClaim,
+  signed: Omit<SignDocResult, 'txn'>,
+  deps: SignDocDeps,
+): Promise<void> {
   const { txn, issuer, clientId, clientState } = consent;
   const certificate = signer.certificate;
-  const kept = signed.SignatureObject.map((signature, i) => ({ hash: claim.hashes[i]!, signature, revocation: signed.revocationInfo ?? null }));
+  const kept = signed.SignatureObject.map((signature, i) => ({
+    hash: claim.hashes[i]!,
+    signature,
+    revocation: signed.revocationInfo ?? null,
+  }));
   return reportSignature(
-    { txn, issuer, clientId, clientState, authorizationDetails: introspection.payload.authorization_details, credentialID: request.body.credentialID, hashes: request.hashes, providedClaims: certificate.providedClaims, certificateSerialHex: certificate.serialHex, deliveryTime: new Date() },
+    {
+      txn,
+      issuer,
+      clientId,
+      clientState,
+      authorizationDetails: introspection.payload.authorization_details,
+      credentialID: request.body.credentialID,
+      hashes: request.hashes,
+      providedClaims: certificate.providedClaims,
+      certificateSerialHex: certificate.serialHex,
+      deliveryTime: new Date(),
+    },
     deps,
     { claim, signatures: kept },
   );
@@ -175,7 +261,11 @@ function report(introspection: Introspection, consent: Consent, request: ParsedS
  * store, so their characters are checked: the answer carries Base64Text into its JSON unescaped.
  */
 function replayed(signatures: readonly KeptSignature[], consent: Consent): SignDocResult {
-  return { SignatureObject: signatures.map((s) => checkedBase64Text(s.signature)), ...revocationOf(signatures), txn: consent.txn };
+  return {
+    SignatureObject: signatures.map((s) => checkedBase64Text(s.signature)),
+    ...revocationOf(signatures),
+    txn: consent.txn,
+  };
 }
 
 /** step 9: the key pair is gone before the response leaves (PKCS#11: C_DestroyObject of both halves) */
@@ -189,7 +279,10 @@ async function inCustody<T>(work: () => Promise<T>, deps: SignDocDeps): Promise<
     return await work();
   } catch (err) {
     if (!(err instanceof KeyCustodyUnavailable)) throw err;
-    deps.logger.error({ event: 'sign.custody_unavailable', custody: deps.keys.kind, error: err.message }, 'key custody unavailable; request refused');
+    deps.logger.error(
+      { event: 'sign.custody_unavailable', custody: deps.keys.kind, error: err.message },
+      'key custody unavailable; request refused',
+    );
     throw temporarilyUnavailable('the key custody (HSM) is unavailable; nothing was signed');
   }
 }
@@ -197,13 +290,26 @@ async function inCustody<T>(work: () => Promise<T>, deps: SignDocDeps): Promise<
 /** The custody must sign this scheme with this hash (a PKCS#11 2.40 token has no RSASSA-PSS with SHA-3). */
 function requireCustodySupport(choice: SigningChoice, request: ParsedSignDocRequest, deps: SignDocDeps): void {
   if (deps.keys.supports(choice.scheme, request.hashAlgorithm.node as Parameters<KeyCustody['supports']>[1])) return;
-  throw badRequest(`signAlgo ${choice.algorithm} with ${request.hashAlgorithm.name} is not offered: the key custody (HSM) cannot sign it`);
+  throw badRequest(
+    `signAlgo ${choice.algorithm} with ${request.hashAlgorithm.name} is not offered: the key custody (HSM) cannot sign it`,
+  );
 }
 
-export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, deps: SignDocDeps): Promise<SignDocResult> {
+export async function signDoc(
+  body: unknown,
+  clientCertDer: Buffer | undefined,
+  deps: SignDocDeps,
+): Promise<SignDocResult> {
   const request = parseSignDocRequest(body); // 1 parse
   const b = request.body;
-  const choice = chooseSigning(request.format, request.level, request.hashAlgorithm, b.signAlgo, b.signAlgoParams, deps.defaultAlgorithm);
+  const choice = chooseSigning(
+    request.format,
+    request.level,
+    request.hashAlgorithm,
+    b.signAlgo,
+    b.signAlgoParams,
+    deps.defaultAlgorithm,
+  );
   const fingerprint = clientFingerprint(clientCertDer); // 2 client
   const sad = await validateSad(b.SAD, fingerprint, deps.sad); // 3 sad
   const introspection = await introspect(sad, deps.introspection); // 4 introspect
@@ -211,7 +317,13 @@ export async function signDoc(body: unknown, clientCertDer: Buffer | undefined, 
 }
 
 /** Steps 5-10, once the AS has vouched for the SAD (the benchmark times this part in process too). */
-export async function signConsented(request: ParsedSignDocRequest, choice: SigningChoice, introspection: Introspection, fingerprint: string, deps: SignDocDeps): Promise<SignDocResult> {
+export async function signConsented(
+  request: ParsedSignDocRequest,
+  choice: SigningChoice,
+  introspection: Introspection,
+  fingerprint: string,
+  deps: SignDocDeps,
+): Promise<SignDocResult> {
   const consent = checkConsent(introspection.payload, request, deps.qtspId, fingerprint); // 5 consent
   requireCustodySupport(choice, request, deps);
   const once = await claimDocuments(consent, request, choice, deps.store, deps.logger); // 5b once per document

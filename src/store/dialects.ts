@@ -21,7 +21,17 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { CompiledQuery, Kysely, PostgresDialect, SqliteAdapter, SqliteDialect, SqliteDriver, sql, type DatabaseConnection, type SqliteDatabase } from 'kysely';
+import {
+  CompiledQuery,
+  Kysely,
+  PostgresDialect,
+  SqliteAdapter,
+  SqliteDialect,
+  SqliteDriver,
+  sql,
+  type DatabaseConnection,
+  type SqliteDatabase,
+} from 'kysely';
 import pg from 'pg';
 import type { Statement, Writer } from './group-commit.ts';
 import { startWriterThread } from './sqlite-writer.ts';
@@ -153,7 +163,12 @@ export interface PostgresStoreOptions {
 export async function postgresDialect(options: PostgresStoreOptions): Promise<StoreDialect> {
   const budget = Math.max(2, options.maxConnections ?? 10);
   const orderedConnections = Math.max(1, Math.floor(budget / 3));
-  const pool = new pg.Pool({ connectionString: options.url, max: budget - orderedConnections, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: budget - orderedConnections,
+    connectionTimeoutMillis: 5000,
+    query_timeout: 10_000,
+  });
   // an idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
   // The next query (and readiness' ping) reports the outage instead.
   pool.on('error', () => undefined);
@@ -171,12 +186,18 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
   // order). A later durable commit, on any connection, flushes the WAL up to its own commit record and so theirs
   // too. A session setting rather than SET LOCAL in each write: that took a transaction, hence three more round
   // trips, even for a write of one statement (issue 12).
-  const orderedPool = new pg.Pool({ connectionString: options.url, max: orderedConnections, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+  const orderedPool = new pg.Pool({
+    connectionString: options.url,
+    max: orderedConnections,
+    connectionTimeoutMillis: 5000,
+    query_timeout: 10_000,
+  });
   orderedPool.on('error', () => undefined);
   orderedPool.on('connect', (client) => void client.query('SET synchronous_commit TO OFF').catch(() => undefined)); // a failure fails the client's next query too
   const ordered = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: orderedPool }) });
   const run = async (target: Kysely<Tables>, statements: readonly Statement[]): Promise<number[]> => {
-    const one = async (executor: Kysely<Tables>, s: Statement) => Number((await executor.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n);
+    const one = async (executor: Kysely<Tables>, s: Statement) =>
+      Number((await executor.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n);
     if (statements.length === 0) return [];
     // one statement is atomic on its own: no BEGIN and COMMIT round trips around it
     if (statements.length === 1) return [await one(target, statements[0]!)];

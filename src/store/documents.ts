@@ -32,8 +32,19 @@ type Row = Selectable<SignedDocumentsTable>;
 
 function ofConsent(db: Kysely<Tables>, claim: DocumentClaim) {
   return {
-    select: () => db.selectFrom('signed_documents').selectAll().where('iss', '=', claim.iss).where('txn', '=', claim.txn).where('hash_alg', '=', claim.hashAlgorithmOid),
-    update: () => db.updateTable('signed_documents').where('iss', '=', claim.iss).where('txn', '=', claim.txn).where('hash_alg', '=', claim.hashAlgorithmOid),
+    select: () =>
+      db
+        .selectFrom('signed_documents')
+        .selectAll()
+        .where('iss', '=', claim.iss)
+        .where('txn', '=', claim.txn)
+        .where('hash_alg', '=', claim.hashAlgorithmOid),
+    update: () =>
+      db
+        .updateTable('signed_documents')
+        .where('iss', '=', claim.iss)
+        .where('txn', '=', claim.txn)
+        .where('hash_alg', '=', claim.hashAlgorithmOid),
   };
 }
 
@@ -43,11 +54,34 @@ function statementsOf(db: Kysely<Tables>) {
   return {
     /** claims `count` documents nobody holds; the rows of documents held already stay (0 changes for them) */
     claim: preparedByCount<Record<string, unknown>>((count) => (p) => {
-      const rows = indexed('hash', count).map((hash) => ({ iss: p.iss as string, txn: p.txn as string, hash_alg: p.hash_alg as string, hash: p[hash] as string, claim_id: p.claim_id as string, request_key: p.request_key as string, claimed_at: p.claimed_at as Time, signature: null, revocation: null, signed_at: null }));
-      return db.insertInto('signed_documents').values(rows).onConflict((oc) => oc.doNothing());
+      const rows = indexed('hash', count).map((hash) => ({
+        iss: p.iss as string,
+        txn: p.txn as string,
+        hash_alg: p.hash_alg as string,
+        hash: p[hash] as string,
+        claim_id: p.claim_id as string,
+        request_key: p.request_key as string,
+        claimed_at: p.claimed_at as Time,
+        signature: null,
+        revocation: null,
+        signed_at: null,
+      }));
+      return db
+        .insertInto('signed_documents')
+        .values(rows)
+        .onConflict((oc) => oc.doNothing());
     }),
     /** one signature onto its row, if the claim is still ours */
-    keep: prepare<{ iss: string; txn: string; hash_alg: string; hash: string; claim_id: string; signature: string; revocation: string | null; signed_at: Time }>((p) =>
+    keep: prepare<{
+      iss: string;
+      txn: string;
+      hash_alg: string;
+      hash: string;
+      claim_id: string;
+      signature: string;
+      revocation: string | null;
+      signed_at: Time;
+    }>((p) =>
       db
         .updateTable('signed_documents')
         .set({ signature: p.signature, revocation: p.revocation, signed_at: p.signed_at })
@@ -66,7 +100,11 @@ function statementsOf(db: Kysely<Tables>) {
         .where('iss', '=', p.iss as string)
         .where('txn', '=', p.txn as string)
         .where('hash_alg', '=', p.hash_alg as string)
-        .where('hash', 'in', indexed('hash', count).map((hash) => p[hash] as string))
+        .where(
+          'hash',
+          'in',
+          indexed('hash', count).map((hash) => p[hash] as string),
+        )
         .where('claim_id', '=', p.claim_id as string)
         .where('signature', 'is not', null);
       return db
@@ -74,7 +112,14 @@ function statementsOf(db: Kysely<Tables>) {
         .columns(['iss', 'txn', 'hash_alg', 'hash', 'claim_id', 'request_key'])
         .expression(
           db
-            .selectNoFrom([sql<string>`CAST(NULL AS TEXT)`.as('iss'), text(p.txn as string).as('txn'), text(p.hash_alg as string).as('hash_alg'), text('claim lost').as('hash'), text(p.claim_id as string).as('claim_id'), text(p.request_key as string).as('request_key')])
+            .selectNoFrom([
+              sql<string>`CAST(NULL AS TEXT)`.as('iss'),
+              text(p.txn as string).as('txn'),
+              text(p.hash_alg as string).as('hash_alg'),
+              text('claim lost').as('hash'),
+              text(p.claim_id as string).as('claim_id'),
+              text(p.request_key as string).as('request_key'),
+            ])
             .where((w) => w(keptByUs, '<>', p.count as number)),
         );
     }),
@@ -94,21 +139,35 @@ function statementsFor(db: Kysely<Tables>): ReturnType<typeof statementsOf> {
 
 /** the arguments naming a claim's consent, request and documents (hash0 ..) */
 function claimArgs(claim: DocumentClaim, hashes: readonly string[]): Record<string, unknown> {
-  const args: Record<string, unknown> = { iss: claim.iss, txn: claim.txn, hash_alg: claim.hashAlgorithmOid, claim_id: claim.claimId };
-  hashes.forEach((hash, i) => (args[`hash${i}`] = hash));
+  const args: Record<string, unknown> = {
+    iss: claim.iss,
+    txn: claim.txn,
+    hash_alg: claim.hashAlgorithmOid,
+    claim_id: claim.claimId,
+  };
+  for (const [i, hash] of hashes.entries()) args[`hash${i}`] = hash;
   return args;
 }
 
 function kept(row: Row): KeptSignature {
-  return { hash: row.hash, signature: row.signature!, revocation: row.revocation ? (JSON.parse(row.revocation) as KeptSignature['revocation']) : null };
+  return {
+    hash: row.hash,
+    signature: row.signature!,
+    revocation: row.revocation ? (JSON.parse(row.revocation) as KeptSignature['revocation']) : null,
+  };
 }
 
 /** What the rows of the claim's documents say, when some exist; `takeOver`: abandoned claims to take. */
-function judge(claim: DocumentClaim, rows: Map<string, Row>, staleBefore: Date): ClaimOutcome | { kind: 'take_over'; rows: Row[] } {
+function judge(
+  claim: DocumentClaim,
+  rows: Map<string, Row>,
+  staleBefore: Date,
+): ClaimOutcome | { kind: 'take_over'; rows: Row[] } {
   const index = (hash: string) => claim.hashes.indexOf(hash);
   if (rows.size !== claim.hashes.length) return { kind: 'mixed', index: claim.hashes.findIndex((h) => rows.has(h)) };
   const other = claim.hashes.find((h) => rows.get(h)!.request_key !== claim.requestKey);
-  if (other !== undefined) return { kind: 'other_request', index: index(other), requestKey: rows.get(other)!.request_key };
+  if (other !== undefined)
+    return { kind: 'other_request', index: index(other), requestKey: rows.get(other)!.request_key };
   const unsigned = claim.hashes.filter((h) => rows.get(h)!.signature === null);
   if (unsigned.length === 0) return { kind: 'signed', signatures: claim.hashes.map((h) => kept(rows.get(h)!)) };
   if (unsigned.length !== claim.hashes.length) return { kind: 'mixed', index: index(unsigned[0]!) };
@@ -122,23 +181,51 @@ function judge(claim: DocumentClaim, rows: Map<string, Row>, staleBefore: Date):
  * conditional (insert if absent, take over if still the abandoned claim we read); when a concurrent request
  * won part of it, what we got is given back and the rows are judged again as committed.
  */
-export async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome> {
+export async function claimDocuments(
+  a: DocumentsAccess,
+  claim: DocumentClaim,
+  staleBefore: Date,
+): Promise<ClaimOutcome> {
   const at = a.time(claim.claimedAt);
   for (let attempt = 0; ; attempt++) {
     if (attempt > 1) await sleep(Math.min(5 * (attempt - 1), 50)); // let the concurrent write commit (attempt 1 reads what attempt 0 met)
     // The first attempt inserts without reading: documents are new under their consent in all but a retry,
     // and the insert claims exactly those nobody holds. Rows are read (and judged) only once some exist.
-    const rows = attempt === 0 ? new Map<string, Row>() : new Map((await ofConsent(a.db, claim).select().where('hash', 'in', [...claim.hashes]).execute()).map((r) => [r.hash, r]));
+    const rows =
+      attempt === 0
+        ? new Map<string, Row>()
+        : new Map(
+            (
+              await ofConsent(a.db, claim)
+                .select()
+                .where('hash', 'in', [...claim.hashes])
+                .execute()
+            ).map((r) => [r.hash, r]),
+          );
     let changes: number[];
     try {
       if (rows.size === 0) {
-        const insert = statementsFor(a.db).claim(claim.hashes.length)({ ...claimArgs(claim, claim.hashes), request_key: claim.requestKey, claimed_at: at });
+        const insert = statementsFor(a.db).claim(claim.hashes.length)({
+          ...claimArgs(claim, claim.hashes),
+          request_key: claim.requestKey,
+          claimed_at: at,
+        });
         changes = await a.write([insert], 'ordered');
       } else {
         const verdict = judge(claim, rows, staleBefore);
         if (verdict.kind !== 'take_over') return verdict;
         // every document's claim was abandoned (its request died): take each over only if it is still that claim
-        changes = await a.write(verdict.rows.map((r) => ofConsent(a.db, claim).update().set({ claim_id: claim.claimId, claimed_at: at }).where('hash', '=', r.hash).where('claim_id', '=', r.claim_id).where('signature', 'is', null)), 'ordered');
+        changes = await a.write(
+          verdict.rows.map((r) =>
+            ofConsent(a.db, claim)
+              .update()
+              .set({ claim_id: claim.claimId, claimed_at: at })
+              .where('hash', '=', r.hash)
+              .where('claim_id', '=', r.claim_id)
+              .where('signature', 'is', null),
+          ),
+          'ordered',
+        );
       }
     } catch (err) {
       if (!isRace(err) || attempt >= 20) throw err;
@@ -148,7 +235,8 @@ export async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, s
     if (got === claim.hashes.length) return { kind: 'claimed' };
     // some were held already (signed before, or a concurrent request won them): give back what we got, judge again
     if (got > 0) await releaseDocuments(a, claim);
-    if (attempt >= 20) throw new Error(`documents of txn ${claim.txn} could not be claimed: concurrent requests kept racing`);
+    if (attempt >= 20)
+      throw new Error(`documents of txn ${claim.txn} could not be claimed: concurrent requests kept racing`);
   }
 }
 
@@ -168,26 +256,45 @@ function isRace(err: unknown): boolean {
  * for signatures that were not kept. The guard inserts a row with a null primary-key column only in that case,
  * the one statement failure SQLite and PostgreSQL both raise inside a write (a NOT NULL violation).
  */
-export function keepQueries(a: Pick<DocumentsAccess, 'db' | 'time'>, claim: DocumentClaim, signatures: readonly KeptSignature[]): Statement[] {
+export function keepQueries(
+  a: Pick<DocumentsAccess, 'db' | 'time'>,
+  claim: DocumentClaim,
+  signatures: readonly KeptSignature[],
+): Statement[] {
   const { keep, guard } = statementsFor(a.db);
   const signedAt = a.time(new Date());
   const updates = signatures.map((s) =>
-    keep({ iss: claim.iss, txn: claim.txn, hash_alg: claim.hashAlgorithmOid, hash: s.hash, claim_id: claim.claimId, signature: s.signature, revocation: s.revocation ? JSON.stringify(s.revocation) : null, signed_at: signedAt }),
+    keep({
+      iss: claim.iss,
+      txn: claim.txn,
+      hash_alg: claim.hashAlgorithmOid,
+      hash: s.hash,
+      claim_id: claim.claimId,
+      signature: s.signature,
+      revocation: s.revocation ? JSON.stringify(s.revocation) : null,
+      signed_at: signedAt,
+    }),
   );
   const hashes = signatures.map((s) => s.hash);
-  return [...updates, guard(hashes.length)({ ...claimArgs(claim, hashes), request_key: claim.requestKey, count: signatures.length })];
+  return [
+    ...updates,
+    guard(hashes.length)({ ...claimArgs(claim, hashes), request_key: claim.requestKey, count: signatures.length }),
+  ];
 }
 
 /** Gives back the documents a request claimed and did not sign (its claim only). */
 export async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promise<void> {
-  await a.write([
-    a.db
-      .deleteFrom('signed_documents')
-      .where('iss', '=', claim.iss)
-      .where('txn', '=', claim.txn)
-      .where('hash_alg', '=', claim.hashAlgorithmOid)
-      .where('hash', 'in', [...claim.hashes])
-      .where('claim_id', '=', claim.claimId)
-      .where('signature', 'is', null),
-  ], 'ordered'); // lost in a crash, the claim goes stale and is taken over
+  await a.write(
+    [
+      a.db
+        .deleteFrom('signed_documents')
+        .where('iss', '=', claim.iss)
+        .where('txn', '=', claim.txn)
+        .where('hash_alg', '=', claim.hashAlgorithmOid)
+        .where('hash', 'in', [...claim.hashes])
+        .where('claim_id', '=', claim.claimId)
+        .where('signature', 'is', null),
+    ],
+    'ordered',
+  ); // lost in a crash, the claim goes stale and is taken over
 }

@@ -34,7 +34,9 @@ export interface Writer {
   close(): Promise<void>;
 }
 
-export type Outcome = { readonly ok: true; readonly changes: number[] } | { readonly ok: false; readonly error: unknown };
+export type Outcome =
+  | { readonly ok: true; readonly changes: number[] }
+  | { readonly ok: false; readonly error: unknown };
 
 /** how many distinct statement texts stay prepared (Kysely's SQL is the same for each shape of a query) */
 const PREPARED_CACHE = 256;
@@ -43,7 +45,11 @@ const PREPARED_CACHE = 256;
  * Runs a batch of writes in one IMMEDIATE transaction (one fsync), each in its own savepoint. Returns each
  * write's outcome; throws when the commit itself failed (then nothing of the batch is on disk).
  */
-export function runBatch(db: Database.Database, writes: readonly (readonly Statement[])[], prepared: Map<string, Database.Statement>): Outcome[] {
+export function runBatch(
+  db: Database.Database,
+  writes: readonly (readonly Statement[])[],
+  prepared: Map<string, Database.Statement>,
+): Outcome[] {
   const statement = (text: string) => {
     let s = prepared.get(text);
     if (!s) {
@@ -53,7 +59,9 @@ export function runBatch(db: Database.Database, writes: readonly (readonly State
     }
     return s;
   };
-  const one = db.transaction((statements: readonly Statement[]) => statements.map((s) => statement(s.sql).run(s.parameters as unknown[]).changes));
+  const one = db.transaction((statements: readonly Statement[]) =>
+    statements.map((s) => statement(s.sql).run(s.parameters as unknown[]).changes),
+  );
   const outcomes: Outcome[] = [];
   db.transaction(() => {
     for (const statements of writes) {

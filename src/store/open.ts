@@ -28,7 +28,11 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
 }
 
 /** SQLite in `<dataDir>/qtsp.sqlite` (default) or PostgreSQL at store.url; the schema is created or migrated. */
-export async function openStore(config: Pick<Config, 'dataDir'> & { readonly store: Omit<Config['store'], 'sqliteMaxBytes'> & { readonly sqliteMaxBytes?: number } }): Promise<Store> {
+export async function openStore(
+  config: Pick<Config, 'dataDir'> & {
+    readonly store: Omit<Config['store'], 'sqliteMaxBytes'> & { readonly sqliteMaxBytes?: number };
+  },
+): Promise<Store> {
   switch (config.store.driver) {
     case 'sqlite': {
       const file = sqlitePath(config.dataDir);
@@ -58,7 +62,11 @@ export interface StoreHealth {
  * hung database must not hang the probe), so the store is pinged every `intervalMs` in the background and
  * readiness reports the last answer. A ping that takes longer than the interval counts as a failure.
  */
-export function watchStore(store: Store, intervalMs: number, onChange?: (healthy: boolean, reason: string | undefined) => void): StoreHealth {
+export function watchStore(
+  store: Store,
+  intervalMs: number,
+  onChange?: (healthy: boolean, reason: string | undefined) => void,
+): StoreHealth {
   let healthy = true;
   let reason: string | undefined;
   let running: Promise<boolean> | undefined;

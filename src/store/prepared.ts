@@ -24,7 +24,8 @@ interface Placeholder {
   readonly [SLOT]: string;
 }
 
-const isPlaceholder = (value: unknown): value is Placeholder => typeof value === 'object' && value !== null && SLOT in value;
+const isPlaceholder = (value: unknown): value is Placeholder =>
+  typeof value === 'object' && value !== null && SLOT in value;
 
 /** the arguments as `build` sees them: one placeholder per name, typed as the value it stands for */
 export type Slots<A> = { readonly [K in keyof A]: A[K] };
@@ -42,9 +43,15 @@ export function prepare<A extends Record<string, unknown>>(build: (slots: Slots<
       const used = new Set(compiled.parameters.flatMap((p) => (isPlaceholder(p) ? [p[SLOT]] : [])));
       const missing = Object.keys(args).filter((name) => !used.has(name));
       // an argument Kysely did not turn into a parameter would be silently ignored: refuse the shape instead
-      if (missing.length > 0) throw new Error(`prepared statement: argument(s) ${missing.join(', ')} did not become parameters of ${query.sql}`);
+      if (missing.length > 0)
+        throw new Error(
+          `prepared statement: argument(s) ${missing.join(', ')} did not become parameters of ${query.sql}`,
+        );
     }
-    return { sql: compiled.sql, parameters: compiled.parameters.map((p) => (isPlaceholder(p) ? args[p[SLOT]] : p.constant)) };
+    return {
+      sql: compiled.sql,
+      parameters: compiled.parameters.map((p) => (isPlaceholder(p) ? args[p[SLOT]] : p.constant)),
+    };
   };
 }
 
@@ -52,7 +59,10 @@ export function prepare<A extends Record<string, unknown>>(build: (slots: Slots<
  * prepare() per count, for shapes with `count` rows or list members: `build(count)` returns the builder for that
  * count. Counts above `maxCount` are compiled on each call (a bound on what is kept: one shape per count).
  */
-export function preparedByCount<A extends Record<string, unknown>>(build: (count: number) => (slots: Slots<A>) => Compilable, maxCount = 128): (count: number) => Prepared<A> {
+export function preparedByCount<A extends Record<string, unknown>>(
+  build: (count: number) => (slots: Slots<A>) => Compilable,
+  maxCount = 128,
+): (count: number) => Prepared<A> {
   const byCount = new Map<number, Prepared<A>>();
   return (count) => {
     let prepared = byCount.get(count);
@@ -65,7 +75,8 @@ export function preparedByCount<A extends Record<string, unknown>>(build: (count
 }
 
 /** `count` argument names `${prefix}0` .. for a row or list member each */
-export const indexed = (prefix: string, count: number): string[] => Array.from({ length: count }, (_, i) => `${prefix}${i}`);
+export const indexed = (prefix: string, count: number): string[] =>
+  Array.from({ length: count }, (_, i) => `${prefix}${i}`);
 
 /** a row of `names` whose values are the slots of the same names (an insert's values) */
 export function columns<A, K extends keyof A & string>(slots: Slots<A>, names: readonly K[]): { [P in K]: A[P] } {

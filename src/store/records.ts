@@ -54,7 +54,10 @@ export function checkCertificate(c: IssuedCertificate): void {
 export function checkRecordSigning(input: RecordSigningInput): void {
   checkCertificate(input.certificate);
   const t = input.transaction;
-  check(t.certificateSerialHex === input.certificate.serialHex, 'transaction.certificateSerialHex differs from certificate.serialHex');
+  check(
+    t.certificateSerialHex === input.certificate.serialHex,
+    'transaction.certificateSerialHex differs from certificate.serialHex',
+  );
   check(input.certificate.txn === t.txn, 'certificate.txn differs from transaction.txn');
   check(t.txn !== '' && t.introspectionJwt !== '', 'transaction needs a txn and the introspection JWT');
 }

@@ -114,7 +114,8 @@ export interface SchemaShape {
 function migrations(shape: SchemaShape): Record<string, Migration> {
   const { timeType: time, bytesType: bytes } = shape;
   const seq = shape.insertionOrder === 'seq';
-  const hex = (column: string) => sql`length(${sql.ref(column)}) > 0 AND ltrim(${sql.ref(column)}, '0123456789abcdef') = ''`;
+  const hex = (column: string) =>
+    sql`length(${sql.ref(column)}) > 0 AND ltrim(${sql.ref(column)}, '0123456789abcdef') = ''`;
   const nonEmpty = (column: string) => sql`length(${sql.ref(column)}) > 0`;
   return {
     '0001_certificates_transactions_outbox': {
@@ -133,16 +134,26 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
           .addColumn('status', 'text', (c) => c.notNull().defaultTo('good').check(sql`status IN ('good', 'revoked')`))
           .addColumn('revoked_at', time)
           .addColumn('revocation_reason', 'text')
-          .addCheckConstraint('certificates_status_revocation', sql`(status = 'good') = (revoked_at IS NULL AND revocation_reason IS NULL)`)
+          .addCheckConstraint(
+            'certificates_status_revocation',
+            sql`(status = 'good') = (revoked_at IS NULL AND revocation_reason IS NULL)`,
+          )
           .execute();
-        await db.schema.createIndex('certificates_issuer_status').on('certificates').columns(['issuer_key_id', 'status']).execute();
+        await db.schema
+          .createIndex('certificates_issuer_status')
+          .on('certificates')
+          .columns(['issuer_key_id', 'status'])
+          .execute();
         await db.schema.createIndex('certificates_txn').on('certificates').column('txn').execute();
 
         let transactions = db.schema
           .createTable('signing_transactions')
-          .addColumn('certificate_serial_hex', 'text', (c) => c.primaryKey().notNull().references('certificates.serial_hex'))
+          .addColumn('certificate_serial_hex', 'text', (c) =>
+            c.primaryKey().notNull().references('certificates.serial_hex'),
+          )
           .addColumn('txn', 'text', (c) => c.notNull().check(nonEmpty('txn')));
-        for (const column of ['iss', 'sub', 'client_id', 'client_state']) transactions = transactions.addColumn(column, 'text', (c) => c.notNull());
+        for (const column of ['iss', 'sub', 'client_id', 'client_state'])
+          transactions = transactions.addColumn(column, 'text', (c) => c.notNull());
         transactions = transactions
           .addColumn('introspection_jwt', 'text', (c) => c.notNull().check(nonEmpty('introspection_jwt')))
           .addColumn('hash_algorithm_oid', 'text', (c) => c.notNull())
@@ -153,14 +164,20 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
           .addColumn('created_at', time, (c) => c.notNull());
         if (seq) transactions = transactions.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
         await transactions.execute();
-        await db.schema.createIndex('signing_transactions_txn').on('signing_transactions').columns(['txn', 'created_at']).execute();
+        await db.schema
+          .createIndex('signing_transactions_txn')
+          .on('signing_transactions')
+          .columns(['txn', 'created_at'])
+          .execute();
 
         let outbox = db.schema
           .createTable('outbox')
           .addColumn('id', 'text', (c) => c.primaryKey().notNull().check(nonEmpty('id')))
           .addColumn('topic', 'text', (c) => c.notNull().check(nonEmpty('topic')))
           .addColumn('payload', 'text', (c) => c.notNull())
-          .addColumn('state', 'text', (c) => c.notNull().defaultTo('pending').check(sql`state IN ('pending', 'queued', 'delivered', 'failed')`))
+          .addColumn('state', 'text', (c) =>
+            c.notNull().defaultTo('pending').check(sql`state IN ('pending', 'queued', 'delivered', 'failed')`),
+          )
           .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
           .addColumn('last_error', 'text')
           .addColumn('created_at', time, (c) => c.notNull())
@@ -168,7 +185,11 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
         if (seq) outbox = outbox.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
         await outbox.execute();
         // SQLite indexes end in the rowid by themselves
-        await db.schema.createIndex('outbox_topic_state').on('outbox').columns(['topic', 'state', 'created_at', ...(seq ? ['seq'] : [])]).execute();
+        await db.schema
+          .createIndex('outbox_topic_state')
+          .on('outbox')
+          .columns(['topic', 'state', 'created_at', ...(seq ? ['seq'] : [])])
+          .execute();
       },
     },
     // issue 3: which source vouched for the AS key of the introspection response
@@ -219,7 +240,11 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
     // of this index, not a scan of every entry of the topic (delivered ones stay in the outbox)
     '0006_outbox_queued_since': {
       async up(db) {
-        await db.schema.createIndex('outbox_topic_state_updated').on('outbox').columns(['topic', 'state', 'updated_at']).execute();
+        await db.schema
+          .createIndex('outbox_topic_state_updated')
+          .on('outbox')
+          .columns(['topic', 'state', 'updated_at'])
+          .execute();
       },
     },
   };
@@ -229,7 +254,9 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
 async function releasedUpTo(db: Kysely<unknown>, shape: SchemaShape): Promise<number> {
   const tables = await db.introspection.getTables();
   if (!tables.some((t) => t.name === 'schema_version' && t.schema === shape.schema)) return 0;
-  const { rows } = await sql<{ v: number | string }>`SELECT coalesce(max(version), 0) AS v FROM schema_version`.execute(db);
+  const { rows } = await sql<{ v: number | string }>`SELECT coalesce(max(version), 0) AS v FROM schema_version`.execute(
+    db,
+  );
   return Number(rows[0]!.v);
 }
 
@@ -241,12 +268,22 @@ async function releasedUpTo(db: Kysely<unknown>, shape: SchemaShape): Promise<nu
  */
 export async function migrate(db: Kysely<Tables>, shape: SchemaShape): Promise<void> {
   const known = migrations(shape);
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => known }, migrationTableSchema: shape.schema });
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => known },
+    migrationTableSchema: shape.schema,
+  });
   const { error } = await migrator.migrateToLatest();
   if (error === undefined) return;
   const newest = Object.keys(known).sort().at(-1);
-  const unknown = await executedNames(db, shape).then((names) => names.filter((n) => !(n in known)), () => []);
-  if (unknown.length > 0) throw new Error(`store: database schema (migration ${unknown.sort().at(-1)}) is newer than this program knows (${newest})`);
+  const unknown = await executedNames(db, shape).then(
+    (names) => names.filter((n) => !(n in known)),
+    () => [],
+  );
+  if (unknown.length > 0)
+    throw new Error(
+      `store: database schema (migration ${unknown.sort().at(-1)}) is newer than this program knows (${newest})`,
+    );
   throw error instanceof Error ? error : new Error(`store: migration failed: ${String(error)}`);
 }
 

@@ -47,8 +47,17 @@ export interface Checkpointer {
  * Starts checkpointing `file` (WAL mode, already open by the writer). `onStopped` runs if the thread fails
  * or exits on its own: the writer then checkpoints inline again.
  */
-export async function startCheckpointer(file: string, onStopped: (err: Error) => void, intervalMs = CHECKPOINT_INTERVAL_MS): Promise<Checkpointer> {
-  const worker = new Worker(SOURCE, { eval: true, execArgv: [], name: 'sqlite-checkpoint', workerData: { file, intervalMs, betterSqlite3: createRequire(import.meta.url).resolve('better-sqlite3') } });
+export async function startCheckpointer(
+  file: string,
+  onStopped: (err: Error) => void,
+  intervalMs = CHECKPOINT_INTERVAL_MS,
+): Promise<Checkpointer> {
+  const worker = new Worker(SOURCE, {
+    eval: true,
+    execArgv: [],
+    name: 'sqlite-checkpoint',
+    workerData: { file, intervalMs, betterSqlite3: createRequire(import.meta.url).resolve('better-sqlite3') },
+  });
   let closing = false;
   await new Promise<void>((resolve, reject) => {
     worker.once('message', () => resolve());

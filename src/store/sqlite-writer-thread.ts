@@ -36,7 +36,10 @@ try {
   db.pragma('synchronous = FULL'); // a COMMIT is on disk when it returns (dialects.ts)
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
-  if (maxBytes) db.pragma(`max_page_count = ${Math.max(1, Math.floor(maxBytes / (db.pragma('page_size', { simple: true }) as number)))}`);
+  if (maxBytes)
+    db.pragma(
+      `max_page_count = ${Math.max(1, Math.floor(maxBytes / (db.pragma('page_size', { simple: true }) as number)))}`,
+    );
   // checkpoints on their own thread (sqlite-checkpointer.ts); if it stops, this connection checkpoints again as SQLite does by default
   db.pragma(`wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
   checkpointer = await startCheckpointer(file, () => {
@@ -61,15 +64,24 @@ function flush(): void {
   const relaxed = jobs.every((j) => j.durability === 'ordered');
   try {
     if (relaxed) db.pragma('synchronous = NORMAL');
-    const outcomes = runBatch(db, jobs.map((j) => j.statements), prepared);
+    const outcomes = runBatch(
+      db,
+      jobs.map((j) => j.statements),
+      prepared,
+    );
     const results = jobs.map((job, i) => {
       const o = outcomes[i]!;
-      return o.ok ? { id: job.id, ok: true as const, changes: o.changes } : { id: job.id, ok: false as const, error: plain(o.error) };
+      return o.ok
+        ? { id: job.id, ok: true as const, changes: o.changes }
+        : { id: job.id, ok: false as const, error: plain(o.error) };
     });
     port.postMessage({ kind: 'results', results } satisfies ThreadReply);
   } catch (err) {
     // the commit itself failed: nothing of the batch is on disk
-    port.postMessage({ kind: 'results', results: jobs.map((job) => ({ id: job.id, ok: false as const, error: plain(err) })) } satisfies ThreadReply);
+    port.postMessage({
+      kind: 'results',
+      results: jobs.map((job) => ({ id: job.id, ok: false as const, error: plain(err) })),
+    } satisfies ThreadReply);
   } finally {
     if (relaxed) db.pragma('synchronous = FULL');
   }
@@ -91,7 +103,8 @@ function statementOf(s: WireStatement): Statement {
 port.on('message', (request: ThreadRequest) => {
   if (request.kind === 'writes') {
     const first = queue.length === 0;
-    for (const w of request.writes) queue.push({ id: w.id, durability: w.durability, statements: w.statements.map(statementOf) });
+    for (const w of request.writes)
+      queue.push({ id: w.id, durability: w.durability, statements: w.statements.map(statementOf) });
     // the messages that are already waiting are delivered before this runs: they join the batch
     if (first && queue.length > 0) setImmediate(flush);
     return;

@@ -51,7 +51,10 @@ export type ThreadReply =
   | { readonly kind: 'closed' }
   | {
       readonly kind: 'results';
-      readonly results: readonly ({ readonly id: number; readonly ok: true; readonly changes: number[] } | { readonly id: number; readonly ok: false; readonly error: PlainError })[];
+      readonly results: readonly (
+        | { readonly id: number; readonly ok: true; readonly changes: number[] }
+        | { readonly id: number; readonly ok: false; readonly error: PlainError }
+      )[];
     };
 
 /**
@@ -59,7 +62,9 @@ export type ThreadReply =
  * into Node's shared 8 KiB pool
  */
 function compact(parameter: unknown): unknown {
-  return parameter instanceof Uint8Array && parameter.byteLength !== parameter.buffer.byteLength ? new Uint8Array(parameter) : parameter;
+  return parameter instanceof Uint8Array && parameter.byteLength !== parameter.buffer.byteLength
+    ? new Uint8Array(parameter)
+    : parameter;
 }
 
 function toError(e: PlainError): Error {
@@ -81,7 +86,11 @@ export async function startWriterThread(data: WriterThreadData): Promise<Writer>
     eval: true,
     execArgv: [],
     name: 'sqlite-writer',
-    workerData: { ...data, tsx: import.meta.resolve('tsx/esm/api'), entry: new URL('./sqlite-writer-thread.ts', import.meta.url).href },
+    workerData: {
+      ...data,
+      tsx: import.meta.resolve('tsx/esm/api'),
+      entry: new URL('./sqlite-writer-thread.ts', import.meta.url).href,
+    },
   });
   const waiting = new Map<number, { resolve: (changes: number[]) => void; reject: (err: unknown) => void }>();
   let nextId = 0;
@@ -118,8 +127,14 @@ export async function startWriterThread(data: WriterThreadData): Promise<Writer>
       if (reply.kind === 'ready') resolve();
       else reject(reply.kind === 'failed' ? toError(reply.error) : new Error('store writer thread did not start'));
     };
-    const failed = (err: Error) => (settle(), reject(err));
-    const exited = (code: number) => (settle(), reject(new Error(`store writer thread exited with code ${code}`)));
+    const failed = (err: Error) => {
+      settle();
+      reject(err);
+    };
+    const exited = (code: number) => {
+      settle();
+      reject(new Error(`store writer thread exited with code ${code}`));
+    };
     const settle = () => worker.off('message', started).off('error', failed).off('exit', exited);
     worker.on('message', started).on('error', failed).on('exit', exited);
   });

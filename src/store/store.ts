@@ -15,12 +15,31 @@ import { columns, indexed, prepare, preparedByCount } from './prepared.ts';
 import { claimDocuments, keepQueries, releaseDocuments } from './documents.ts';
 import { checkCertificate, checkRecordSigning, checkRevocationReason, outboxPayloadJson } from './records.ts';
 import type { CertificatesTable, OutboxTable, SigningTransactionsTable, Time } from './schema.ts';
-import type { CertificateStatus, IssuedCertificate, NewOutboxEntry, OutboxEntry, OutboxState, SigningTransaction, Store, StoredCertificate } from './types.ts';
+import type {
+  CertificateStatus,
+  IssuedCertificate,
+  NewOutboxEntry,
+  OutboxEntry,
+  OutboxState,
+  SigningTransaction,
+  Store,
+  StoredCertificate,
+} from './types.ts';
 
 type CertificateRow = Selectable<CertificatesTable>;
 type OutboxRow = Selectable<OutboxTable> & { readonly insertion_order: unknown };
 
-const CERTIFICATE_COLUMNS = ['serial_hex', 'issuer_key_id', 'subject', 'not_before', 'not_after', 'issued_at', 'txn', 'der', 'status'] as const;
+const CERTIFICATE_COLUMNS = [
+  'serial_hex',
+  'issuer_key_id',
+  'subject',
+  'not_before',
+  'not_after',
+  'issued_at',
+  'txn',
+  'der',
+  'status',
+] as const;
 const TRANSACTION_COLUMNS = [
   'certificate_serial_hex',
   'txn',
@@ -40,7 +59,9 @@ const TRANSACTION_COLUMNS = [
 ] as const;
 
 function statusOf(row: Pick<CertificateRow, 'status' | 'revoked_at' | 'revocation_reason'>): CertificateStatus {
-  return row.status === 'revoked' ? { status: 'revoked', revokedAt: new Date(row.revoked_at!), reason: row.revocation_reason! } : { status: 'good' };
+  return row.status === 'revoked'
+    ? { status: 'revoked', revokedAt: new Date(row.revoked_at!), reason: row.revocation_reason! }
+    : { status: 'good' };
 }
 
 function toCertificate(row: CertificateRow): StoredCertificate {
@@ -98,14 +119,32 @@ export function createStore(dialect: StoreDialect): Store {
     if (closed) throw new Error('store is closed');
   };
   /** one atomic write (durable unless asked 'ordered'); the rows each statement changed */
-  const write = (queries: readonly (Compilable | Statement)[], durability?: Durability) => dialect.writer.write(queries.map((q) => ('compile' in q ? q.compile() : q)), durability);
+  const write = (queries: readonly (Compilable | Statement)[], durability?: Durability) =>
+    dialect.writer.write(
+      queries.map((q) => ('compile' in q ? q.compile() : q)),
+      durability,
+    );
   const documents = { db, write, time };
 
   // the statements of every signDoc, compiled once (prepared.ts)
-  const certificateInsert = prepare<Insertable<CertificatesTable>>((p) => db.insertInto('certificates').values(columns(p, CERTIFICATE_COLUMNS)));
+  const certificateInsert = prepare<Insertable<CertificatesTable>>((p) =>
+    db.insertInto('certificates').values(columns(p, CERTIFICATE_COLUMNS)),
+  );
   const insertCertificate = (c: IssuedCertificate) =>
-    certificateInsert({ serial_hex: c.serialHex, issuer_key_id: c.issuerKeyId, subject: c.subject, not_before: time(c.notBefore), not_after: time(c.notAfter), issued_at: time(c.issuedAt), txn: c.txn, der: c.der, status: 'good' });
-  const transactionInsert = prepare<Insertable<SigningTransactionsTable>>((p) => db.insertInto('signing_transactions').values(columns(p, TRANSACTION_COLUMNS)));
+    certificateInsert({
+      serial_hex: c.serialHex,
+      issuer_key_id: c.issuerKeyId,
+      subject: c.subject,
+      not_before: time(c.notBefore),
+      not_after: time(c.notAfter),
+      issued_at: time(c.issuedAt),
+      txn: c.txn,
+      der: c.der,
+      status: 'good',
+    });
+  const transactionInsert = prepare<Insertable<SigningTransactionsTable>>((p) =>
+    db.insertInto('signing_transactions').values(columns(p, TRANSACTION_COLUMNS)),
+  );
   const insertTransaction = (t: SigningTransaction) =>
     transactionInsert({
       certificate_serial_hex: t.certificateSerialHex,
@@ -126,31 +165,61 @@ export function createStore(dialect: StoreDialect): Store {
     });
   /** adding an existing id is a no-op (the mediation reference_id is the id: no record twice) */
   const outboxInsert = preparedByCount<Record<string, unknown>>((count) => (p) => {
-    const rows = Array.from({ length: count }, (_, i) => ({ id: p[`id${i}`] as string, topic: p[`topic${i}`] as string, payload: p[`payload${i}`] as string, state: 'pending' as const, attempts: 0, created_at: p.now as Time, updated_at: p.now as Time }));
-    return db.insertInto('outbox').values(rows).onConflict((oc) => oc.column('id').doNothing());
+    const rows = Array.from({ length: count }, (_, i) => ({
+      id: p[`id${i}`] as string,
+      topic: p[`topic${i}`] as string,
+      payload: p[`payload${i}`] as string,
+      state: 'pending' as const,
+      attempts: 0,
+      created_at: p.now as Time,
+      updated_at: p.now as Time,
+    }));
+    return db
+      .insertInto('outbox')
+      .values(rows)
+      .onConflict((oc) => oc.column('id').doNothing());
   });
   const insertOutbox = (entries: readonly NewOutboxEntry[]): Statement[] => {
     if (entries.length === 0) return [];
     const args: Record<string, unknown> = { now: time(new Date()) };
-    entries.forEach((e, i) => Object.assign(args, { [`id${i}`]: e.id, [`topic${i}`]: e.topic, [`payload${i}`]: outboxPayloadJson(e) }));
+    for (const [i, e] of entries.entries()) {
+      Object.assign(args, { [`id${i}`]: e.id, [`topic${i}`]: e.topic, [`payload${i}`]: outboxPayloadJson(e) });
+    }
     return [outboxInsert(entries.length)(args)];
   };
-  const queuedMark = preparedByCount<Record<string, unknown>>((count) => (p) =>
-    db
-      .updateTable('outbox')
-      .set({ state: 'queued', updated_at: p.now as Time })
-      .where('id', 'in', indexed('id', count).map((name) => p[name] as string))
-      .where('state', 'in', ['pending', 'queued']), // compare-and-set: a delivered or failed entry stays
+  const queuedMark = preparedByCount<Record<string, unknown>>(
+    (count) => (p) =>
+      db
+        .updateTable('outbox')
+        .set({ state: 'queued', updated_at: p.now as Time })
+        .where(
+          'id',
+          'in',
+          indexed('id', count).map((name) => p[name] as string),
+        )
+        .where('state', 'in', ['pending', 'queued']), // compare-and-set: a delivered or failed entry stays
   );
 
   /** a read compiled once (prepare): its rows */
-  const read = async <R>(statement: Statement): Promise<R[]> => (await db.executeQuery<R>(CompiledQuery.raw(statement.sql, [...statement.parameters]))).rows;
+  const read = async <R>(statement: Statement): Promise<R[]> =>
+    (await db.executeQuery<R>(CompiledQuery.raw(statement.sql, [...statement.parameters]))).rows;
   const outboxInState = () => db.selectFrom('outbox').selectAll().select(insertionOrder.as('insertion_order'));
   const pendingRead = prepare<{ topic: string; limit: number }>((p) =>
-    outboxInState().where('topic', '=', p.topic).where('state', '=', 'pending').orderBy('created_at').orderBy(insertionOrder).limit(p.limit),
+    outboxInState()
+      .where('topic', '=', p.topic)
+      .where('state', '=', 'pending')
+      .orderBy('created_at')
+      .orderBy(insertionOrder)
+      .limit(p.limit),
   );
   const staleRead = prepare<{ topic: string; limit: number; before: Time }>((p) =>
-    outboxInState().where('topic', '=', p.topic).where('state', '=', 'queued').where('updated_at', '<', p.before).orderBy('created_at').orderBy(insertionOrder).limit(p.limit),
+    outboxInState()
+      .where('topic', '=', p.topic)
+      .where('state', '=', 'queued')
+      .where('updated_at', '<', p.before)
+      .orderBy('created_at')
+      .orderBy(insertionOrder)
+      .limit(p.limit),
   );
 
   return {
@@ -158,11 +227,24 @@ export function createStore(dialect: StoreDialect): Store {
     async recordSigning(input, durability) {
       open();
       checkRecordSigning(input);
-      await write([insertCertificate(input.certificate), insertTransaction(input.transaction), ...insertOutbox(input.outbox ?? [])], durability);
+      await write(
+        [
+          insertCertificate(input.certificate),
+          insertTransaction(input.transaction),
+          ...insertOutbox(input.outbox ?? []),
+        ],
+        durability,
+      );
     },
     async getTransaction(txn) {
       open();
-      const rows = await db.selectFrom('signing_transactions').selectAll().where('txn', '=', txn).orderBy('created_at').orderBy(insertionOrder).execute();
+      const rows = await db
+        .selectFrom('signing_transactions')
+        .selectAll()
+        .where('txn', '=', txn)
+        .orderBy('created_at')
+        .orderBy(insertionOrder)
+        .execute();
       return rows.map(toTransaction);
     },
     async addCertificate(certificate) {
@@ -182,7 +264,11 @@ export function createStore(dialect: StoreDialect): Store {
     },
     async getCertificate(serialHex) {
       open();
-      const row = await db.selectFrom('certificates').selectAll().where('serial_hex', '=', serialHex.toLowerCase()).executeTakeFirst();
+      const row = await db
+        .selectFrom('certificates')
+        .selectAll()
+        .where('serial_hex', '=', serialHex.toLowerCase())
+        .executeTakeFirst();
       return row ? toCertificate(row) : undefined;
     },
     async revokeCertificate(serialHex, reason, at) {
@@ -205,7 +291,11 @@ export function createStore(dialect: StoreDialect): Store {
         .where('status', '=', 'revoked')
         .orderBy('serial_hex')
         .execute();
-      return rows.map((r) => ({ serialHex: r.serial_hex, revokedAt: new Date(r.revoked_at!), reason: r.revocation_reason! }));
+      return rows.map((r) => ({
+        serialHex: r.serial_hex,
+        revokedAt: new Date(r.revoked_at!),
+        reason: r.revocation_reason!,
+      }));
     },
     async addOutbox(entries) {
       open();
@@ -222,7 +312,8 @@ export function createStore(dialect: StoreDialect): Store {
       if (!queuedBefore) return pending.map(toOutbox);
       const stale = await read<OutboxRow>(staleRead({ topic, limit, before: time(queuedBefore) }));
       const at = (r: OutboxRow) => new Date(r.created_at).getTime();
-      const order = (a: OutboxRow, b: OutboxRow) => at(a) - at(b) || Number(a.insertion_order) - Number(b.insertion_order);
+      const order = (a: OutboxRow, b: OutboxRow) =>
+        at(a) - at(b) || Number(a.insertion_order) - Number(b.insertion_order);
       return [...pending, ...stale].sort(order).slice(0, limit).map(toOutbox);
     },
     async getOutbox(id) {
@@ -248,7 +339,7 @@ export function createStore(dialect: StoreDialect): Store {
       open();
       if (ids.length === 0) return 0;
       const args: Record<string, unknown> = { now: time(new Date()) };
-      ids.forEach((id, i) => (args[`id${i}`] = id));
+      for (const [i, id] of ids.entries()) args[`id${i}`] = id;
       const [changed] = await write([queuedMark(ids.length)(args)], 'ordered');
       return changed ?? 0;
     },
@@ -281,7 +372,11 @@ export function createStore(dialect: StoreDialect): Store {
       open();
       // a committed write: a database that cannot write (disk full, file at its cap, read-only replica)
       // fails here as an evidence record would; the deleted row's pages are reused
-      const row = { id: probeId, at: time(new Date()), ...(dialect.probeFiller ? { filler: dialect.probeFiller } : {}) };
+      const row = {
+        id: probeId,
+        at: time(new Date()),
+        ...(dialect.probeFiller ? { filler: dialect.probeFiller } : {}),
+      };
       await write([db.insertInto('health_probe').values(row), db.deleteFrom('health_probe').where('id', '=', probeId)]);
     },
     async close() {

@@ -217,7 +217,11 @@ export interface Store {
    */
   claimDocuments(claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome>;
   /** the signatures of a claim and the records to deliver, in one database transaction; rejects (writing nothing) when the claim is no longer held */
-  keepSignatures(input: { claim: DocumentClaim; signatures: readonly KeptSignature[]; outbox: readonly NewOutboxEntry[] }): Promise<void>;
+  keepSignatures(input: {
+    claim: DocumentClaim;
+    signatures: readonly KeptSignature[];
+    outbox: readonly NewOutboxEntry[];
+  }): Promise<void>;
   /** gives back the documents of a claim that were not signed (a failed request); no effect on others' claims */
   releaseDocuments(claim: DocumentClaim): Promise<void>;
   /** readiness: the database answers and commits a small write (a full disk or a read-only database fails) */

@@ -17,7 +17,11 @@ export interface OutgoingAgents {
 export function createOutgoingAgents(config: Config): OutgoingAgents {
   const ca = readFileSync(config.trust.caFile, 'utf8');
   const plain = tlsAgent({ ca });
-  const mtls = tlsAgent({ ca, cert: readFileSync(config.client.certFile, 'utf8'), key: readFileSync(config.client.keyFile, 'utf8') });
+  const mtls = tlsAgent({
+    ca,
+    cert: readFileSync(config.client.certFile, 'utf8'),
+    key: readFileSync(config.client.keyFile, 'utf8'),
+  });
   return {
     plain,
     mtls,

@@ -137,8 +137,18 @@ export class AuthorizationServers {
     const entry = { source, ...(commit ? { commit } : {}) };
     const changed = previous?.source !== source || previous?.commit !== commit;
     if (changed) this.vouched.set(id, entry);
-    const fields = { event: 'trust.key_resolved', iss: issuer, kid, source, ...(commit ? { archive_commit: commit } : {}) };
-    if (changed) this.options.logger?.info(fields, `signing key vouched for by ${source === 'archive' ? 'the key archive' : 'the AS jwks_uri'}`);
+    const fields = {
+      event: 'trust.key_resolved',
+      iss: issuer,
+      kid,
+      source,
+      ...(commit ? { archive_commit: commit } : {}),
+    };
+    if (changed)
+      this.options.logger?.info(
+        fields,
+        `signing key vouched for by ${source === 'archive' ? 'the key archive' : 'the AS jwks_uri'}`,
+      );
     else this.options.logger?.debug(fields, 'signing key resolved');
   }
 
@@ -171,7 +181,11 @@ export class AuthorizationServers {
   private async getJson(url: URL | string, what: string): Promise<unknown> {
     let res;
     try {
-      res = await httpRequest(url, { agent: this.options.agent, timeoutMs: this.options.timeoutMs, headers: { accept: 'application/json' } });
+      res = await httpRequest(url, {
+        agent: this.options.agent,
+        timeoutMs: this.options.timeoutMs,
+        headers: { accept: 'application/json' },
+      });
     } catch (err) {
       throw new TrustSourceError(`${what} unreachable: ${(err as Error).message}`);
     }
@@ -185,7 +199,8 @@ export class AuthorizationServers {
     const md = (await this.getJson(metadataUrl(issuer), 'AS metadata')) as Partial<AsMetadata>;
     if (md.issuer !== issuer) throw new TrustSourceError('AS metadata names another issuer');
     for (const key of ['introspection_endpoint', 'jwks_uri'] as const) {
-      if (typeof md[key] !== 'string' || !md[key].startsWith('https://')) throw new TrustSourceError(`AS metadata lacks an https ${key}`);
+      if (typeof md[key] !== 'string' || !md[key].startsWith('https://'))
+        throw new TrustSourceError(`AS metadata lacks an https ${key}`);
     }
     return md as AsMetadata;
   }

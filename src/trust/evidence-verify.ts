@@ -15,7 +15,14 @@ import type { KeyObject } from 'node:crypto';
 import { compactVerify, decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
 import type * as openpgp from 'openpgp';
 import type { SigningTransaction } from '../store/types.ts';
-import { firstParentHistory, keySetAt, loadSignerKeys, resolveVerifiedHead, verifyCommitSignature, type ArchiveCommit } from './key-archive.ts';
+import {
+  firstParentHistory,
+  keySetAt,
+  loadSignerKeys,
+  resolveVerifiedHead,
+  verifyCommitSignature,
+  type ArchiveCommit,
+} from './key-archive.ts';
 
 export class EvidenceError extends Error {
   override name = 'EvidenceError';
@@ -106,7 +113,8 @@ async function commitsAround(gitdir: string, head: string, at: number, skew: num
 /** Where the key does appear in history, for a clear message when it does not vouch at iat. */
 async function whereIsKey(gitdir: string, head: string, issuer: string, kid: string): Promise<string> {
   const seen: ArchiveCommit[] = [];
-  for await (const c of firstParentHistory(gitdir, head)) if ((await keySetAt(gitdir, c.oid, issuer))?.has(kid)) seen.push(c);
+  for await (const c of firstParentHistory(gitdir, head))
+    if ((await keySetAt(gitdir, c.oid, issuer))?.has(kid)) seen.push(c);
   if (seen.length === 0) return 'it is in no commit of the archive';
   const times = seen.map((c) => c.committedAt);
   return `it is in ${seen.length} commit(s) from ${iso(Math.min(...times))} to ${iso(Math.max(...times))}`;
@@ -124,7 +132,13 @@ async function signatureVerifies(jwt: string, key: KeyObject): Promise<boolean> 
 }
 
 /** Finds the archived key that was valid at iat and checks the JWT's signature with it. */
-async function vouch(jwt: string, issuer: string, kid: string, iat: number, o: VerifyEvidenceOptions): Promise<KeyVouching> {
+async function vouch(
+  jwt: string,
+  issuer: string,
+  kid: string,
+  iat: number,
+  o: VerifyEvidenceOptions,
+): Promise<KeyVouching> {
   const { gitdir, signerKeys } = o.archive;
   const head = await resolveVerifiedHead(gitdir);
   if (!head) fail(`no verified key archive in ${gitdir}: the QTSP has never pulled it successfully`);
@@ -139,8 +153,13 @@ async function vouch(jwt: string, issuer: string, kid: string, iat: number, o: V
     if (!check.ok) fail(`the archive commit that holds the key does not verify: ${check.reason}`);
     return { commit: c.oid, committedAt: c.committedAt, signerKeyId: check.signerKeyId, currentAtIat: c.atIat };
   }
-  if (held) fail(`the stored introspection response does not verify with key ${kid} that the archive held at its iat ${iso(iat)}: the stored JWT was altered`);
-  fail(`the archive did not hold key ${kid} of ${issuer} at iat ${iso(iat)} (±${o.skewSeconds} s); ${await whereIsKey(gitdir, head, issuer, kid)}`);
+  if (held)
+    fail(
+      `the stored introspection response does not verify with key ${kid} that the archive held at its iat ${iso(iat)}: the stored JWT was altered`,
+    );
+  fail(
+    `the archive did not hold key ${kid} of ${issuer} at iat ${iso(iat)} (±${o.skewSeconds} s); ${await whereIsKey(gitdir, head, issuer, kid)}`,
+  );
 }
 
 function signDetail(claims: JWTPayload): { hashAlgorithmOID?: unknown; documentDigests?: unknown } {
@@ -162,9 +181,13 @@ function compare(t: SigningTransaction, claims: JWTPayload, qtspId: string): voi
   same('client_id', claims['client_id'], t.clientId);
   if (claims['client_state'] !== undefined) same('client_state', claims['client_state'], t.clientState);
   const aud = claims.aud;
-  if (!(aud === qtspId || (Array.isArray(aud) && aud.includes(qtspId)))) fail(`the signed response is not addressed to this QTSP (${qtspId})`);
+  if (!(aud === qtspId || (Array.isArray(aud) && aud.includes(qtspId))))
+    fail(`the signed response is not addressed to this QTSP (${qtspId})`);
   const detail = signDetail(claims);
-  if (detail.hashAlgorithmOID !== t.hashAlgorithmOid) fail(`the stored hash algorithm ${t.hashAlgorithmOid} is not the consented one (${String(detail.hashAlgorithmOID)})`);
+  if (detail.hashAlgorithmOID !== t.hashAlgorithmOid)
+    fail(
+      `the stored hash algorithm ${t.hashAlgorithmOid} is not the consented one (${String(detail.hashAlgorithmOID)})`,
+    );
   const consented = new Set(
     (Array.isArray(detail.documentDigests) ? detail.documentDigests : [])
       .map((d) => (d as { hash?: unknown } | null)?.hash)
@@ -172,7 +195,8 @@ function compare(t: SigningTransaction, claims: JWTPayload, qtspId: string): voi
       .map((h) => Buffer.from(h, 'base64').toString('base64')),
   );
   t.hashes.forEach((h, i) => {
-    if (!consented.has(Buffer.from(h, 'base64').toString('base64'))) fail(`stored hash [${i}] ${h} is not among the documentDigests the user consented to`);
+    if (!consented.has(Buffer.from(h, 'base64').toString('base64')))
+      fail(`stored hash [${i}] ${h} is not among the documentDigests the user consented to`);
   });
 }
 
@@ -222,11 +246,18 @@ export function formatVerifiedEvidence(v: VerifiedEvidence): string {
  */
 export async function verifyStoredSignings(
   signings: readonly SigningTransaction[],
-  config: { readonly dataDir: string; readonly qtspId: string; readonly trust: { readonly keyArchiveSignerKeyFile: string; readonly clockSkewSeconds: number } },
+  config: {
+    readonly dataDir: string;
+    readonly qtspId: string;
+    readonly trust: { readonly keyArchiveSignerKeyFile: string; readonly clockSkewSeconds: number };
+  },
   out: { stdout: (text: string) => void; stderr: (text: string) => void },
 ): Promise<number> {
   const options: VerifyEvidenceOptions = {
-    archive: { gitdir: `${config.dataDir}/key-archive`, signerKeys: await loadSignerKeys(config.trust.keyArchiveSignerKeyFile) },
+    archive: {
+      gitdir: `${config.dataDir}/key-archive`,
+      signerKeys: await loadSignerKeys(config.trust.keyArchiveSignerKeyFile),
+    },
     qtspId: config.qtspId,
     skewSeconds: config.trust.clockSkewSeconds,
   };
@@ -234,7 +265,12 @@ export async function verifyStoredSignings(
   for (const [i, t] of signings.entries()) {
     const which = signings.length > 1 ? ` (signing ${i + 1} of ${signings.length})` : '';
     try {
-      out.stdout(formatVerifiedEvidence(await verifyEvidence(t, options)).replace(/^evidence for txn (\S+) verifies:/, `evidence for txn $1${which} verifies:`));
+      out.stdout(
+        formatVerifiedEvidence(await verifyEvidence(t, options)).replace(
+          /^evidence for txn (\S+) verifies:/,
+          `evidence for txn $1${which} verifies:`,
+        ),
+      );
     } catch (err) {
       if (!(err instanceof EvidenceError)) throw err;
       failed++;

@@ -56,7 +56,12 @@ function statusOf(record: IdpRecord): IdpStatus {
 }
 
 function isRecord(value: unknown): value is IdpRecord {
-  return !!value && typeof value === 'object' && typeof (value as IdpRecord).iss === 'string' && typeof (value as IdpRecord).status === 'string';
+  return (
+    !!value &&
+    typeof value === 'object' &&
+    typeof (value as IdpRecord).iss === 'string' &&
+    typeof (value as IdpRecord).status === 'string'
+  );
 }
 
 function describe(err: unknown): string {
@@ -104,7 +109,10 @@ export class IdpDirectory {
     if (interval <= 0 || this.timer) return;
     const pull = () =>
       this.refreshList().catch((err: unknown) => {
-        this.options.logger?.warn({ event: 'idp_directory.list_failed', reason: describe(err) }, 'IDP directory list pull failed; cached answers keep serving up to their maximum age');
+        this.options.logger?.warn(
+          { event: 'idp_directory.list_failed', reason: describe(err) },
+          'IDP directory list pull failed; cached answers keep serving up to their maximum age',
+        );
       });
     this.timer = setInterval(() => void pull(), interval);
     this.timer.unref();
@@ -122,13 +130,28 @@ export class IdpDirectory {
    * it fails within that bound the service stays ready and the reason says so.
    */
   readiness(): { ready: boolean; reasons: string[] } {
-    const failing = this.lastFailure ? ` (${this.lastFailure.reason}, ${Math.round((this.now() - this.lastFailure.at) / 1000)} s ago)` : '';
-    if (this.lastAnswerAt === undefined) return { ready: false, reasons: [`IDP directory has never answered${failing}: every SAD is refused until it does`] };
+    const failing = this.lastFailure
+      ? ` (${this.lastFailure.reason}, ${Math.round((this.now() - this.lastFailure.at) / 1000)} s ago)`
+      : '';
+    if (this.lastAnswerAt === undefined)
+      return {
+        ready: false,
+        reasons: [`IDP directory has never answered${failing}: every SAD is refused until it does`],
+      };
     const age = this.now() - this.lastAnswerAt;
     const maxStale = Math.round(this.options.maxStaleMs / 1000);
-    if (age >= this.options.maxStaleMs) return { ready: false, reasons: [`IDP directory last answered ${Math.round(age / 1000)} s ago${failing}, beyond trust.idpMaxStaleSeconds (${maxStale} s): SADs are refused until it answers`] };
+    if (age >= this.options.maxStaleMs)
+      return {
+        ready: false,
+        reasons: [
+          `IDP directory last answered ${Math.round(age / 1000)} s ago${failing}, beyond trust.idpMaxStaleSeconds (${maxStale} s): SADs are refused until it answers`,
+        ],
+      };
     if (!this.lastFailure) return { ready: true, reasons: [] };
-    return { ready: true, reasons: [`IDP directory failing${failing}; cached answers serve for at most ${maxStale} s`] };
+    return {
+      ready: true,
+      reasons: [`IDP directory failing${failing}; cached answers serve for at most ${maxStale} s`],
+    };
   }
 
   /** Whether the directory has given a good answer since start. */
@@ -169,7 +192,10 @@ export class IdpDirectory {
     if (cached) {
       const age = this.now() - cached.fetchedAt;
       if (age < this.options.maxStaleMs) {
-        this.options.logger?.warn({ event: 'idp_directory.stale_answer', iss, age_seconds: Math.round(age / 1000), reason: describe(err) }, 'IDP directory failing; serving the cached answer');
+        this.options.logger?.warn(
+          { event: 'idp_directory.stale_answer', iss, age_seconds: Math.round(age / 1000), reason: describe(err) },
+          'IDP directory failing; serving the cached answer',
+        );
         return cached;
       }
       throw new IdpDirectoryUnavailable(
@@ -186,7 +212,11 @@ export class IdpDirectory {
 
   private async get(url: URL): Promise<{ status: number; body: unknown }> {
     try {
-      const res = await httpRequest(url, { agent: this.options.agent, timeoutMs: this.options.timeoutMs, headers: { accept: 'application/json' } });
+      const res = await httpRequest(url, {
+        agent: this.options.agent,
+        timeoutMs: this.options.timeoutMs,
+        headers: { accept: 'application/json' },
+      });
       return { status: res.status, body: jsonBody(res) };
     } catch (err) {
       this.failure(describe(err));

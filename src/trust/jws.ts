@@ -19,17 +19,24 @@ export class JwsVerificationFailed extends Error {
 
 /** Verifies the RS256 signature of `token` with `key`; returns the decoded payload bytes, or throws JwsVerificationFailed. */
 export function verifyRs256(token: string, key: KeyObject): Buffer {
-  if (key.type !== 'public' || key.asymmetricKeyType !== 'rsa' || (key.asymmetricKeyDetails?.modulusLength ?? 0) < 2048) {
+  if (
+    key.type !== 'public' ||
+    key.asymmetricKeyType !== 'rsa' ||
+    (key.asymmetricKeyDetails?.modulusLength ?? 0) < 2048
+  ) {
     throw new JwsVerificationFailed('RS256 needs an RSA public key of at least 2048 bits');
   }
   const first = token.indexOf('.');
   const second = token.indexOf('.', first + 1);
-  if (first <= 0 || second < 0 || token.indexOf('.', second + 1) !== -1) throw new JwsVerificationFailed('not a compact JWS');
+  if (first <= 0 || second < 0 || token.indexOf('.', second + 1) !== -1)
+    throw new JwsVerificationFailed('not a compact JWS');
   const header = token.slice(0, first);
   const payload = token.slice(first + 1, second);
   const signature = token.slice(second + 1);
-  if (!BASE64URL.test(header) || !BASE64URL.test(payload) || !BASE64URL.test(signature) || signature === '') throw new JwsVerificationFailed('a segment is not base64url');
+  if (!BASE64URL.test(header) || !BASE64URL.test(payload) || !BASE64URL.test(signature) || signature === '')
+    throw new JwsVerificationFailed('a segment is not base64url');
   const signingInput = Buffer.from(token.slice(0, second), 'ascii');
-  if (!verify('sha256', signingInput, key, Buffer.from(signature, 'base64url'))) throw new JwsVerificationFailed('signature does not verify');
+  if (!verify('sha256', signingInput, key, Buffer.from(signature, 'base64url')))
+    throw new JwsVerificationFailed('signature does not verify');
   return Buffer.from(payload, 'base64url');
 }

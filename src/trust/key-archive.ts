@@ -31,7 +31,7 @@ export function rs256Keys(jwks: unknown): Map<string, KeyObject> {
   const list = (jwks as { keys?: unknown } | undefined)?.keys;
   if (!Array.isArray(list)) return keys;
   for (const jwk of list as JWK[]) {
-    if (!jwk || jwk.kty !== 'RSA' || typeof jwk.kid !== 'string') continue;
+    if (jwk?.kty !== 'RSA' || typeof jwk.kid !== 'string') continue;
     if (jwk.alg !== undefined && jwk.alg !== 'RS256') continue;
     if (jwk.use !== undefined && jwk.use !== 'sig') continue;
     try {
@@ -98,11 +98,16 @@ export type CommitCheck =
   | { readonly oid: string; readonly ok: false; readonly reason: string };
 
 /** Verifies that this commit carries a valid OpenPGP signature by one of `keys`. */
-export async function verifyCommitSignature(gitdir: string, oid: string, keys: readonly openpgp.PublicKey[]): Promise<CommitCheck> {
+export async function verifyCommitSignature(
+  gitdir: string,
+  oid: string,
+  keys: readonly openpgp.PublicKey[],
+): Promise<CommitCheck> {
   const { object } = await git.readObject({ fs, gitdir, oid, format: 'content' });
   const { payload, signature } = signedPayload(object as Uint8Array);
   if (!signature) return { oid, ok: false, reason: `commit ${oid} is not signed` };
-  if (!signature.includes('BEGIN PGP SIGNATURE')) return { oid, ok: false, reason: `commit ${oid} carries a signature that is not OpenPGP` };
+  if (!signature.includes('BEGIN PGP SIGNATURE'))
+    return { oid, ok: false, reason: `commit ${oid} carries a signature that is not OpenPGP` };
   try {
     const result = await openpgp.verify({
       message: await openpgp.createMessage({ binary: payload }),
@@ -111,9 +116,18 @@ export async function verifyCommitSignature(gitdir: string, oid: string, keys: r
       expectSigned: true,
     });
     const { commit } = await git.readCommit({ fs, gitdir, oid });
-    return { oid, ok: true, signerKeyId: result.signatures[0]!.keyID.toHex().toUpperCase(), committedAt: commit.committer.timestamp };
+    return {
+      oid,
+      ok: true,
+      signerKeyId: result.signatures[0]!.keyID.toHex().toUpperCase(),
+      committedAt: commit.committer.timestamp,
+    };
   } catch (err) {
-    return { oid, ok: false, reason: `commit ${oid} is not signed by the operating party's key (${(err as Error).message})` };
+    return {
+      oid,
+      ok: false,
+      reason: `commit ${oid} is not signed by the operating party's key (${(err as Error).message})`,
+    };
   }
 }
 
@@ -136,7 +150,11 @@ export async function* firstParentHistory(gitdir: string, from: string): AsyncGe
 }
 
 /** The issuer's RS256 keys as the archive held them at this commit (undefined: no file for the issuer). */
-export async function keySetAt(gitdir: string, commit: string, issuer: string): Promise<Map<string, KeyObject> | undefined> {
+export async function keySetAt(
+  gitdir: string,
+  commit: string,
+  issuer: string,
+): Promise<Map<string, KeyObject> | undefined> {
   let blob: Uint8Array;
   try {
     ({ blob } = await git.readBlob({ fs, gitdir, oid: commit, filepath: archiveFileName(issuer) }));
@@ -168,13 +186,28 @@ function gitHttpClient(agent: Agent, timeoutMs: number): HttpClient {
         for await (const chunk of body) chunks.push(chunk);
         payload = Buffer.concat(chunks);
       }
-      const res = await httpRequest(url, { method: method ?? 'GET', headers: headers ?? {}, ...(payload ? { body: payload } : {}), agent, timeoutMs, maxResponseBytes: MAX_PACK_BYTES });
+      const res = await httpRequest(url, {
+        method: method ?? 'GET',
+        headers: headers ?? {},
+        ...(payload ? { body: payload } : {}),
+        agent,
+        timeoutMs,
+        maxResponseBytes: MAX_PACK_BYTES,
+      });
       const flat: Record<string, string> = {};
-      for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
+      for (const [k, v] of Object.entries(res.headers))
+        if (v !== undefined) flat[k] = Array.isArray(v) ? v.join(', ') : v;
       async function* one(): AsyncGenerator<Uint8Array> {
         yield new Uint8Array(res.body);
       }
-      return { url, method: method ?? 'GET', statusCode: res.status, statusMessage: STATUS_CODES[res.status] ?? '', headers: flat, body: one() };
+      return {
+        url,
+        method: method ?? 'GET',
+        statusCode: res.status,
+        statusMessage: STATUS_CODES[res.status] ?? '',
+        headers: flat,
+        body: one(),
+      };
     },
   };
 }
@@ -189,7 +222,12 @@ export interface ArchiveKey {
 
 export type PullOutcome =
   | { readonly status: 'unchanged' | 'updated'; readonly head: string }
-  | { readonly status: 'refused'; readonly head: string | undefined; readonly remoteHead: string; readonly reason: string }
+  | {
+      readonly status: 'refused';
+      readonly head: string | undefined;
+      readonly remoteHead: string;
+      readonly reason: string;
+    }
   | { readonly status: 'failed'; readonly head: string | undefined; readonly reason: string };
 
 export interface KeyArchiveOptions {
@@ -219,7 +257,9 @@ interface Refusal {
 }
 
 function firstLine(err: unknown): string {
-  return String((err as Error)?.message ?? err).split('\n')[0]!.trim();
+  return String((err as Error)?.message ?? err)
+    .split('\n')[0]!
+    .trim();
 }
 
 /** The URL without user info or query, for logs and readiness. */
@@ -266,7 +306,11 @@ export class KeyArchive {
     const head = await resolveVerifiedHead(options.gitdir);
     if (head) {
       const problem = await archive.verifyRange(head);
-      if (problem) archive.securityEvent('key archive: the local clone does not verify and is not used', { commit: problem.oid, reason: problem.reason });
+      if (problem)
+        archive.securityEvent('key archive: the local clone does not verify and is not used', {
+          commit: problem.oid,
+          reason: problem.reason,
+        });
       else await archive.adopt(head);
     }
     return archive;
@@ -344,7 +388,9 @@ export class KeyArchive {
       reasons.push(`key archive ${where}: no verified state (${why})`);
     }
     if (this.refusal && this.head) {
-      reasons.push(`key archive ${where}: security event: update to ${this.refusal.remoteHead} refused (${this.refusal.reason}); keeping verified commit ${this.head}`);
+      reasons.push(
+        `key archive ${where}: security event: update to ${this.refusal.remoteHead} refused (${this.refusal.reason}); keeping verified commit ${this.head}`,
+      );
     }
     return { ready: this.head !== undefined, reasons };
   }
@@ -353,7 +399,17 @@ export class KeyArchive {
     const { gitdir, url } = this.options;
     let remoteHead: string | null;
     try {
-      const result = await git.fetch({ fs, http: this.http, gitdir, url, remote: REMOTE, ref: VERIFIED_REF, remoteRef: 'HEAD', singleBranch: true, tags: false });
+      const result = await git.fetch({
+        fs,
+        http: this.http,
+        gitdir,
+        url,
+        remote: REMOTE,
+        ref: VERIFIED_REF,
+        remoteRef: 'HEAD',
+        singleBranch: true,
+        tags: false,
+      });
       remoteHead = result.fetchHead;
     } catch (err) {
       return this.failed(`fetch failed: ${firstLine(err)}`);
@@ -364,14 +420,20 @@ export class KeyArchive {
       return { status: 'unchanged', head: remoteHead };
     }
     if (this.head && !(await git.isDescendent({ fs, gitdir, oid: remoteHead, ancestor: this.head, depth: -1 }))) {
-      return this.refuse(remoteHead, `the new head does not descend from our verified commit ${this.head} (history was rewritten)`);
+      return this.refuse(
+        remoteHead,
+        `the new head does not descend from our verified commit ${this.head} (history was rewritten)`,
+      );
     }
     const problem = await this.verifyRange(remoteHead);
     if (problem) return this.refuse(remoteHead, problem.reason);
     await git.writeRef({ fs, gitdir, ref: VERIFIED_REF, value: remoteHead, force: true });
     const changed = await this.adopt(remoteHead);
     this.succeeded();
-    this.options.logger.info({ event: 'key_archive.updated', url: safeUrl(url), head: remoteHead, changed_issuers: changed }, 'key archive updated');
+    this.options.logger.info(
+      { event: 'key_archive.updated', url: safeUrl(url), head: remoteHead, changed_issuers: changed },
+      'key archive updated',
+    );
     for (const listener of this.listeners) listener(changed);
     return { status: 'updated', head: remoteHead };
   }
@@ -423,11 +485,16 @@ export class KeyArchive {
       try {
         keys = rs256Keys(JSON.parse(new TextDecoder().decode(blob)));
       } catch {
-        this.options.logger.warn({ event: 'key_archive.bad_file', issuer, head }, 'a JWK Set in the key archive is not JSON; no keys taken from it');
+        this.options.logger.warn(
+          { event: 'key_archive.bad_file', issuer, head },
+          'a JWK Set in the key archive is not JSON; no keys taken from it',
+        );
       }
       next.set(issuer, { blob: entry.oid, keys });
     }
-    const changed = [...new Set([...next.keys(), ...this.issuers.keys()])].filter((iss) => next.get(iss)?.blob !== this.issuers.get(iss)?.blob);
+    const changed = [...new Set([...next.keys(), ...this.issuers.keys()])].filter(
+      (iss) => next.get(iss)?.blob !== this.issuers.get(iss)?.blob,
+    );
     this.issuers = next;
     this.head = head;
     this.headCommittedAt = (await git.readCommit({ fs, gitdir, oid: head })).commit.committer.timestamp * 1000;
@@ -442,18 +509,39 @@ export class KeyArchive {
 
   private failed(reason: string): PullOutcome {
     this.lastFailure = { at: this.now(), reason };
-    this.options.logger.warn({ event: 'key_archive.pull_failed', url: safeUrl(this.options.url), reason, head: this.head, last_success_at: this.lastSuccessAt }, 'key archive pull failed; keeping the verified state');
+    this.options.logger.warn(
+      {
+        event: 'key_archive.pull_failed',
+        url: safeUrl(this.options.url),
+        reason,
+        head: this.head,
+        last_success_at: this.lastSuccessAt,
+      },
+      'key archive pull failed; keeping the verified state',
+    );
     return { status: 'failed', head: this.head, reason };
   }
 
   private refuse(remoteHead: string, reason: string): PullOutcome {
     this.refusal = { at: this.now(), remoteHead, reason };
-    this.securityEvent('key archive update refused; keeping the last verified state', { remote_head: remoteHead, reason });
+    this.securityEvent('key archive update refused; keeping the last verified state', {
+      remote_head: remoteHead,
+      reason,
+    });
     return { status: 'refused', head: this.head, remoteHead, reason };
   }
 
   private securityEvent(message: string, details: Record<string, unknown>): void {
-    this.options.logger.error({ event: 'security.key_archive_refused', security: true, url: safeUrl(this.options.url), kept_head: this.head ?? null, ...details }, message);
+    this.options.logger.error(
+      {
+        event: 'security.key_archive_refused',
+        security: true,
+        url: safeUrl(this.options.url),
+        kept_head: this.head ?? null,
+        ...details,
+      },
+      message,
+    );
   }
 }
 
@@ -462,7 +550,15 @@ export class KeyArchive {
  * without verified state, which readiness reports, and never stops the start), then pull periodically.
  */
 export async function startKeyArchive(
-  config: { readonly dataDir: string; readonly trust: { readonly keyArchiveUrl: string; readonly keyArchivePullSeconds: number; readonly keyArchiveSignerKeyFile: string; readonly httpTimeoutMs: number } },
+  config: {
+    readonly dataDir: string;
+    readonly trust: {
+      readonly keyArchiveUrl: string;
+      readonly keyArchivePullSeconds: number;
+      readonly keyArchiveSignerKeyFile: string;
+      readonly httpTimeoutMs: number;
+    };
+  },
   agent: Agent,
   logger: Logger,
   gitdir = `${config.dataDir}/key-archive`,

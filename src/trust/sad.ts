@@ -28,7 +28,8 @@ export interface ValidatedSad {
 }
 
 function decode(token: string): JWTPayload {
-  if (typeof token !== 'string' || token.split('.').length !== 3) throw unauthorized('SAD is not a signed JWT (compact JWS)');
+  if (typeof token !== 'string' || token.split('.').length !== 3)
+    throw unauthorized('SAD is not a signed JWT (compact JWS)');
   try {
     return decodeJwt(token);
   } catch {
@@ -82,7 +83,8 @@ async function checkSignature(token: string, issuer: string, ctx: SadContext): P
   try {
     key = await ctx.servers.getKey(issuer, header.kid);
   } catch (err) {
-    if (err instanceof TrustSourceError) throw badGateway('the signing keys of the SAD issuer could not be obtained', `keys of ${issuer}: ${err.message}`);
+    if (err instanceof TrustSourceError)
+      throw badGateway('the signing keys of the SAD issuer could not be obtained', `keys of ${issuer}: ${err.message}`);
     throw err;
   }
   if (!key) throw unauthorized('SAD is signed with a key the issuer does not publish (unknown kid)');

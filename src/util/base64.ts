@@ -12,7 +12,10 @@ export type DigestDecodeResult = { ok: true; bytes: Buffer } | { ok: false; reas
 export function decodeDigest(value: string, expectedLength: number): DigestDecodeResult {
   if (value.length === 0) return { ok: false, reason: 'is empty' };
   if (!STANDARD_BASE64.test(value)) {
-    return { ok: false, reason: 'is not standard Base64 (RFC 4648 section 4); URL-safe Base64 and hex are not accepted' };
+    return {
+      ok: false,
+      reason: 'is not standard Base64 (RFC 4648 section 4); URL-safe Base64 and hex are not accepted',
+    };
   }
   if (HEX.test(value)) {
     return { ok: false, reason: 'looks like a hex string; send Base64 of the raw digest bytes' };
@@ -20,7 +23,8 @@ export function decodeDigest(value: string, expectedLength: number): DigestDecod
   const bytes = Buffer.from(value, 'base64');
   if (bytes.toString('base64') !== value) return { ok: false, reason: 'is not canonical Base64' };
   // A real digest of 32+ bytes that happens to be all ASCII hex digits has probability below 1e-33.
-  if (HEX.test(bytes.toString('latin1'))) return { ok: false, reason: 'is Base64 of a hex string; send Base64 of the raw digest bytes' };
+  if (HEX.test(bytes.toString('latin1')))
+    return { ok: false, reason: 'is Base64 of a hex string; send Base64 of the raw digest bytes' };
   if (bytes.length !== expectedLength) {
     return { ok: false, reason: `decodes to ${bytes.length} bytes, the algorithm's digest has ${expectedLength}` };
   }
@@ -55,7 +59,10 @@ export function base64JsonArray(items: readonly Base64Text[]): string {
 }
 
 export function toPem(der: Uint8Array, label: string): string {
-  const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '');
+  const b64 = Buffer.from(der)
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '');
   return `-----BEGIN ${label}-----\n${b64}\n-----END ${label}-----\n`;
 }
 

@@ -128,7 +128,7 @@ export const bitString = (bytes: Uint8Array) => tlv(TAG.bitString, Buffer.from([
 /** BIT STRING of a NamedBitList with one bit set: DER drops trailing zero bits (X.690 11.2.2). */
 export function namedBit(bit: number): Buffer {
   const bytes = Buffer.alloc(Math.floor(bit / 8) + 1);
-  bytes[bytes.length - 1] = 0x80 >> bit % 8;
+  bytes[bytes.length - 1] = 0x80 >> (bit % 8);
   return tlv(TAG.bitString, Buffer.from([7 - (bit % 8)]), bytes);
 }
 

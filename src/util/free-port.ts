@@ -25,7 +25,9 @@ function ephemeralRangeStart(): number {
 function probe(port: number, host: string): Promise<number | undefined> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
-    srv.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' || err.code === 'EACCES' ? resolve(undefined) : reject(err)));
+    srv.once('error', (err: NodeJS.ErrnoException) =>
+      err.code === 'EADDRINUSE' || err.code === 'EACCES' ? resolve(undefined) : reject(err),
+    );
     srv.listen({ port, host, exclusive: true }, () => {
       const { port: bound } = srv.address() as { port: number };
       srv.close(() => resolve(bound));

@@ -8,7 +8,8 @@
 import { setFlagsFromString } from 'node:v8';
 
 export function applyHeapGrowth(percent: number): void {
-  if (!Number.isInteger(percent) || percent < 0) throw new RangeError(`heap growth percent must be a non-negative integer, not ${percent}`);
+  if (!Number.isInteger(percent) || percent < 0)
+    throw new RangeError(`heap growth percent must be a non-negative integer, not ${percent}`);
   if (percent === 0) return; // V8's own adaptive growth
   setFlagsFromString(`--heap-growing-percent=${percent}`);
 }

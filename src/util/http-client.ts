@@ -147,8 +147,16 @@ function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse
             }
             chunks.push(chunk);
           });
-          res.body.on('end', () => finish(undefined, { status: res.statusCode, headers: res.headers as IncomingHttpHeaders, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size) }));
-          res.body.on('error', (err: Error) => finish(UNDICI_TIMEOUTS.has(codeOf(err)) ? timedOut() : new HttpTransportError(`${origin}: ${err.message}`)));
+          res.body.on('end', () =>
+            finish(undefined, {
+              status: res.statusCode,
+              headers: res.headers as IncomingHttpHeaders,
+              body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size),
+            }),
+          );
+          res.body.on('error', (err: Error) =>
+            finish(UNDICI_TIMEOUTS.has(codeOf(err)) ? timedOut() : new HttpTransportError(`${origin}: ${err.message}`)),
+          );
         },
         (err: Error) => {
           if (UNDICI_TIMEOUTS.has(codeOf(err))) return finish(timedOut());
@@ -161,7 +169,8 @@ function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse
 let defaultAgent: HttpAgent | undefined;
 /** for calls without an agent: Node's public CAs, kept alive for the process */
 function getDefault(): HttpAgent {
-  return (defaultAgent ??= tlsAgent());
+  defaultAgent ??= tlsAgent();
+  return defaultAgent;
 }
 
 /** Parses a JSON body, or returns undefined when it is not JSON. */

@@ -26,14 +26,21 @@ export function bounded<T>(promise: Promise<T>, ms: number, what: string): Promi
  */
 export type StopStep = readonly [what: string, run: () => Promise<void> | void, timeoutMs?: number];
 
-export async function runStopSteps(steps: readonly StopStep[], stepTimeoutMs: number, logger: Logger): Promise<boolean> {
+export async function runStopSteps(
+  steps: readonly StopStep[],
+  stepTimeoutMs: number,
+  logger: Logger,
+): Promise<boolean> {
   let ok = true;
   for (const [what, step, timeoutMs] of steps) {
     try {
       await bounded(Promise.resolve().then(step), timeoutMs ?? stepTimeoutMs, what);
     } catch (err) {
       ok = false;
-      logger.error({ event: 'shutdown.step_failed', step: what, error: (err as Error).message }, `stopping: ${what} failed`);
+      logger.error(
+        { event: 'shutdown.step_failed', step: what, error: (err as Error).message },
+        `stopping: ${what} failed`,
+      );
     }
   }
   return ok;
@@ -90,7 +97,10 @@ export function untilStopped(stop: () => Promise<void>, options: UntilStoppedOpt
       logger.info({ event: 'shutdown.begin', reason: why }, `${name} stopping`);
       const deadline = setTimeout(() => {
         if (stopped) process.exit(0); // stopped, but a handle we do not own kept the event loop alive
-        logger.error({ event: 'shutdown.timeout', timeout_ms: options.shutdownTimeoutMs }, `${name} did not stop within ${options.shutdownTimeoutMs} ms; exiting`);
+        logger.error(
+          { event: 'shutdown.timeout', timeout_ms: options.shutdownTimeoutMs },
+          `${name} did not stop within ${options.shutdownTimeoutMs} ms; exiting`,
+        );
         process.exit(1);
       }, options.shutdownTimeoutMs);
       deadline.unref();

@@ -31,7 +31,6 @@ export class RedisServerMissing extends Error {
 const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 10_000;
 
-
 export function redisServerInstalled(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
@@ -40,7 +39,9 @@ let setprivFound: boolean | undefined;
 
 /** setpriv --pdeathsig is Linux (util-linux, essential on Debian); elsewhere redis-server is started directly. */
 function withParentDeathSignal(): boolean {
-  setprivFound ??= process.platform === 'linux' && spawnSync('setpriv', ['--pdeathsig', 'SIGTERM', 'true'], { stdio: 'ignore' }).status === 0;
+  setprivFound ??=
+    process.platform === 'linux' &&
+    spawnSync('setpriv', ['--pdeathsig', 'SIGTERM', 'true'], { stdio: 'ignore' }).status === 0;
   return setprivFound;
 }
 
@@ -62,7 +63,8 @@ function ping(port: number): Promise<boolean> {
 async function waitReady(port: number, child: ChildProcess, output: () => string): Promise<void> {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`redis-server exited with code ${child.exitCode}: ${output().slice(-500)}`);
+    if (child.exitCode !== null)
+      throw new Error(`redis-server exited with code ${child.exitCode}: ${output().slice(-500)}`);
     if (await ping(port)) return;
     await new Promise((r) => setTimeout(r, 25));
   }
@@ -72,18 +74,37 @@ async function waitReady(port: number, child: ChildProcess, output: () => string
 
 function launch(port: number, dir: string): { child: ChildProcess; output: () => string } {
   const args = [
-    '--bind', HOST, '--port', String(port), '--dir', dir, '--daemonize', 'no', '--save', '',
+    '--bind',
+    HOST,
+    '--port',
+    String(port),
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+    '--save',
+    '',
     // bullmq: never evict keys; every write on disk before Redis answers (appendfsync always): an outbox
     // entry is marked queued once Redis took its job, so a job must survive even a crash of Redis itself
-    '--appendonly', 'yes', '--appendfsync', 'always', '--maxmemory-policy', 'noeviction',
-    '--protected-mode', 'yes', '--loglevel', 'warning',
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    'always',
+    '--maxmemory-policy',
+    'noeviction',
+    '--protected-mode',
+    'yes',
+    '--loglevel',
+    'warning',
   ];
   // redis-server cannot watch its parent; setpriv (util-linux) sets PR_SET_PDEATHSIG before it execs it, so
   // the kernel sends it SIGTERM when we end, also when we are killed with SIGKILL: no orphan Redis
   // detached: its own process group, so a Ctrl-C in the terminal reaches us, not Redis; we stop it ourselves
   // after the queues are closed
   const options = { stdio: ['ignore', 'pipe', 'pipe'] as ('ignore' | 'pipe')[], detached: true };
-  const child = withParentDeathSignal() ? spawn('setpriv', ['--pdeathsig', 'SIGTERM', 'redis-server', ...args], options) : spawn('redis-server', args, options);
+  const child = withParentDeathSignal()
+    ? spawn('setpriv', ['--pdeathsig', 'SIGTERM', 'redis-server', ...args], options)
+    : spawn('redis-server', args, options);
   let out = '';
   const collect = (d: Buffer) => {
     out = (out + d.toString()).slice(-4000);
@@ -101,7 +122,9 @@ function exited(child: ChildProcess): Promise<void> {
 /** Starts redis-server on a free loopback port with its files in `dir`. */
 export async function startRedisServer(options: { dir: string; port?: number }): Promise<LocalRedis> {
   if (!redisServerInstalled()) {
-    throw new RedisServerMissing('redis-server is not installed: install the Debian package redis-server (`node scripts/ensure-packages.mjs start` does) or set REDIS_URL');
+    throw new RedisServerMissing(
+      'redis-server is not installed: install the Debian package redis-server (`node scripts/ensure-packages.mjs start` does) or set REDIS_URL',
+    );
   }
   ensurePrivateDir(options.dir);
   const port = options.port ?? (await freePort());
@@ -138,7 +161,11 @@ export function localRedisPaths(dataDir: string): { dir: string; urlFile: string
  * The Redis to use: redis.url from the configuration, else REDIS_URL, else the local one a running `qtsp dev`
  * or `qtsp serve` of this data directory started (its URL file). undefined: none known.
  */
-export function knownRedisUrl(configured: string | undefined, env: NodeJS.ProcessEnv, dataDir: string): string | undefined {
+export function knownRedisUrl(
+  configured: string | undefined,
+  env: NodeJS.ProcessEnv,
+  dataDir: string,
+): string | undefined {
   if (configured) return configured;
   if (env['REDIS_URL']) return env['REDIS_URL'];
   const { urlFile } = localRedisPaths(dataDir);
@@ -153,12 +180,16 @@ export interface ProvidedRedis {
 }
 
 /** redis.url or REDIS_URL when given; otherwise a local redis-server with its files in <dataDir>/redis. */
-export async function provideRedis(configured: string | undefined, env: NodeJS.ProcessEnv, dataDir: string): Promise<ProvidedRedis> {
+export async function provideRedis(
+  configured: string | undefined,
+  env: NodeJS.ProcessEnv,
+  dataDir: string,
+): Promise<ProvidedRedis> {
   const given = configured ?? env['REDIS_URL'];
   if (given) return { url: given, stop: async () => undefined };
   const paths = localRedisPaths(dataDir);
   const local = await startRedisServer({ dir: paths.dir });
-  writeFileSync(paths.urlFile, local.url + '\n');
+  writeFileSync(paths.urlFile, `${local.url}\n`);
   return {
     url: local.url,
     local,

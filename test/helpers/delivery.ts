@@ -14,7 +14,12 @@ import { PROFILE, QTSP_ID, SHA256_OID, type TestEnvironment } from './environmen
 export const sha256b64 = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('base64');
 
 /** Polls until `probe` returns something truthy; fails with `what` after timeoutMs. */
-export async function waitFor<T>(what: string, probe: () => T | Promise<T>, timeoutMs = 20_000, everyMs = 50): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => T | Promise<T>,
+  timeoutMs = 20_000,
+  everyMs = 50,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
@@ -34,12 +39,22 @@ export async function authorize(
   documentDigests: { hash: string; label: string }[],
   claims?: Record<string, null | { essential: true }>,
 ): Promise<Authorization> {
-  const auth = await authorizeSigning(endpoints, { documentDigests, hashAlgorithmOID: SHA256_OID, ...(claims ? { identityAssuranceClaims: claims } : {}) });
+  const auth = await authorizeSigning(endpoints, {
+    documentDigests,
+    hashAlgorithmOID: SHA256_OID,
+    ...(claims ? { identityAssuranceClaims: claims } : {}),
+  });
   return { accessToken: auth.accessToken, hashes: documentDigests.map((d) => d.hash) };
 }
 
 export function signDocBody(sad: string, hashes: readonly string[]): Record<string, unknown> {
-  return { SAD: sad, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' };
+  return {
+    SAD: sad,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes, hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+  };
 }
 
 export interface SignDocOutcome {
@@ -50,7 +65,12 @@ export interface SignDocOutcome {
 }
 
 /** POST signDoc on a kept-alive RP agent (so the time measured is signDoc's, not a TLS handshake's). */
-export async function postSignDoc(env: TestEnvironment, agent: Agent, sad: string, hashes: readonly string[]): Promise<SignDocOutcome> {
+export async function postSignDoc(
+  env: TestEnvironment,
+  agent: Agent,
+  sad: string,
+  hashes: readonly string[],
+): Promise<SignDocOutcome> {
   const started = performance.now();
   const res = await httpRequest(env.qtsp.signDocUrl, {
     method: 'POST',
@@ -105,16 +125,24 @@ export interface QtspChild {
 
 /** `qtsp <args>` as a child process (tsx), its output collected. */
 export function spawnQtsp(args: readonly string[], env: NodeJS.ProcessEnv): QtspChild {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const exited = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
+  );
   return { process: child, output: () => out, exited };
 }
 
 /** Runs `qtsp <args>` to its end. */
-export async function runQtsp(args: readonly string[], env: NodeJS.ProcessEnv): Promise<{ code: number | string; output: string }> {
+export async function runQtsp(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number | string; output: string }> {
   const child = spawnQtsp(args, env);
   const code = await child.exited;
   return { code, output: child.output() };

@@ -28,7 +28,8 @@ export interface TestEnvironment extends Ecosystem {
  * (the test/integration/softhsm-*.test.ts files set it and run a matrix file again): keys.provider softhsm,
  * a SoftHSM2 token under the environment's temp data dir (never the machine's default tokens).
  */
-export const TEST_KEY_CUSTODY: 'software' | 'softhsm' = process.env['TEST_KEY_CUSTODY'] === 'softhsm' ? 'softhsm' : 'software';
+export const TEST_KEY_CUSTODY: 'software' | 'softhsm' =
+  process.env['TEST_KEY_CUSTODY'] === 'softhsm' ? 'softhsm' : 'software';
 
 /** Whether the environment's custody signs this scheme with this hash (SoftHSM2 2.6: no RSASSA-PSS with SHA-3). */
 export function custodySigns(env: Ecosystem, scheme: SignatureScheme, hash: string): boolean {
@@ -36,7 +37,10 @@ export function custodySigns(env: Ecosystem, scheme: SignatureScheme, hash: stri
 }
 
 /** `options`: further ecosystem options (e.g. clients registered at the sandbox platform) */
-export async function startEnvironment(overrides: ConfigInput = {}, options: Pick<EcosystemOptions, 'clients' | 'logger'> = {}): Promise<TestEnvironment> {
+export async function startEnvironment(
+  overrides: ConfigInput = {},
+  options: Pick<EcosystemOptions, 'clients' | 'logger'> = {},
+): Promise<TestEnvironment> {
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-test-'));
   try {
     const eco = await startEcosystem({
@@ -76,7 +80,11 @@ export async function startEnvironment(overrides: ConfigInput = {}, options: Pic
  * archive clone) and free ports; `overrides` change its settings (a dead trust source, other limits).
  * close() also removes its data directory.
  */
-export async function startExtraQtsp(env: TestEnvironment, overrides: { server?: ConfigInput['server']; trust?: ConfigInput['trust']; tsa?: ConfigInput['tsa'] } = {}, options: { logger?: Logger } = {}): Promise<QtspService> {
+export async function startExtraQtsp(
+  env: TestEnvironment,
+  overrides: { server?: ConfigInput['server']; trust?: ConfigInput['trust']; tsa?: ConfigInput['tsa'] } = {},
+  options: { logger?: Logger } = {},
+): Promise<QtspService> {
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-extra-'));
   cpSync(pkiPaths(env.dataDir).dir, pkiPaths(dataDir).dir, { recursive: true });
   const c = env.config;
@@ -85,10 +93,24 @@ export async function startExtraQtsp(env: TestEnvironment, overrides: { server?:
       {
         dataDir,
         qtspId: c.qtspId,
-        server: { port: 0, publicationPort: 0, tlsCertFile: c.server.tlsCertFile, tlsKeyFile: c.server.tlsKeyFile, publicBaseUrl: c.server.publicBaseUrl, ...overrides.server },
+        server: {
+          port: 0,
+          publicationPort: 0,
+          tlsCertFile: c.server.tlsCertFile,
+          tlsKeyFile: c.server.tlsKeyFile,
+          publicBaseUrl: c.server.publicBaseUrl,
+          ...overrides.server,
+        },
         ops: { port: 0 },
         client: { certFile: c.client.certFile, keyFile: c.client.keyFile },
-        trust: { caFile: c.trust.caFile, idpDirectoryUrl: c.trust.idpDirectoryUrl, keyArchiveUrl: c.trust.keyArchiveUrl, keyArchiveSignerKeyFile: c.trust.keyArchiveSignerKeyFile, jwksCooldownSeconds: 0, ...overrides.trust },
+        trust: {
+          caFile: c.trust.caFile,
+          idpDirectoryUrl: c.trust.idpDirectoryUrl,
+          keyArchiveUrl: c.trust.keyArchiveUrl,
+          keyArchiveSignerKeyFile: c.trust.keyArchiveSignerKeyFile,
+          jwksCooldownSeconds: 0,
+          ...overrides.trust,
+        },
         ...(overrides.tsa ? { tsa: overrides.tsa } : {}),
         signer: { rsaPoolSize: 0 },
         redis: { url: c.redis.url, prefix: `qtsp-extra-${randomUUID().slice(0, 8)}` },
@@ -97,7 +119,10 @@ export async function startExtraQtsp(env: TestEnvironment, overrides: { server?:
       },
       {},
     );
-    const qtsp = await startQtsp(config, { defaultMetrics: false, ...(options.logger ? { logger: options.logger } : {}) });
+    const qtsp = await startQtsp(config, {
+      defaultMetrics: false,
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
     return {
       ...qtsp,
       async close() {

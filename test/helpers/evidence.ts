@@ -26,7 +26,10 @@ export interface SignedWithEvidence {
   readonly introspectionPayload: Record<string, unknown>;
 }
 
-export async function signAndCapture(env: TestEnvironment, document = Buffer.from(`a document ${Date.now()}\n`)): Promise<SignedWithEvidence> {
+export async function signAndCapture(
+  env: TestEnvironment,
+  document = Buffer.from(`a document ${Date.now()}\n`),
+): Promise<SignedWithEvidence> {
   const hash = createHash('sha256').update(document).digest('base64');
   let captured: Record<string, unknown> | undefined;
   env.sandbox.controls.introspection.mutate = (payload) => {
@@ -34,7 +37,10 @@ export async function signAndCapture(env: TestEnvironment, document = Buffer.fro
     return payload;
   };
   try {
-    const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash, label: 'doc' }], hashAlgorithmOID: SHA256_OID });
+    const auth = await authorizeSigning(env.endpoints, {
+      documentDigests: [{ hash, label: 'doc' }],
+      hashAlgorithmOID: SHA256_OID,
+    });
     const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
       SAD: auth.accessToken,
       credentialID: 'qes_eidas',
@@ -43,7 +49,13 @@ export async function signAndCapture(env: TestEnvironment, document = Buffer.fro
       signature_format: 'C',
     });
     assert.ok(captured, 'the AS answered no introspection');
-    return { status: res.status, body: res.body as SignedWithEvidence['body'], txn: String(captured.txn), document, introspectionPayload: captured };
+    return {
+      status: res.status,
+      body: res.body as SignedWithEvidence['body'],
+      txn: String(captured.txn),
+      document,
+      introspectionPayload: captured,
+    };
   } finally {
     delete env.sandbox.controls.introspection.mutate;
   }
@@ -61,7 +73,11 @@ async function asJwks(env: TestEnvironment): Promise<JSONWebKeySet> {
   }
 }
 
-export async function assertIsIntrospectionResponse(env: TestEnvironment, jwt: string, payload: Record<string, unknown>): Promise<void> {
+export async function assertIsIntrospectionResponse(
+  env: TestEnvironment,
+  jwt: string,
+  payload: Record<string, unknown>,
+): Promise<void> {
   await compactVerify(jwt, createLocalJWKSet(await asJwks(env)), { algorithms: ['RS256'] });
   assert.deepEqual(decodeJwt(jwt), payload);
 }
@@ -72,11 +88,31 @@ export async function signerSerialByOpenssl(signature: Buffer, document: Buffer,
   try {
     writeFileSync(join(dir, 'sig.p7s'), signature);
     writeFileSync(join(dir, 'doc'), document);
-    const verified = await run('openssl', ['cms', '-verify', '-cades', '-binary', '-inform', 'DER', '-in', join(dir, 'sig.p7s'), '-content', join(dir, 'doc'), '-CAfile', caFile, '-signer', join(dir, 'signer.pem'), '-out', '/dev/null']);
+    const verified = await run('openssl', [
+      'cms',
+      '-verify',
+      '-cades',
+      '-binary',
+      '-inform',
+      'DER',
+      '-in',
+      join(dir, 'sig.p7s'),
+      '-content',
+      join(dir, 'doc'),
+      '-CAfile',
+      caFile,
+      '-signer',
+      join(dir, 'signer.pem'),
+      '-out',
+      '/dev/null',
+    ]);
     assert.ok(verified.ok, verified.output);
     const serial = await run('openssl', ['x509', '-in', join(dir, 'signer.pem'), '-noout', '-serial']);
     assert.ok(serial.ok, serial.output);
-    return serial.output.trim().replace(/^serial=/, '').toLowerCase();
+    return serial.output
+      .trim()
+      .replace(/^serial=/, '')
+      .toLowerCase();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

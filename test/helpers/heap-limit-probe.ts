@@ -14,7 +14,9 @@ for (let i = 0; i < 400_000; i++) live.push({ i, s: `live ${i}` });
 const liveMb = process.memoryUsage().heapUsed / 2 ** 20;
 let majors = 0;
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) majors++;
+  for (const e of list.getEntries())
+    if ((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR)
+      majors++;
 }).observe({ entryTypes: ['gc'] });
 const grown: number[][] = [];
 let grownMb = 0;
@@ -23,4 +25,4 @@ while (majors === 0 && grownMb < 2000) {
   grownMb += 1;
   if (grownMb % 8 === 0) await new Promise((r) => setImmediate(r)); // let the observer see a collection
 }
-process.stdout.write(JSON.stringify({ liveMb, grownMb, kept: live.length + grown.length }) + '\n');
+process.stdout.write(`${JSON.stringify({ liveMb, grownMb, kept: live.length + grown.length })}\n`);

@@ -25,7 +25,16 @@ export interface SharedParts {
   /** what the relying party needs for the flow */
   readonly endpoints: RpEndpoints;
   /** a data directory for one instance (CA material copied in) and the environment of its `qtsp serve` */
-  instanceEnv(name: string, settings: { port: number; publicationPort: number; opsPort?: number; store?: { driver: 'sqlite' } | { driver: 'postgres'; url: string }; extra?: Record<string, string> }): Record<string, string>;
+  instanceEnv(
+    name: string,
+    settings: {
+      port: number;
+      publicationPort: number;
+      opsPort?: number;
+      store?: { driver: 'sqlite' } | { driver: 'postgres'; url: string };
+      extra?: Record<string, string>;
+    },
+  ): Record<string, string>;
   close(): Promise<void>;
 }
 
@@ -34,10 +43,17 @@ export interface SharedParts {
  * load balancer); `publicBaseUrl` goes into the AIA and CRL distribution points of every certificate.
  */
 /** The shared parts for instances that will listen on one signDoc port and one publication port, both free. */
-export async function startSharedPartsOnFreePorts(): Promise<{ shared: SharedParts; port: number; publicationPort: number }> {
+export async function startSharedPartsOnFreePorts(): Promise<{
+  shared: SharedParts;
+  port: number;
+  publicationPort: number;
+}> {
   const port = await freePort();
   const publicationPort = await freePort();
-  const shared = await startSharedParts({ signDocUrl: `https://127.0.0.1:${port}/signDoc`, publicBaseUrl: `http://127.0.0.1:${publicationPort}` });
+  const shared = await startSharedParts({
+    signDocUrl: `https://127.0.0.1:${port}/signDoc`,
+    publicBaseUrl: `http://127.0.0.1:${publicationPort}`,
+  });
   return { shared, port, publicationPort };
 }
 
@@ -63,7 +79,12 @@ export async function startSharedParts(options: { signDocUrl: string; publicBase
       sandbox,
       redis,
       rootCaFile: pkiPaths(shared).rootCert,
-      endpoints: { serviceConfigurationUrl: sandbox.serviceConfigurationUrl, issuer: sandbox.issuer, tlsCaFile: sandbox.tlsCaFile, rp: sandbox.rp },
+      endpoints: {
+        serviceConfigurationUrl: sandbox.serviceConfigurationUrl,
+        issuer: sandbox.issuer,
+        tlsCaFile: sandbox.tlsCaFile,
+        rp: sandbox.rp,
+      },
       instanceEnv(name, s) {
         const dataDir = join(root, name);
         mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -122,9 +143,14 @@ export interface ServeProcess {
 /** Starts `qtsp serve` with exactly `env` (plus PATH/HOME/NODE_ENV) and waits until it says where it serves. */
 export async function spawnServe(env: Record<string, string>): Promise<ServeProcess> {
   const base = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test' };
-  const child = spawn(process.execPath, [QTSP_BIN, 'serve'], { env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [QTSP_BIN, 'serve'], {
+    env: { ...base, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const urls = await new Promise<{ signDocUrl: string; publicationUrl: string; opsUrl: string }>((resolve, reject) => {
     const collect = (d: Buffer) => {
       out += d.toString();
@@ -135,7 +161,9 @@ export async function spawnServe(env: Record<string, string>): Promise<ServeProc
     };
     child.stdout!.on('data', collect);
     child.stderr!.on('data', collect);
-    void exited.then(({ code, signal }) => reject(new Error(`qtsp serve ended (${code ?? signal}) before it served:\n${out.slice(-3000)}`)));
+    void exited.then(({ code, signal }) =>
+      reject(new Error(`qtsp serve ended (${code ?? signal}) before it served:\n${out.slice(-3000)}`)),
+    );
   });
   return { child, pid: child.pid!, ...urls, output: () => out, exited };
 }

@@ -11,19 +11,40 @@ export interface ToolResult {
 
 export function run(cmd: string, args: readonly string[]): Promise<ToolResult> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { encoding: 'utf8' }, (err, stdout, stderr) => resolve({ ok: !err, output: `${stdout}${stderr}` }));
+    execFile(cmd, args, { encoding: 'utf8' }, (err, stdout, stderr) =>
+      resolve({ ok: !err, output: `${stdout}${stderr}` }),
+    );
   });
 }
 
 /** openssl cms -verify -cades over a detached signature; content and signature given as bytes. */
-export async function opensslCmsVerify(signature: Uint8Array, content: Uint8Array, caFile: string): Promise<ToolResult> {
+export async function opensslCmsVerify(
+  signature: Uint8Array,
+  content: Uint8Array,
+  caFile: string,
+): Promise<ToolResult> {
   const dir = mkdtempSync(join(tmpdir(), 'qtsp-oracle-'));
   try {
     const sig = join(dir, 'sig.p7s');
     const doc = join(dir, 'doc.bin');
     writeFileSync(sig, signature);
     writeFileSync(doc, content);
-    return await run('openssl', ['cms', '-verify', '-cades', '-binary', '-inform', 'DER', '-in', sig, '-content', doc, '-CAfile', caFile, '-out', '/dev/null']);
+    return await run('openssl', [
+      'cms',
+      '-verify',
+      '-cades',
+      '-binary',
+      '-inform',
+      'DER',
+      '-in',
+      sig,
+      '-content',
+      doc,
+      '-CAfile',
+      caFile,
+      '-out',
+      '/dev/null',
+    ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -45,13 +45,21 @@ export async function asn1parse(der: Uint8Array): Promise<Asn1Node[]> {
       .split('\n')
       .map((l) => LINE.exec(l))
       .filter((m): m is RegExpExecArray => m !== null)
-      .map((m) => ({ offset: +m[1]!, depth: +m[2]!, headerLength: +m[3]!, length: +m[4]!, constructed: m[5] === 'cons', text: m[6]!.trim() }));
+      .map((m) => ({
+        offset: +m[1]!,
+        depth: +m[2]!,
+        headerLength: +m[3]!,
+        length: +m[4]!,
+        constructed: m[5] === 'cons',
+        text: m[6]!.trim(),
+      }));
   } finally {
     s.remove();
   }
 }
 
-export const bytesOf = (der: Uint8Array, n: Asn1Node) => Buffer.from(der.subarray(n.offset, n.offset + n.headerLength + n.length));
+export const bytesOf = (der: Uint8Array, n: Asn1Node) =>
+  Buffer.from(der.subarray(n.offset, n.offset + n.headerLength + n.length));
 const end = (n: Asn1Node) => n.offset + n.headerLength + n.length;
 
 /** The direct children of `parent` among `nodes`. */
@@ -95,7 +103,11 @@ export async function cmsParts(der: Buffer): Promise<CmsParts> {
   const unsigned = unsignedNode
     ? childrenOf(nodes, unsignedNode).map((attr) => {
         const [oidNode, setNode] = childrenOf(nodes, attr);
-        return { oid: bytesOf(der, oidNode!), name: oidNode!.text.replace(/^OBJECT\s*:/, ''), values: childrenOf(nodes, setNode!).map((v) => bytesOf(der, v)) };
+        return {
+          oid: bytesOf(der, oidNode!),
+          name: oidNode!.text.replace(/^OBJECT\s*:/, ''),
+          values: childrenOf(nodes, setNode!).map((v) => bytesOf(der, v)),
+        };
       })
     : [];
   return {
@@ -122,28 +134,65 @@ export async function ocspOfRevocationChoice(choice: Buffer): Promise<Buffer | u
   if (choice[0] !== 0xa1) return undefined;
   const nodes = await asn1parse(choice);
   const [oidNode, value] = childrenOf(nodes, nodes[0]!);
-  if (!oidNode?.text.includes('1.3.6.1.5.5.7.16.2')) throw new Error(`unexpected other revocation format ${oidNode?.text}`);
+  if (!oidNode?.text.includes('1.3.6.1.5.5.7.16.2'))
+    throw new Error(`unexpected other revocation format ${oidNode?.text}`);
   return bytesOf(choice, value!);
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // OpenSSL verification
 
-export async function verifyCms(signature: Buffer, content: Buffer, caFile: string, signerOut?: string): Promise<ToolResult> {
+export async function verifyCms(
+  signature: Buffer,
+  content: Buffer,
+  caFile: string,
+  signerOut?: string,
+): Promise<ToolResult> {
   const s = scratch();
   try {
-    return await run('openssl', ['cms', '-verify', '-cades', '-binary', '-inform', 'DER', '-in', s.file('sig.p7s', signature), '-content', s.file('doc', content), '-CAfile', caFile, '-out', '/dev/null', ...(signerOut ? ['-signer', signerOut] : [])]);
+    return await run('openssl', [
+      'cms',
+      '-verify',
+      '-cades',
+      '-binary',
+      '-inform',
+      'DER',
+      '-in',
+      s.file('sig.p7s', signature),
+      '-content',
+      s.file('doc', content),
+      '-CAfile',
+      caFile,
+      '-out',
+      '/dev/null',
+      ...(signerOut ? ['-signer', signerOut] : []),
+    ]);
   } finally {
     s.remove();
   }
 }
 
 /** openssl ts -verify of a TimeStampToken over `data` (or over a precomputed digest, hex). */
-export async function verifyToken(token: Buffer, over: { data: Buffer } | { digestHex: string }, caFile: string, untrusted?: string): Promise<ToolResult> {
+export async function verifyToken(
+  token: Buffer,
+  over: { data: Buffer } | { digestHex: string },
+  caFile: string,
+  untrusted?: string,
+): Promise<ToolResult> {
   const s = scratch();
   try {
     const subject = 'data' in over ? ['-data', s.file('data', over.data)] : ['-digest', over.digestHex];
-    return await run('openssl', ['ts', '-verify', '-token_in', '-in', s.file('token.der', token), ...subject, '-CAfile', caFile, ...(untrusted ? ['-untrusted', untrusted] : [])]);
+    return await run('openssl', [
+      'ts',
+      '-verify',
+      '-token_in',
+      '-in',
+      s.file('token.der', token),
+      ...subject,
+      '-CAfile',
+      caFile,
+      ...(untrusted ? ['-untrusted', untrusted] : []),
+    ]);
   } finally {
     s.remove();
   }
@@ -154,10 +203,24 @@ export async function verifyToken(token: Buffer, over: { data: Buffer } | { dige
  * default: with a SHA-1 CertID (no -sha256; the RFC 5019 profile). `openssl ocsp -respin F -issuer CA -cert
  * SIGNER -CAfile ROOT`, nothing else but -no_nonce (an embedded response answers no request of ours).
  */
-export async function verifyOcsp(response: Buffer, files: { root: string; issuing: string; cert: string }): Promise<ToolResult> {
+export async function verifyOcsp(
+  response: Buffer,
+  files: { root: string; issuing: string; cert: string },
+): Promise<ToolResult> {
   const s = scratch();
   try {
-    return await run('openssl', ['ocsp', '-respin', s.file('resp.der', response), '-issuer', files.issuing, '-cert', files.cert, '-CAfile', files.root, '-no_nonce']);
+    return await run('openssl', [
+      'ocsp',
+      '-respin',
+      s.file('resp.der', response),
+      '-issuer',
+      files.issuing,
+      '-cert',
+      files.cert,
+      '-CAfile',
+      files.root,
+      '-no_nonce',
+    ]);
   } finally {
     s.remove();
   }
@@ -201,7 +264,15 @@ export async function crlThisUpdate(crl: Buffer): Promise<Date> {
 export async function tokenGenTime(token: Buffer): Promise<Date> {
   const s = scratch();
   try {
-    const r = await run('openssl', ['ts', '-reply', '-token_in', '-in', s.file('token.der', token), '-token_out', '-text']);
+    const r = await run('openssl', [
+      'ts',
+      '-reply',
+      '-token_in',
+      '-in',
+      s.file('token.der', token),
+      '-token_out',
+      '-text',
+    ]);
     if (!r.ok) throw new Error(`openssl ts -text: ${r.output}`);
     return opensslDate(/Time stamp: (.*)/.exec(r.output)?.[1], 'Time stamp');
   } finally {
@@ -214,16 +285,28 @@ export async function tokenGenTime(token: Buffer): Promise<Date> {
  * revocation data): OCSP producedAt and every thisUpdate, CRL thisUpdate; read by OpenSSL. Returns how many
  * pieces were checked.
  */
-export async function assertIssuedAfter(revocation: { ocsp: readonly Buffer[]; crl: readonly Buffer[] }, genTime: Date, what: string): Promise<number> {
+export async function assertIssuedAfter(
+  revocation: { ocsp: readonly Buffer[]; crl: readonly Buffer[] },
+  genTime: Date,
+  what: string,
+): Promise<number> {
   for (const response of revocation.ocsp) {
     const { producedAt, thisUpdates } = await ocspTimes(response);
-    if (!(producedAt > genTime)) throw new Error(`${what}: OCSP producedAt ${producedAt.toISOString()} is not after genTime ${genTime.toISOString()}`);
+    if (!(producedAt > genTime))
+      throw new Error(
+        `${what}: OCSP producedAt ${producedAt.toISOString()} is not after genTime ${genTime.toISOString()}`,
+      );
     if (thisUpdates.length === 0) throw new Error(`${what}: OCSP response without thisUpdate`);
-    for (const t of thisUpdates) if (!(t > genTime)) throw new Error(`${what}: OCSP thisUpdate ${t.toISOString()} is not after genTime ${genTime.toISOString()}`);
+    for (const t of thisUpdates)
+      if (!(t > genTime))
+        throw new Error(`${what}: OCSP thisUpdate ${t.toISOString()} is not after genTime ${genTime.toISOString()}`);
   }
   for (const crl of revocation.crl) {
     const thisUpdate = await crlThisUpdate(crl);
-    if (!(thisUpdate > genTime)) throw new Error(`${what}: CRL thisUpdate ${thisUpdate.toISOString()} is not after genTime ${genTime.toISOString()}`);
+    if (!(thisUpdate > genTime))
+      throw new Error(
+        `${what}: CRL thisUpdate ${thisUpdate.toISOString()} is not after genTime ${genTime.toISOString()}`,
+      );
   }
   return revocation.ocsp.length + revocation.crl.length;
 }
@@ -232,7 +315,17 @@ export async function assertIssuedAfter(revocation: { ocsp: readonly Buffer[]; c
 export async function verifyCrl(crl: Buffer, caFile: string): Promise<ToolResult> {
   const s = scratch();
   try {
-    return await run('openssl', ['crl', '-inform', 'DER', '-in', s.file('crl.der', crl), '-CAfile', caFile, '-noout', '-text']);
+    return await run('openssl', [
+      'crl',
+      '-inform',
+      'DER',
+      '-in',
+      s.file('crl.der', crl),
+      '-CAfile',
+      caFile,
+      '-noout',
+      '-text',
+    ]);
   } finally {
     s.remove();
   }

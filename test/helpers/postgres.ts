@@ -99,8 +99,12 @@ export async function startPostgres(): Promise<PostgresServer> {
   }
   const asRoot = process.getuid?.() === 0;
   const owner = asRoot ? userIds('postgres') : undefined;
-  if (asRoot && !owner) throw new Error('running as root, but there is no `postgres` user to own the test cluster (the postgresql package creates it)');
-  const pgRun = (tool: string, args: string[]) => (asRoot ? exec('runuser', ['-u', 'postgres', '--', join(bin, tool), ...args]) : exec(join(bin, tool), args));
+  if (asRoot && !owner)
+    throw new Error(
+      'running as root, but there is no `postgres` user to own the test cluster (the postgresql package creates it)',
+    );
+  const pgRun = (tool: string, args: string[]) =>
+    asRoot ? exec('runuser', ['-u', 'postgres', '--', join(bin, tool), ...args]) : exec(join(bin, tool), args);
 
   const dir = mkdtempSync(join(tmpdir(), 'qtsp-pg-'));
   if (owner) chownSync(dir, owner.uid, owner.gid);
@@ -117,7 +121,18 @@ export async function startPostgres(): Promise<PostgresServer> {
     // --no-sync and -F (fsync off): a throwaway cluster needs no durability, and the machine is shared
     await pgRun('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
     const port = await freePort();
-    await pgRun('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', `-p ${port} -k ${dir} -h 127.0.0.1 -F`, 'start']);
+    await pgRun('pg_ctl', [
+      '-D',
+      data,
+      '-l',
+      join(dir, 'server.log'),
+      '-w',
+      '-t',
+      '60',
+      '-o',
+      `-p ${port} -k ${dir} -h 127.0.0.1 -F`,
+      'start',
+    ]);
     started = true;
     await pgRun('pg_isready', ['-h', '127.0.0.1', '-p', String(port), '-t', '30']);
     await pgRun('createdb', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', 'qtsp_test']);

@@ -3,7 +3,11 @@ import type { KeyObject } from 'node:crypto';
 import type { KeyedCertificate } from '../../src/pki/authority.ts';
 import { mintSignerCertificate, signerProfile, type SignerCertificate } from '../../src/pki/signer-certificate.ts';
 
-export function mintTestSignerCertificate(issuingCa: KeyedCertificate, publicKey: KeyObject, txn: string): Promise<SignerCertificate> {
+export function mintTestSignerCertificate(
+  issuingCa: KeyedCertificate,
+  publicKey: KeyObject,
+  txn: string,
+): Promise<SignerCertificate> {
   return mintSignerCertificate({
     claims: { given_name: 'Erika', family_name: 'Mustermann' },
     publicKey,

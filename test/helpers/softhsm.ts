@@ -28,13 +28,27 @@ export function createTestToken(label = 'qtsp-test'): TestToken {
   const token = createSoftHsmToken(dir, label);
   process.env['SOFTHSM2_CONF'] = token.conf;
   const env = { ...process.env, SOFTHSM2_CONF: token.conf };
-  const tool = (...args: string[]) => ['--module', SOFTHSM2_MODULE, '--token-label', label, '--login', '--pin', token.pin, ...args];
+  const tool = (...args: string[]) => [
+    '--module',
+    SOFTHSM2_MODULE,
+    '--token-label',
+    label,
+    '--login',
+    '--pin',
+    token.pin,
+    ...args,
+  ];
   return {
     ...token,
-    listObjects: () => execFileSync('pkcs11-tool', tool('--list-objects'), { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }),
+    listObjects: () =>
+      execFileSync('pkcs11-tool', tool('--list-objects'), { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }),
     readPrivateKey(keyLabel: string) {
       const out = join(dir, 'read-object.der');
-      const r = spawnSync('pkcs11-tool', tool('--read-object', '--type', 'privkey', '--label', keyLabel, '--output-file', out), { env, encoding: 'utf8' });
+      const r = spawnSync(
+        'pkcs11-tool',
+        tool('--read-object', '--type', 'privkey', '--label', keyLabel, '--output-file', out),
+        { env, encoding: 'utf8' },
+      );
       const file = existsSync(out) ? readFileSync(out) : undefined;
       rmSync(out, { force: true });
       return { output: `${r.stdout}${r.stderr}`, ...(file ? { file } : {}) };

@@ -30,16 +30,32 @@ export interface XmlsecOptions {
   readonly untrustedPem?: string;
 }
 
-export async function xmlsecVerify(signatureXml: Uint8Array, document: Uint8Array, options: XmlsecOptions): Promise<ToolResult> {
+export async function xmlsecVerify(
+  signatureXml: Uint8Array,
+  document: Uint8Array,
+  options: XmlsecOptions,
+): Promise<ToolResult> {
   const dir = mkdtempSync(join(tmpdir(), 'qtsp-xmlsec-'));
   try {
     const sig = join(dir, 'sig.xml');
     const doc = join(dir, 'doc.bin');
     writeFileSync(sig, signatureXml);
     writeFileSync(doc, document);
-    const maps = externalReferenceUris(Buffer.from(signatureXml).toString('utf8')).flatMap((uri) => [`--url-map:${uri}`, doc]);
+    const maps = externalReferenceUris(Buffer.from(signatureXml).toString('utf8')).flatMap((uri) => [
+      `--url-map:${uri}`,
+      doc,
+    ]);
     const untrusted = options.untrustedPem ? ['--untrusted-pem', options.untrustedPem] : [];
-    return await run('xmlsec1', ['--verify', '--id-attr:Id', XADES_SIGNED_PROPERTIES_ID, ...maps, '--trusted-pem', options.trustedPem, ...untrusted, sig]);
+    return await run('xmlsec1', [
+      '--verify',
+      '--id-attr:Id',
+      XADES_SIGNED_PROPERTIES_ID,
+      ...maps,
+      '--trusted-pem',
+      options.trustedPem,
+      ...untrusted,
+      sig,
+    ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -14,7 +14,14 @@ import { HASH_ALGORITHMS, SIGNATURE_OIDS, type HashAlgorithm } from '../../src/c
 import type { SoftwareCustody } from '../../src/pki/custody/software.ts';
 import { rsaPssParams, type SignHash } from '../../src/crypto/signature.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
-import { custodySigns, startEnvironment, PROFILE, SHA256_OID, TEST_KEY_CUSTODY, type TestEnvironment } from '../helpers/environment.ts';
+import {
+  custodySigns,
+  startEnvironment,
+  PROFILE,
+  SHA256_OID,
+  TEST_KEY_CUSTODY,
+  type TestEnvironment,
+} from '../helpers/environment.ts';
 import { opensslCmsVerify } from '../helpers/openssl.ts';
 
 const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
@@ -28,7 +35,8 @@ type KeyKind = 'P-256' | 'P-384' | 'RSA-3072' | 'RSA-PSS';
 const KEYS: readonly KeyKind[] = ['P-256', 'P-384', 'RSA-3072', 'RSA-PSS'];
 const HASHES = [...HASH_ALGORITHMS.values()];
 
-const curveParam = (curve: keyof typeof CURVES) => Buffer.from(new asn1js.ObjectIdentifier({ value: CURVES[curve] }).toBER()).toString('base64');
+const curveParam = (curve: keyof typeof CURVES) =>
+  Buffer.from(new asn1js.ObjectIdentifier({ value: CURVES[curve] }).toBER()).toString('base64');
 const signHash = (h: HashAlgorithm) => h.node as SignHash;
 
 /**
@@ -39,9 +47,13 @@ const signHash = (h: HashAlgorithm) => h.node as SignHash;
 function signAlgoFor(key: KeyKind, h: HashAlgorithm, i: number): { signAlgo: string; signAlgoParams?: string } {
   switch (key) {
     case 'P-256':
-      return h.length === 32 ? { signAlgo: SIGNATURE_OIDS.ecdsa[signHash(h)] } : { signAlgo: EC_PUBLIC_KEY, signAlgoParams: curveParam('P-256') };
+      return h.length === 32
+        ? { signAlgo: SIGNATURE_OIDS.ecdsa[signHash(h)] }
+        : { signAlgo: EC_PUBLIC_KEY, signAlgoParams: curveParam('P-256') };
     case 'P-384':
-      return h.length > 32 ? { signAlgo: SIGNATURE_OIDS.ecdsa[signHash(h)] } : { signAlgo: EC_PUBLIC_KEY, signAlgoParams: curveParam('P-384') };
+      return h.length > 32
+        ? { signAlgo: SIGNATURE_OIDS.ecdsa[signHash(h)] }
+        : { signAlgo: EC_PUBLIC_KEY, signAlgoParams: curveParam('P-384') };
     case 'RSA-3072':
       return i % 2 === 0 ? { signAlgo: SIGNATURE_OIDS.rsa[signHash(h)] } : { signAlgo: RSA_ENCRYPTION };
     case 'RSA-PSS':
@@ -68,14 +80,18 @@ function cmsFacts(der: Buffer): CmsFacts {
   let modulusBits: number | undefined;
   if (spki.algorithm.algorithmId === RSA_ENCRYPTION) {
     const rsa = pkijs.RSAPublicKey.fromBER(new Uint8Array(spki.subjectPublicKey.valueBlock.valueHexView));
-    modulusBits = (rsa.modulus.valueBlock.valueHexView.length - (rsa.modulus.valueBlock.valueHexView[0] === 0 ? 1 : 0)) * 8;
+    modulusBits =
+      (rsa.modulus.valueBlock.valueHexView.length - (rsa.modulus.valueBlock.valueHexView[0] === 0 ? 1 : 0)) * 8;
   }
   return {
     digestAlgorithm: si.digestAlgorithm.algorithmId,
     signatureAlgorithm: si.signatureAlgorithm.algorithmId,
     signatureParams: params ? Buffer.from(params.toBER()) : undefined,
     spkiAlgorithm: spki.algorithm.algorithmId,
-    curve: spki.algorithm.algorithmId === EC_PUBLIC_KEY ? (spki.algorithm.algorithmParams as asn1js.ObjectIdentifier).getValue() : undefined,
+    curve:
+      spki.algorithm.algorithmId === EC_PUBLIC_KEY
+        ? (spki.algorithm.algorithmParams as asn1js.ObjectIdentifier).getValue()
+        : undefined,
     modulusBits,
   };
 }
@@ -89,7 +105,11 @@ function expectFacts(facts: CmsFacts, key: KeyKind, h: HashAlgorithm): void {
     assert.equal(facts.signatureParams, undefined, 'ecdsa-with-* parameters are absent (RFC 5758 3.2)');
     return;
   }
-  assert.equal(facts.spkiAlgorithm, RSA_ENCRYPTION, 'the certificate carries an rsaEncryption SPKI for both RSA schemes');
+  assert.equal(
+    facts.spkiAlgorithm,
+    RSA_ENCRYPTION,
+    'the certificate carries an rsaEncryption SPKI for both RSA schemes',
+  );
   assert.equal(facts.modulusBits, 3072);
   if (key === 'RSA-3072') {
     assert.equal(facts.signatureAlgorithm, SIGNATURE_OIDS.rsa[signHash(h)]);
@@ -103,7 +123,6 @@ function expectFacts(facts: CmsFacts, key: KeyKind, h: HashAlgorithm): void {
 let env: TestEnvironment;
 const digestOf = (h: HashAlgorithm, data: Uint8Array) => createHash(h.node).update(data).digest('base64');
 
-
 async function signOne(h: HashAlgorithm, extra: Record<string, unknown>, environment: TestEnvironment = env) {
   const res = await signRequest(h, extra, environment);
   assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -113,7 +132,10 @@ async function signOne(h: HashAlgorithm, extra: Record<string, unknown>, environ
 
 async function signRequest(h: HashAlgorithm, extra: Record<string, unknown>, environment: TestEnvironment = env) {
   const hash = digestOf(h, DOC);
-  const auth = await authorizeSigning(environment.endpoints, { documentDigests: [{ hash, label: 'document' }], hashAlgorithmOID: h.oid });
+  const auth = await authorizeSigning(environment.endpoints, {
+    documentDigests: [{ hash, label: 'document' }],
+    hashAlgorithmOID: h.oid,
+  });
   const res = await callSignDoc(environment.qtsp.signDocUrl, environment.endpoints, {
     SAD: auth.accessToken,
     credentialID: 'qes_eidas',
@@ -161,7 +183,9 @@ describe('an RSA key pool of 4 and the default configuration', () => {
       }
     }
 
-    it('a warm pool hands RSA keys out without making the request wait', { skip: TEST_KEY_CUSTODY !== 'software' && 'the software RSA pool' }, async () => {
+    it('a warm pool hands RSA keys out without making the request wait', {
+      skip: TEST_KEY_CUSTODY !== 'software' && 'the software RSA pool',
+    }, async () => {
       const pool = (env.qtsp.deps.keys as SoftwareCustody).signerKeys.rsa;
       await pool.filled(1);
       const before = pool.stats();
@@ -195,11 +219,32 @@ describe('an RSA key pool of 4 and the default configuration', () => {
       ['DSA with SHA-256', { signAlgo: '2.16.840.1.101.3.4.3.2' }, 'is not offered'],
       ['Ed25519', { signAlgo: '1.3.101.112' }, 'is not offered'],
       ['sha1WithRSAEncryption', { signAlgo: '1.2.840.113549.1.1.5' }, 'is not offered'],
-      ['RSA with SHA-384 for SHA-256 documents', { signAlgo: '1.2.840.113549.1.1.12' }, 'hashes with SHA384, but the document hashes are SHA-256'],
-      ['ECDSA with SHA3-256 for SHA-256 documents', { signAlgo: '2.16.840.1.101.3.4.3.10' }, 'but the document hashes are SHA-256'],
-      ['RSASSA-PSS with SHA-512 parameters for SHA-256 documents', { signAlgo: RSASSA_PSS, signAlgoParams: rsaPssParams('sha512').toString('base64') }, 'expected RSASSA-PSS-params with hash SHA-256, MGF1 with SHA-256, salt length 32'],
+      [
+        'RSA with SHA-384 for SHA-256 documents',
+        { signAlgo: '1.2.840.113549.1.1.12' },
+        'hashes with SHA384, but the document hashes are SHA-256',
+      ],
+      [
+        'ECDSA with SHA3-256 for SHA-256 documents',
+        { signAlgo: '2.16.840.1.101.3.4.3.10' },
+        'but the document hashes are SHA-256',
+      ],
+      [
+        'RSASSA-PSS with SHA-512 parameters for SHA-256 documents',
+        { signAlgo: RSASSA_PSS, signAlgoParams: rsaPssParams('sha512').toString('base64') },
+        'expected RSASSA-PSS-params with hash SHA-256, MGF1 with SHA-256, salt length 32',
+      ],
       ['RSASSA-PSS without parameters', { signAlgo: RSASSA_PSS }, 'needs signAlgoParams'],
-      ['P-521', { signAlgo: EC_PUBLIC_KEY, signAlgoParams: Buffer.from(new asn1js.ObjectIdentifier({ value: '1.3.132.0.35' }).toBER()).toString('base64') }, 'namedCurve OID'],
+      [
+        'P-521',
+        {
+          signAlgo: EC_PUBLIC_KEY,
+          signAlgoParams: Buffer.from(new asn1js.ObjectIdentifier({ value: '1.3.132.0.35' }).toBER()).toString(
+            'base64',
+          ),
+        },
+        'namedCurve OID',
+      ],
     ];
     for (const [name, extra, text] of cases) {
       it(name, async () => {
@@ -210,13 +255,13 @@ describe('an RSA key pool of 4 and the default configuration', () => {
         assert.equal(b.error, 'invalid_request');
         assert.ok(b.error_description?.includes(text), `"${b.error_description}" lacks "${text}"`);
         if (/not offered|but the document hashes/.test(text)) {
-          for (const oid of offered) assert.ok(b.error_description!.includes(oid), `the description does not name ${oid}`);
+          for (const oid of offered)
+            assert.ok(b.error_description!.includes(oid), `the description does not name ${oid}`);
         }
         assert.equal((await env.qtsp.deps.metrics.certificates.get()).values[0]?.value ?? 0, certificatesBefore);
       });
     }
   });
-
 });
 
 // after the first environment is closed: environments run one at a time
@@ -229,7 +274,9 @@ describe('signer.defaultAlgorithm RSA-PSS-3072 with an empty pool (rsaPoolSize 0
     await pssEnv?.close();
   });
 
-  it('signs RSASSA-PSS without signAlgo, generating the key on demand', { skip: TEST_KEY_CUSTODY !== 'software' && 'the software RSA pool' }, async () => {
+  it('signs RSASSA-PSS without signAlgo, generating the key on demand', {
+    skip: TEST_KEY_CUSTODY !== 'software' && 'the software RSA pool',
+  }, async () => {
     const h = HASHES.find((x) => x.name === 'SHA-384')!;
     const cms = await signOne(h, {}, pssEnv);
     expectFacts(cmsFacts(cms), 'RSA-PSS', h);

@@ -51,7 +51,10 @@ before(async () => {
     root: p.rootCert,
     issuing: p.issuingCert,
     tsa: p.tsaCert,
-    rootAndIssuing: work.file('root-and-issuing.pem', readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8')),
+    rootAndIssuing: work.file(
+      'root-and-issuing.pem',
+      readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8'),
+    ),
   };
 });
 after(async () => {
@@ -66,7 +69,10 @@ interface Signed {
 
 async function sign(level: Level, alg: HashAlgorithm, docs: readonly Buffer[] = DOCS): Promise<Signed> {
   const hashes = docs.map((d) => sha(alg.node, d).toString('base64'));
-  const auth = await authorizeSigning(env.endpoints, { documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })), hashAlgorithmOID: alg.oid });
+  const auth = await authorizeSigning(env.endpoints, {
+    documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
+    hashAlgorithmOID: alg.oid,
+  });
   const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
     SAD: auth.accessToken,
     credentialID: 'qes_eidas',
@@ -77,7 +83,10 @@ async function sign(level: Level, alg: HashAlgorithm, docs: readonly Buffer[] = 
   });
   assert.equal(res.status, 200, JSON.stringify(res.body));
   const body = res.body as { SignatureObject: string[]; revocationInfo?: { ocsp: string[]; crl: string[] } };
-  return { signatures: body.SignatureObject.map((s) => Buffer.from(s, 'base64')), ...(body.revocationInfo ? { revocationInfo: body.revocationInfo } : {}) };
+  return {
+    signatures: body.SignatureObject.map((s) => Buffer.from(s, 'base64')),
+    ...(body.revocationInfo ? { revocationInfo: body.revocationInfo } : {}),
+  };
 }
 
 function unsignedValues(parts: CmsParts, name: string): Buffer[] {
@@ -111,13 +120,21 @@ async function archiveImprint(parts: CmsParts, atsToken: Buffer, docHash: Buffer
   const hashIndex = bytesOf(atsToken, indexNode);
   const [algNode, certsNode, crlsNode, attrsNode] = childrenOf(tokenNodes, indexNode);
   const algText = childrenOf(tokenNodes, algNode!)[0]!.text;
-  assert.ok(algText.endsWith(`:${alg.node}`) || algText.endsWith(alg.oid), `hashIndAlgorithm ${algText}, expected ${alg.name}`);
-  const listed = (n: typeof certsNode) => childrenOf(tokenNodes, n!).map((o) => bytesOf(atsToken, o).subarray(2).toString('hex'));
+  assert.ok(
+    algText.endsWith(`:${alg.node}`) || algText.endsWith(alg.oid),
+    `hashIndAlgorithm ${algText}, expected ${alg.name}`,
+  );
+  const listed = (n: typeof certsNode) =>
+    childrenOf(tokenNodes, n!).map((o) => bytesOf(atsToken, o).subarray(2).toString('hex'));
   const hex = (b: Buffer) => sha(alg.node, b).toString('hex');
   assert.deepEqual(listed(certsNode), parts.certificates.map(hex), 'certificatesHashIndex');
   assert.deepEqual(listed(crlsNode), parts.crls.map(hex), 'crlsHashIndex');
   const sigTs = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!;
-  assert.deepEqual(listed(attrsNode), sigTs.values.map((v) => hex(Buffer.concat([sigTs.oid, v]))), 'unsignedAttrValuesHashIndex');
+  assert.deepEqual(
+    listed(attrsNode),
+    sigTs.values.map((v) => hex(Buffer.concat([sigTs.oid, v]))),
+    'unsignedAttrValuesHashIndex',
+  );
   return Buffer.concat([parts.eContentType, docHash, ...parts.signerInfoFields, hashIndex]);
 }
 
@@ -138,7 +155,10 @@ async function checkSignature(level: Level, alg: HashAlgorithm, signature: Buffe
     }
     assert.equal(parts.version, 5, 'SignedData with id-ri-ocsp-response must be version 5 (RFC 5652 5.1)');
     const tsaDer = fromPem(readFileSync(files.tsa, 'utf8'))[0]!;
-    assert.ok(parts.certificates.some((c) => c.equals(tsaDer)), 'the TSA certificate is not in SignedData.certificates');
+    assert.ok(
+      parts.certificates.some((c) => c.equals(tsaDer)),
+      'the TSA certificate is not in SignedData.certificates',
+    );
     assert.equal(parts.certificates.length, 4, 'signer, issuing CA, TSA, root');
     const revocation = await revocationInCms(parts);
     assert.equal(revocation.ocsp.length, 1, 'one OCSP response: the signer certificate');
@@ -205,7 +225,11 @@ describe('CAdES levels through signDoc, checked by OpenSSL', () => {
       assert.ok((await verifyCms(signed.signatures[0]!, DOCS[0]!, files.root, signer)).ok);
       assert.ok(signed.revocationInfo!.ocsp.length >= 1 && signed.revocationInfo!.crl.length >= 1);
       for (const b64 of signed.revocationInfo!.ocsp) {
-        const ok = await verifyOcsp(Buffer.from(b64, 'base64'), { root: files.root, issuing: files.issuing, cert: signer });
+        const ok = await verifyOcsp(Buffer.from(b64, 'base64'), {
+          root: files.root,
+          issuing: files.issuing,
+          cert: signer,
+        });
         assert.ok(ok.ok && /: good/.test(ok.output), ok.output);
       }
       for (const b64 of signed.revocationInfo!.crl) {
@@ -239,8 +263,14 @@ describe('each oracle rejects a tampered input', () => {
 
   it('openssl ts -verify: the signature-time-stamp over other data, a token with a flipped byte', async () => {
     const [token] = unsignedValues(parts, ATTR.signatureTimeStamp);
-    assert.equal((await verifyToken(token!, { data: tamper(parts.signatureValue, 0) }, files.root, files.tsa)).ok, false);
-    assert.equal((await verifyToken(tamper(token!, -20), { data: parts.signatureValue }, files.root, files.tsa)).ok, false);
+    assert.equal(
+      (await verifyToken(token!, { data: tamper(parts.signatureValue, 0) }, files.root, files.tsa)).ok,
+      false,
+    );
+    assert.equal(
+      (await verifyToken(tamper(token!, -20), { data: parts.signatureValue }, files.root, files.tsa)).ok,
+      false,
+    );
   });
 
   it('openssl ts -verify: the archive time-stamp against an imprint over a changed SignedData', async () => {
@@ -256,7 +286,11 @@ describe('each oracle rejects a tampered input', () => {
     const [response] = (await revocationInCms(parts)).ocsp;
     assert.ok((await verifyOcsp(response!, { root: files.root, issuing: files.issuing, cert: signer })).ok);
     const producedAt = response!.indexOf(Buffer.from([0x18, 0x0f])); // the first GeneralizedTime: producedAt
-    const broken = await verifyOcsp(tamper(response!, producedAt + 2 + 13), { root: files.root, issuing: files.issuing, cert: signer });
+    const broken = await verifyOcsp(tamper(response!, producedAt + 2 + 13), {
+      root: files.root,
+      issuing: files.issuing,
+      cert: signer,
+    });
     assert.ok(!broken.ok || !/: good/.test(broken.output), broken.output);
     const otherCert = await verifyOcsp(response!, { root: files.root, issuing: files.issuing, cert: files.tsa });
     assert.ok(!otherCert.ok || !/: good/.test(otherCert.output), otherCert.output);
@@ -277,14 +311,32 @@ describe('CMS sizes per level (P-256, SHA-256, one document)', () => {
     const sizes: Record<string, number> = {};
     for (const level of ['AdES-B-B', ...LEVELS] as const) {
       const hashes = [sha(alg.node, DOCS[0]!).toString('base64')];
-      const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash: hashes[0]!, label: 'd' }], hashAlgorithmOID: alg.oid });
-      const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: alg.oid }, profile: PROFILE, signature_format: 'C', conformance_level: level });
+      const auth = await authorizeSigning(env.endpoints, {
+        documentDigests: [{ hash: hashes[0]!, label: 'd' }],
+        hashAlgorithmOID: alg.oid,
+      });
+      const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
+        SAD: auth.accessToken,
+        credentialID: 'qes_eidas',
+        documentDigests: { hashes, hashAlgorithmOID: alg.oid },
+        profile: PROFILE,
+        signature_format: 'C',
+        conformance_level: level,
+      });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       sizes[level] = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64').length;
     }
-    t.diagnostic(`CMS bytes: ${Object.entries(sizes).map(([l, n]) => `${l} ${n}`).join(', ')}`);
+    t.diagnostic(
+      `CMS bytes: ${Object.entries(sizes)
+        .map(([l, n]) => `${l} ${n}`)
+        .join(', ')}`,
+    );
     writeFileSync(join(work.dir, 'sizes.json'), JSON.stringify(sizes));
-    assert.ok(sizes['AdES-B-B']! < sizes['AdES-B-T']! && sizes['AdES-B-T']! < sizes['AdES-B-LT']! && sizes['AdES-B-LT']! < sizes['AdES-B-LTA']!);
+    assert.ok(
+      sizes['AdES-B-B']! < sizes['AdES-B-T']! &&
+        sizes['AdES-B-T']! < sizes['AdES-B-LT']! &&
+        sizes['AdES-B-LT']! < sizes['AdES-B-LTA']!,
+    );
     assert.ok(sizes['AdES-B-LT']! < 8192, `B-LT is ${sizes['AdES-B-LT']} bytes`);
   });
 });
@@ -297,7 +349,14 @@ describe('signer certificates point at our OCSP responder, CA certificate and CR
     try {
       const signer = s.file('signer.pem');
       assert.ok((await verifyCms(signature!, DOCS[0]!, files.root, signer)).ok);
-      const text = await run('openssl', ['x509', '-in', signer, '-noout', '-ext', 'authorityInfoAccess,crlDistributionPoints']);
+      const text = await run('openssl', [
+        'x509',
+        '-in',
+        signer,
+        '-noout',
+        '-ext',
+        'authorityInfoAccess,crlDistributionPoints',
+      ]);
       const base = env.qtsp.publicationUrl; // plain HTTP: validators fetch OCSP and CRLs without TLS
       assert.ok(text.output.includes(`OCSP - URI:${base}/ocsp`), text.output);
       assert.ok(text.output.includes(`CA Issuers - URI:${base}/ca/issuing.crt`), text.output);

@@ -20,11 +20,19 @@ import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../../fixtures/documents/', import.meta.url));
 
-function qtsp(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function qtsp(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [QTSP, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [QTSP, ...args],
+      { env: { ...process.env, ...env }, encoding: 'utf8' },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -41,7 +49,12 @@ describe('qtsp pki', () => {
       writeFileSync(join(dir, 'root.pem'), root.stdout);
       const text = await run('openssl', ['x509', '-in', join(dir, 'root.pem'), '-noout', '-subject']);
       assert.match(text.output, /qtsp Sandbox Root CA/);
-      const chain = await run('openssl', ['verify', '-CAfile', join(dir, 'root.pem'), join(dir, 'pki', 'issuing-ca.pem')]);
+      const chain = await run('openssl', [
+        'verify',
+        '-CAfile',
+        join(dir, 'root.pem'),
+        join(dir, 'pki', 'issuing-ca.pem'),
+      ]);
       assert.ok(chain.ok, chain.output);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -102,7 +115,17 @@ describe('qtsp sign', () => {
     const docs = ['contract.txt', 'unicode.txt'].map((f) => readFileSync(join(work, f)));
     const hashes = docs.map((d) => createHash('sha256').update(d).digest('base64'));
     const out = mkdtempSync(join(work, 'hashes-'));
-    const res = await qtsp(['sign', '--hash', hashes[0]!, '--hash', hashes[1]!, '--out-dir', out, '--data-dir', env.dataDir]);
+    const res = await qtsp([
+      'sign',
+      '--hash',
+      hashes[0]!,
+      '--hash',
+      hashes[1]!,
+      '--out-dir',
+      out,
+      '--data-dir',
+      env.dataDir,
+    ]);
     assert.equal(res.code, 0, res.stdout + res.stderr);
     assert.match(res.stdout, /2 given SHA-256 hash\(es\)/);
     assert.match(res.stdout, /signed 2 hash\(es\): .*hash-1\.p7s, .*hash-2\.p7s/);
@@ -117,21 +140,33 @@ describe('qtsp sign', () => {
     const res = await qtsp(['sign', file, '--format', 'X', '--data-dir', env.dataDir]);
     assert.equal(res.code, 0, res.stdout + res.stderr);
     assert.match(res.stdout, /contract\.txt\.xml/);
-    const ok = await xmlsecVerify(readFileSync(`${file}.xml`), readFileSync(file), { trustedPem: env.rootCaFile, untrustedPem: join(env.dataDir, 'pki', 'issuing-ca.pem') });
+    const ok = await xmlsecVerify(readFileSync(`${file}.xml`), readFileSync(file), {
+      trustedPem: env.rootCaFile,
+      untrustedPem: join(env.dataDir, 'pki', 'issuing-ca.pem'),
+    });
     assert.ok(ok.ok, ok.output);
   });
 
   it('--sign-algo chooses the signer key (ecdsa-p384, rsa-pss), as openssl reads the certificate', async () => {
     const file = join(work, 'unicode.txt');
-    for (const [algo, expected] of [['ecdsa-p384', /Public-Key: \(384 bit\)[\s\S]*NIST CURVE: P-384/], ['rsa-pss', /Public-Key: \(3072 bit\)/]] as const) {
+    for (const [algo, expected] of [
+      ['ecdsa-p384', /Public-Key: \(384 bit\)[\s\S]*NIST CURVE: P-384/],
+      ['rsa-pss', /Public-Key: \(3072 bit\)/],
+    ] as const) {
       const res = await qtsp(['sign', file, '--sign-algo', algo, '--data-dir', env.dataDir]);
       assert.equal(res.code, 0, res.stdout + res.stderr);
       assert.ok((await opensslCmsVerify(readFileSync(`${file}.p7s`), readFileSync(file), env.rootCaFile)).ok);
       const certs = join(work, `${algo}.certs.pem`);
-      assert.ok((await run('openssl', ['pkcs7', '-inform', 'DER', '-in', `${file}.p7s`, '-print_certs', '-out', certs])).ok);
+      assert.ok(
+        (await run('openssl', ['pkcs7', '-inform', 'DER', '-in', `${file}.p7s`, '-print_certs', '-out', certs])).ok,
+      );
       const text = await run('openssl', ['x509', '-in', certs, '-noout', '-text']);
       assert.match(text.output, expected);
-      if (algo === 'rsa-pss') assert.match((await run('openssl', ['cms', '-cmsout', '-print', '-inform', 'DER', '-in', `${file}.p7s`])).output, /rsassaPss/);
+      if (algo === 'rsa-pss')
+        assert.match(
+          (await run('openssl', ['cms', '-cmsout', '-print', '-inform', 'DER', '-in', `${file}.p7s`])).output,
+          /rsassaPss/,
+        );
     }
   });
 
@@ -168,7 +203,10 @@ describe('qtsp sandbox (the sandbox as a separate program)', () => {
     try {
       const doc = readFileSync(join(FIXTURES, 'contract.txt'));
       const hash = createHash('sha256').update(doc).digest('base64');
-      const auth = await authorizeSigning(eco.endpoints, { documentDigests: [{ hash, label: 'contract' }], hashAlgorithmOID: '2.16.840.1.101.3.4.2.1' });
+      const auth = await authorizeSigning(eco.endpoints, {
+        documentDigests: [{ hash, label: 'contract' }],
+        hashAlgorithmOID: '2.16.840.1.101.3.4.2.1',
+      });
       const res = await callSignDoc(auth.qtsp.signDoc, eco.endpoints, {
         SAD: auth.accessToken,
         credentialID: 'qes_eidas',

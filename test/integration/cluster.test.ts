@@ -8,7 +8,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { callSignDoc } from '../../src/rp/flow.ts';
 import { openStore } from '../../src/store/open.ts';
 import { authorize, sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import { alive, spawnServe, startSharedPartsOnFreePorts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
+import {
+  alive,
+  spawnServe,
+  startSharedPartsOnFreePorts,
+  type ServeProcess,
+  type SharedParts,
+} from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 
 /** the child processes of `pid` (the cluster's workers), from /proc */
@@ -54,10 +60,15 @@ describe('qtsp serve with several worker processes', () => {
     });
   });
 
-  it('serves signDoc from two processes on one port, every evidence row in PostgreSQL, the outbox relayed by the primary on the workers\' wakes; a killed worker is replaced; SIGTERM stops all', async () => {
+  it("serves signDoc from two processes on one port, every evidence row in PostgreSQL, the outbox relayed by the primary on the workers' wakes; a killed worker is replaced; SIGTERM stops all", async () => {
     const url = await pg.freshSchemaUrl();
     // relay passes only when woken: an entry handed over within seconds was announced by its worker over IPC
-    const extra = { QTSP_SERVER_WORKERS: '2', QTSP_LOG_LEVEL: process.env.DEBUG_LOG ?? 'silent', QTSP_DELIVERY_RELAY_INTERVAL_MS: '600000', QTSP_DELIVERY_IN_PROCESS_WORKER: 'false' };
+    const extra = {
+      QTSP_SERVER_WORKERS: '2',
+      QTSP_LOG_LEVEL: process.env.DEBUG_LOG ?? 'silent',
+      QTSP_DELIVERY_RELAY_INTERVAL_MS: '600000',
+      QTSP_DELIVERY_IN_PROCESS_WORKER: 'false',
+    };
     const env = shared.instanceEnv('pg-cluster', { port, publicationPort, store: { driver: 'postgres', url }, extra });
     const serve = await spawnServe(env);
     started.push(serve);
@@ -70,7 +81,11 @@ describe('qtsp serve with several worker processes', () => {
       return callSignDoc(serve.signDocUrl, shared.endpoints, signDocBody(auth.accessToken, auth.hashes)); // a new connection each: round robin
     };
     const first = await Promise.all(Array.from({ length: 6 }, (_, i) => signOnce(`cluster ${i}`)));
-    assert.deepEqual(first.map((r) => r.status), Array(6).fill(200), JSON.stringify(first.map((r) => r.body)));
+    assert.deepEqual(
+      first.map((r) => r.status),
+      Array(6).fill(200),
+      JSON.stringify(first.map((r) => r.body)),
+    );
 
     process.kill(workers[0]!, 'SIGKILL');
     await waitFor('a replacement worker', () => {
@@ -78,16 +93,28 @@ describe('qtsp serve with several worker processes', () => {
       return now.length === 2 && !now.includes(workers[0]!) ? now : undefined;
     });
     const second = await Promise.all(Array.from({ length: 4 }, (_, i) => signOnce(`after restart ${i}`)));
-    assert.deepEqual(second.map((r) => r.status), Array(4).fill(200), JSON.stringify(second.map((r) => r.body)));
+    assert.deepEqual(
+      second.map((r) => r.status),
+      Array(4).fill(200),
+      JSON.stringify(second.map((r) => r.body)),
+    );
 
-    const store = await openStore({ dataDir: env.QTSP_DATA_DIR!, store: { driver: 'postgres', url, pingIntervalMs: 5000 } });
+    const store = await openStore({
+      dataDir: env.QTSP_DATA_DIR!,
+      store: { driver: 'postgres', url, pingIntervalMs: 5000 },
+    });
     try {
-      for (const r of [...first, ...second]) assert.equal((await store.getTransaction(String(r.headers['x-transaction-id']))).length, 1);
+      for (const r of [...first, ...second])
+        assert.equal((await store.getTransaction(String(r.headers['x-transaction-id']))).length, 1);
       // no delivery workers run: every mediation record of the ten calls ends queued, none stays pending
-      const counts = await waitFor('the relay in the primary to hand over every record', async () => {
-        const c = await store.outboxCounts('mediation');
-        return c.pending === 0 && c.queued === 10 ? c : undefined;
-      }, 10_000);
+      const counts = await waitFor(
+        'the relay in the primary to hand over every record',
+        async () => {
+          const c = await store.outboxCounts('mediation');
+          return c.pending === 0 && c.queued === 10 ? c : undefined;
+        },
+        10_000,
+      );
       assert.equal(counts.delivered, 0);
     } finally {
       await store.close();

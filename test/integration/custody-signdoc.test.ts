@@ -38,20 +38,30 @@ let silentTsa: Server;
 function tokenObjects(): string[] {
   const dir = join(env.dataDir, 'softhsm');
   const pin = readFileSync(join(dir, 'user.pin'), 'utf8').trim();
-  const listing = execFileSync('pkcs11-tool', ['--module', SOFTHSM2_MODULE, '--token-label', 'qtsp-sandbox', '--login', '--pin', pin, '--list-objects'], {
-    env: { ...process.env, SOFTHSM2_CONF: join(dir, 'softhsm2.conf') },
-    encoding: 'utf8',
-  });
+  const listing = execFileSync(
+    'pkcs11-tool',
+    ['--module', SOFTHSM2_MODULE, '--token-label', 'qtsp-sandbox', '--login', '--pin', pin, '--list-objects'],
+    {
+      env: { ...process.env, SOFTHSM2_CONF: join(dir, 'softhsm2.conf') },
+      encoding: 'utf8',
+    },
+  );
   return listing.split(/\n(?=\S)/).filter((o) => /Object;/.test(o));
 }
 
 /** pkcs11-tool's description of the slots and their tokens (label, serial number) */
 function tokenSlots(): string {
-  return execFileSync('pkcs11-tool', ['--module', SOFTHSM2_MODULE, '--list-token-slots'], { env: { ...process.env, SOFTHSM2_CONF: join(env.dataDir, 'softhsm', 'softhsm2.conf') }, encoding: 'utf8' });
+  return execFileSync('pkcs11-tool', ['--module', SOFTHSM2_MODULE, '--list-token-slots'], {
+    env: { ...process.env, SOFTHSM2_CONF: join(env.dataDir, 'softhsm', 'softhsm2.conf') },
+    encoding: 'utf8',
+  });
 }
 
 async function signDoc(level: string, extra: Record<string, unknown> = {}) {
-  const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash: HASH, label: 'document' }], hashAlgorithmOID: SHA256_OID });
+  const auth = await authorizeSigning(env.endpoints, {
+    documentDigests: [{ hash: HASH, label: 'document' }],
+    hashAlgorithmOID: SHA256_OID,
+  });
   return callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
     SAD: auth.accessToken,
     credentialID: 'qes_eidas',
@@ -67,7 +77,10 @@ async function signDoc(level: string, extra: Record<string, unknown> = {}) {
 async function readiness(): Promise<{ status: number; reasons: string[] }> {
   await new Promise((resolve) => setTimeout(resolve, 100));
   const res = await httpRequest(`${env.qtsp.opsUrl}/health/ready`, { timeoutMs: 5000 });
-  return { status: res.status, reasons: (JSON.parse(res.body.toString('utf8')) as { reasons?: string[] }).reasons ?? [] };
+  return {
+    status: res.status,
+    reasons: (JSON.parse(res.body.toString('utf8')) as { reasons?: string[] }).reasons ?? [],
+  };
 }
 
 before(async () => {
@@ -75,7 +88,12 @@ before(async () => {
   silentTsa = createServer(() => undefined);
   await new Promise<void>((resolve) => silentTsa.listen(0, '127.0.0.1', resolve));
   const port = (silentTsa.address() as { port: number }).port;
-  env = await startEnvironment({ keys: { provider: 'softhsm' }, store: { pingIntervalMs: 200 }, signer: { rsaPoolSize: 0 }, tsa: { url: `http://127.0.0.1:${port}/tsa`, timeoutMs: 300, retries: 0 } });
+  env = await startEnvironment({
+    keys: { provider: 'softhsm' },
+    store: { pingIntervalMs: 200 },
+    signer: { rsaPoolSize: 0 },
+    tsa: { url: `http://127.0.0.1:${port}/tsa`, timeoutMs: 300, retries: 0 },
+  });
 });
 
 after(async () => {
@@ -113,11 +131,21 @@ describe('signDoc with PKCS#11 custody (SoftHSM2)', () => {
       statuses.push(res.status);
     }
     assert.equal(statuses.filter((s) => s === 200).length, 90, statuses.join(','));
-    assert.ok(statuses.filter((s) => s !== 200).every((s) => s === 502 || s === 504), statuses.join(','));
+    assert.ok(
+      statuses.filter((s) => s !== 200).every((s) => s === 502 || s === 504),
+      statuses.join(','),
+    );
     // our own view first: it includes this process's session objects, which no other process can see
     const custody = env.qtsp.deps.keys as Pkcs11Custody;
     const visible = await custody.visibleObjects();
-    assert.deepEqual(visible.map((o) => `${o.label}/${o.token}`).sort(), ['qtsp-issuing-ca/true', 'qtsp-issuing-ca/true', 'qtsp-ocsp-responder/true', 'qtsp-ocsp-responder/true', 'qtsp-tsa/true', 'qtsp-tsa/true']);
+    assert.deepEqual(visible.map((o) => `${o.label}/${o.token}`).sort(), [
+      'qtsp-issuing-ca/true',
+      'qtsp-issuing-ca/true',
+      'qtsp-ocsp-responder/true',
+      'qtsp-ocsp-responder/true',
+      'qtsp-tsa/true',
+      'qtsp-tsa/true',
+    ]);
     // and pkcs11-tool's, the independent one: no token object but the long-lived keys
     const objects = tokenObjects();
     assert.equal(objects.length, 6, objects.join('\n'));
@@ -135,12 +163,16 @@ describe('signDoc with PKCS#11 custody (SoftHSM2)', () => {
     try {
       const res = await signDoc('AdES-B-B');
       assert.equal(res.status, 503, JSON.stringify(res.body));
-      assert.deepEqual(res.body, { error: 'temporarily_unavailable', error_description: 'the key custody (HSM) is unavailable; nothing was signed' });
+      assert.deepEqual(res.body, {
+        error: 'temporarily_unavailable',
+        error_description: 'the key custody (HSM) is unavailable; nothing was signed',
+      });
       // two checks notice the token gone, in either order: the readiness probe (the issuing CA key no longer
       // signs) and the custody's own watch (the token does not answer); wait (bounded) until the watch has
       const custodyReason = /key custody: PKCS#11 token "qtsp-sandbox" does not answer/;
       let ready = await readiness();
-      for (let i = 0; i < 300 && (ready.status === 200 || !custodyReason.test(ready.reasons.join('\n'))); i++) ready = await readiness();
+      for (let i = 0; i < 300 && (ready.status === 200 || !custodyReason.test(ready.reasons.join('\n'))); i++)
+        ready = await readiness();
       assert.equal(ready.status, 503);
       assert.match(ready.reasons.join('\n'), custodyReason);
     } finally {
@@ -153,10 +185,12 @@ describe('signDoc with PKCS#11 custody (SoftHSM2)', () => {
   });
 });
 
-
 describe('the QSCD claim follows the custody: only a token the configuration declares a QSCD', () => {
   /** one signDoc in a fresh environment: the signer certificate's DER and the evidence's keyCustody */
-  async function signedIn(keys: { provider: 'software' | 'softhsm'; tokenIsQscd: boolean }): Promise<{ der: Buffer; keyCustody: string | null }> {
+  async function signedIn(keys: {
+    provider: 'software' | 'softhsm';
+    tokenIsQscd: boolean;
+  }): Promise<{ der: Buffer; keyCustody: string | null }> {
     const previous = env;
     await previous.close();
     env = await startEnvironment({ keys });
@@ -167,7 +201,10 @@ describe('the QSCD claim follows the custody: only a token the configuration dec
     assert.ok(ok.ok, ok.output);
     const signed = new pkijs.SignedData({ schema: pkijs.ContentInfo.fromBER(new Uint8Array(cms)).content });
     const [stored] = await env.qtsp.deps.store.getTransaction(String(res.headers['x-transaction-id']));
-    return { der: Buffer.from((signed.certificates![0] as pkijs.Certificate).toSchema().toBER()), keyCustody: stored?.keyCustody ?? null };
+    return {
+      der: Buffer.from((signed.certificates![0] as pkijs.Certificate).toSchema().toBER()),
+      keyCustody: stored?.keyCustody ?? null,
+    };
   }
 
   it('software keys never claim a QSCD, even with keys.tokenIsQscd set', async () => {

@@ -37,13 +37,15 @@ function fakeAptGet(dir: string, log: string): void {
     '  esac; done',
     'fi',
   ].join('\n');
-  writeFileSync(join(dir, 'apt-get'), script + '\n', { mode: 0o755 });
+  writeFileSync(join(dir, 'apt-get'), `${script}\n`, { mode: 0o755 });
 }
 
 function ensure(args: string[], path: string, env: Record<string, string> = {}, user?: string) {
   const base = { PATH: path, HOME: tmpdir(), ...env };
   // spawn looks a command up on the PATH of `env`, which hides almost everything: runuser by its full path
-  const cmd = user ? spawnSync('sh', ['-c', 'command -v runuser'], { encoding: 'utf8' }).stdout.trim() : process.execPath;
+  const cmd = user
+    ? spawnSync('sh', ['-c', 'command -v runuser'], { encoding: 'utf8' }).stdout.trim()
+    : process.execPath;
   const argv = user ? ['-u', user, '--', process.execPath, SCRIPT, ...args] : [SCRIPT, ...args];
   const res = spawnSync(cmd, argv, { env: base, encoding: 'utf8' });
   return { code: res.status, out: res.stdout + res.stderr };
@@ -87,13 +89,18 @@ describe('scripts/ensure-packages.mjs', () => {
     assert.match(res.out, /apt-get install -y --no-install-recommends softhsm2\n/);
   });
 
-  it('as root: apt-get update, then apt-get install of exactly what is missing, then it is there', { skip: !asRoot && 'needs root' }, () => {
+  it('as root: apt-get update, then apt-get install of exactly what is missing, then it is there', {
+    skip: !asRoot && 'needs root',
+  }, () => {
     const dir = binDir(join(root, 'root'), ['git']);
     const log = join(root, 'root', 'apt.log');
     fakeAptGet(dir, log);
     const res = ensure(['start'], dir);
     assert.equal(res.code, 0, res.out);
-    assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n'), ['update -q', '-q install -y --no-install-recommends redis-server']);
+    assert.deepEqual(readFileSync(log, 'utf8').trim().split('\n'), [
+      'update -q',
+      '-q install -y --no-install-recommends redis-server',
+    ]);
     const again = ensure(['start'], dir);
     assert.equal(again.code, 0, again.out);
     assert.equal(again.out, '', 'installed: nothing more to do');
@@ -114,7 +121,10 @@ describe('scripts/ensure-packages.mjs', () => {
     // as root the script runs as `nobody`; otherwise we already are an ordinary user
     const res = ensure(['start'], dir, {}, asRoot ? 'nobody' : undefined);
     assert.equal(res.code, 1, res.out);
-    assert.match(res.out, /install them with \(as root\):\n {2}apt-get update && apt-get install -y --no-install-recommends redis-server/);
+    assert.match(
+      res.out,
+      /install them with \(as root\):\n {2}apt-get update && apt-get install -y --no-install-recommends redis-server/,
+    );
     assert.throws(() => readFileSync(log), /ENOENT/);
   });
 

@@ -133,8 +133,15 @@ describe('with the store broken', () => {
     await env.qtsp.deps.store.close(); // the database goes away under a running service
     const signed = await signAndCapture(env);
     assert.equal(signed.status, 503, JSON.stringify(signed.body));
-    assert.deepEqual(signed.body, { error: 'temporarily_unavailable', error_description: 'the evidence store is unavailable; nothing was signed' });
-    assert.equal((await env.qtsp.deps.metrics.signatures.get()).values[0]?.value ?? 0, signaturesBefore, 'a signature was built');
+    assert.deepEqual(signed.body, {
+      error: 'temporarily_unavailable',
+      error_description: 'the evidence store is unavailable; nothing was signed',
+    });
+    assert.equal(
+      (await env.qtsp.deps.metrics.signatures.get()).values[0]?.value ?? 0,
+      signaturesBefore,
+      'a signature was built',
+    );
 
     // readiness follows the store's ping (every 100 ms here); bounded wait, no timing asserted
     let r = await ready();

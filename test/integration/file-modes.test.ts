@@ -23,12 +23,26 @@ function capturingLogger(): { logger: pino.Logger; lines: () => Record<string, u
       done();
     },
   });
-  return { logger: pino({ level: 'warn' }, stream), lines: () => chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  return {
+    logger: pino({ level: 'warn' }, stream),
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 async function startIn(dataDir: string, logger = pino({ level: 'silent' })) {
   return startEcosystem({
-    config: { dataDir, qtspId: QTSP_ID, server: { port: 0, publicationPort: 0 }, ops: { port: 0 }, signer: { rsaPoolSize: 0 } },
+    config: {
+      dataDir,
+      qtspId: QTSP_ID,
+      server: { port: 0, publicationPort: 0 },
+      ops: { port: 0 },
+      signer: { rsaPoolSize: 0 },
+    },
     logger,
     defaultMetrics: false,
   });

@@ -24,7 +24,8 @@ const logger = pino(
   { level: 'debug' },
   new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line) logs.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line) logs.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   }),
@@ -35,7 +36,11 @@ let rpTls: tls.ConnectionOptions;
 
 before(async () => {
   env = await startEnvironment({ server: { headersTimeoutMs: 3000, requestTimeoutMs: 6000 } }, { logger });
-  rpTls = { ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) };
+  rpTls = {
+    ca: readFileSync(env.endpoints.tlsCaFile),
+    cert: readFileSync(env.endpoints.rp.certFile),
+    key: readFileSync(env.endpoints.rp.keyFile),
+  };
 });
 after(async () => {
   await env?.close();
@@ -43,8 +48,17 @@ after(async () => {
 
 async function validBody(): Promise<string> {
   const hash = createHash('sha256').update(randomUUID()).digest('base64');
-  const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash, label: 'doc' }], hashAlgorithmOID: SHA256_OID });
-  return JSON.stringify({ SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' });
+  const auth = await authorizeSigning(env.endpoints, {
+    documentDigests: [{ hash, label: 'doc' }],
+    hashAlgorithmOID: SHA256_OID,
+  });
+  return JSON.stringify({
+    SAD: auth.accessToken,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+  });
 }
 
 async function signDoc(url: string, body?: string): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -73,12 +87,17 @@ function exchange(url: URL, head: string, body: Buffer, options: tls.ConnectionO
 }
 
 function post(path: string, headers: Record<string, string>, body: Buffer): string {
-  const lines = Object.entries({ host: 'qtsp', 'content-length': String(body.length), ...headers }).map(([k, v]) => `${k}: ${v}`);
+  const lines = Object.entries({ host: 'qtsp', 'content-length': String(body.length), ...headers }).map(
+    ([k, v]) => `${k}: ${v}`,
+  );
   return `POST ${path} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n`;
 }
 
 /** Waits (bounded) until `predicate` holds for the log; returns the matching lines. */
-async function logged(predicate: (line: Record<string, unknown>) => boolean, what: string): Promise<Record<string, unknown>[]> {
+async function logged(
+  predicate: (line: Record<string, unknown>) => boolean,
+  what: string,
+): Promise<Record<string, unknown>[]> {
   for (let i = 0; i < 200; i++) {
     const found = logs.filter(predicate);
     if (found.length) return found;
@@ -92,30 +111,69 @@ describe('item 4: compressed and malformed bodies are 4xx, never 500', () => {
   it('Content-Encoding gzip, deflate, br: 415 (compressed bodies are refused, valid or not), with or without a certificate 4xx', async () => {
     const url = new URL(env.qtsp.url);
     const valid = Buffer.from(await validBody());
-    const encoded: Record<string, Buffer> = { gzip: gzipSync(valid), deflate: deflateSync(valid), br: brotliCompressSync(valid) };
+    const encoded: Record<string, Buffer> = {
+      gzip: gzipSync(valid),
+      deflate: deflateSync(valid),
+      br: brotliCompressSync(valid),
+    };
     for (const encoding of ['gzip', 'deflate', 'br']) {
       for (const body of [garbage, encoded[encoding]!]) {
-        const res = await exchange(url, post(env.config.server.signDocPath, { 'content-type': 'application/json', 'content-encoding': encoding, connection: 'close' }, body), body, rpTls);
+        const res = await exchange(
+          url,
+          post(
+            env.config.server.signDocPath,
+            { 'content-type': 'application/json', 'content-encoding': encoding, connection: 'close' },
+            body,
+          ),
+          body,
+          rpTls,
+        );
         assert.match(res, /^HTTP\/1\.1 415 /, `${encoding}: ${res}`);
         assert.match(res, /accept-encoding: identity/i);
         assert.match(res, /"error":"invalid_request","error_description":"the request body must not be compressed/);
       }
-      const noCert = await exchange(url, post(env.config.server.signDocPath, { 'content-type': 'application/json', 'content-encoding': encoding, connection: 'close' }, garbage), garbage, { ca: rpTls.ca! });
+      const noCert = await exchange(
+        url,
+        post(
+          env.config.server.signDocPath,
+          { 'content-type': 'application/json', 'content-encoding': encoding, connection: 'close' },
+          garbage,
+        ),
+        garbage,
+        { ca: rpTls.ca! },
+      );
       assert.match(noCert, /^HTTP\/1\.1 401 /, `${encoding} without a certificate: ${noCert}`);
     }
   });
 
   it('the publication server answers compressed OCSP and TSA requests with the protocol error, 400', async () => {
-    for (const [path, type] of [['/ocsp', 'application/ocsp-request'], ['/tsa', 'application/timestamp-query']] as const) {
-      const res = await httpRequest(`${env.qtsp.publicationUrl}${path}`, { method: 'POST', headers: { 'content-type': type, 'content-encoding': 'gzip' }, body: garbage, timeoutMs: 5000 });
+    for (const [path, type] of [
+      ['/ocsp', 'application/ocsp-request'],
+      ['/tsa', 'application/timestamp-query'],
+    ] as const) {
+      const res = await httpRequest(`${env.qtsp.publicationUrl}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': type, 'content-encoding': 'gzip' },
+        body: garbage,
+        timeoutMs: 5000,
+      });
       assert.equal(res.status, 400, path);
     }
   });
 
   it('other malformed bodies: invalid JSON, a JSON array, a wrong charset: 400', async () => {
     const url = new URL(env.qtsp.url);
-    for (const [body, type] of [['{"SAD": ', 'application/json'], ['[1,2]', 'application/json'], ['{}', 'application/json; charset=latin1']] as const) {
-      const res = await exchange(url, post(env.config.server.signDocPath, { 'content-type': type, connection: 'close' }, Buffer.from(body)), Buffer.from(body), rpTls);
+    for (const [body, type] of [
+      ['{"SAD": ', 'application/json'],
+      ['[1,2]', 'application/json'],
+      ['{}', 'application/json; charset=latin1'],
+    ] as const) {
+      const res = await exchange(
+        url,
+        post(env.config.server.signDocPath, { 'content-type': type, connection: 'close' }, Buffer.from(body)),
+        Buffer.from(body),
+        rpTls,
+      );
       assert.match(res, /^HTTP\/1\.1 400 /, `${body}: ${res}`);
     }
     assert.equal(logs.filter((l) => l['event'] === 'http.unexpected').length, 0);
@@ -171,7 +229,8 @@ describe('item 5: client aborts are one brief line at info, without a stack', ()
 });
 
 describe('item 6: 502 and 504 bodies in the relying party terms, the detail in our log', () => {
-  const internal = /127\.0\.0\.1|localhost|https?:\/\/|ECONN|EHOSTUNREACH|ETIMEDOUT|socket hang up|other side closed|errno|:\d{2,5}\b/;
+  const internal =
+    /127\.0\.0\.1|localhost|https?:\/\/|ECONN|EHOSTUNREACH|ETIMEDOUT|socket hang up|other side closed|errno|:\d{2,5}\b/;
   const extra: QtspService[] = [];
   after(async () => {
     for (const qtsp of extra) await qtsp.close();
@@ -182,8 +241,14 @@ describe('item 6: 502 and 504 bodies in the relying party terms, the detail in o
     try {
       const res = await signDoc(env.qtsp.signDocUrl);
       assert.equal(res.status, 502, JSON.stringify(res.body));
-      assert.deepEqual(res.body, { error: 'bad_gateway', error_description: 'the authorization server could not be reached for token introspection' });
-      const [line] = await logged((l) => l['event'] === 'signdoc.upstream_failed' && String(l['detail']).startsWith('introspection at https://'), 'the detail');
+      assert.deepEqual(res.body, {
+        error: 'bad_gateway',
+        error_description: 'the authorization server could not be reached for token introspection',
+      });
+      const [line] = await logged(
+        (l) => l['event'] === 'signdoc.upstream_failed' && String(l['detail']).startsWith('introspection at https://'),
+        'the detail',
+      );
       assert.match(String(line!['detail']), /other side closed|ECONNRESET/);
     } finally {
       env.sandbox.controls.introspection.mode = 'normal';
@@ -192,7 +257,11 @@ describe('item 6: 502 and 504 bodies in the relying party terms, the detail in o
 
   it('the AS keys unavailable (JWKS 500, unknown kid): 502 without the upstream answer', async () => {
     env.sandbox.controls.jwks.mode = 'http500';
-    const qtsp = await startExtraQtsp(env, { trust: { keyArchiveUrl: `https://127.0.0.1:${await freePort()}/none.git` } }, { logger });
+    const qtsp = await startExtraQtsp(
+      env,
+      { trust: { keyArchiveUrl: `https://127.0.0.1:${await freePort()}/none.git` } },
+      { logger },
+    );
     extra.push(qtsp);
     try {
       const res = await signDoc(qtsp.signDocUrl);
@@ -205,23 +274,47 @@ describe('item 6: 502 and 504 bodies in the relying party terms, the detail in o
   });
 
   it('the IDP directory unreachable: 502 without address or errno', async () => {
-    const qtsp = await startExtraQtsp(env, { trust: { idpDirectoryUrl: `https://127.0.0.1:${await freePort()}/idps/v1/` } }, { logger });
+    const qtsp = await startExtraQtsp(
+      env,
+      { trust: { idpDirectoryUrl: `https://127.0.0.1:${await freePort()}/idps/v1/` } },
+      { logger },
+    );
     extra.push(qtsp);
     const res = await signDoc(qtsp.signDocUrl);
     assert.equal(res.status, 502, JSON.stringify(res.body));
-    assert.match(String(res.body['error_description']), /^the IDP directory could not be reached and has never answered about issuer/);
+    assert.match(
+      String(res.body['error_description']),
+      /^the IDP directory could not be reached and has never answered about issuer/,
+    );
     assert.doesNotMatch(String(res.body['error_description']).replace(env.sandbox.issuer, 'ISSUER'), internal);
-    await logged((l) => l['event'] === 'signdoc.upstream_failed' && /^IDP directory https:\/\/127\.0\.0\.1:\d+\/idps\/v1\/: .*ECONNREFUSED/.test(String(l['detail'])), 'the directory detail');
+    await logged(
+      (l) =>
+        l['event'] === 'signdoc.upstream_failed' &&
+        /^IDP directory https:\/\/127\.0\.0\.1:\d+\/idps\/v1\/: .*ECONNREFUSED/.test(String(l['detail'])),
+      'the directory detail',
+    );
   });
 
   it('an external TSA unreachable: 502 without address or errno', async () => {
-    const qtsp = await startExtraQtsp(env, { tsa: { url: `http://127.0.0.1:${await freePort()}/tsa`, retries: 0 } }, { logger });
+    const qtsp = await startExtraQtsp(
+      env,
+      { tsa: { url: `http://127.0.0.1:${await freePort()}/tsa`, retries: 0 } },
+      { logger },
+    );
     extra.push(qtsp);
     const body = JSON.parse(await validBody()) as Record<string, unknown>;
     const res = await signDoc(qtsp.signDocUrl, JSON.stringify({ ...body, conformance_level: 'AdES-B-T' }));
     assert.equal(res.status, 502, JSON.stringify(res.body));
-    assert.deepEqual(res.body, { error: 'bad_gateway', error_description: 'the time-stamping authority could not be reached' });
-    await logged((l) => l['event'] === 'signdoc.upstream_failed' && /^TSA http:\/\/127\.0\.0\.1:\d+\/tsa: .*ECONNREFUSED/.test(String(l['detail'])), 'the TSA detail');
+    assert.deepEqual(res.body, {
+      error: 'bad_gateway',
+      error_description: 'the time-stamping authority could not be reached',
+    });
+    await logged(
+      (l) =>
+        l['event'] === 'signdoc.upstream_failed' &&
+        /^TSA http:\/\/127\.0\.0\.1:\d+\/tsa: .*ECONNREFUSED/.test(String(l['detail'])),
+      'the TSA detail',
+    );
   });
 });
 
@@ -234,7 +327,18 @@ describe('item 7: connection limits', () => {
     const limit = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1] ?? 0);
     if (limit < 3 * SLOW) return t.skip(`the file-descriptor limit (ulimit -n ${limit}) is below ${3 * SLOW}`);
     // long timeouts here: the slow connections must stay open while the valid calls run
-    const qtsp = await startExtraQtsp(env, { server: { maxConnections: SLOW + 100, maxConnectionsPerAddress: PER_ADDRESS, headersTimeoutMs: 120_000, requestTimeoutMs: 120_000 } }, { logger });
+    const qtsp = await startExtraQtsp(
+      env,
+      {
+        server: {
+          maxConnections: SLOW + 100,
+          maxConnectionsPerAddress: PER_ADDRESS,
+          headersTimeoutMs: 120_000,
+          requestTimeoutMs: 120_000,
+        },
+      },
+      { logger },
+    );
     const url = new URL(qtsp.url);
     const sockets: net.Socket[] = [];
     let closedEarly = 0;
@@ -249,10 +353,13 @@ describe('item 7: connection limits', () => {
             s.once('close', onClose);
             sockets.push(s);
           } else {
-            const s = tls.connect({ host: url.hostname, port: Number(url.port), localAddress, ...rpTls } as tls.ConnectionOptions, () => {
-              s.write('POST /signDoc HT');
-              resolve();
-            });
+            const s = tls.connect(
+              { host: url.hostname, port: Number(url.port), localAddress, ...rpTls } as tls.ConnectionOptions,
+              () => {
+                s.write('POST /signDoc HT');
+                resolve();
+              },
+            );
             s.on('error', reject);
             s.once('close', onClose);
             sockets.push(s);
@@ -266,7 +373,10 @@ describe('item 7: connection limits', () => {
       assert.equal(sockets.length, SLOW);
       // one more from a full address: closed by the server before anything is exchanged
       const refused = await new Promise<boolean>((resolve) => {
-        const s = tls.connect({ host: url.hostname, port: Number(url.port), localAddress: SOURCES[0], ...rpTls } as tls.ConnectionOptions, () => resolve(false));
+        const s = tls.connect(
+          { host: url.hostname, port: Number(url.port), localAddress: SOURCES[0], ...rpTls } as tls.ConnectionOptions,
+          () => resolve(false),
+        );
         s.on('error', () => resolve(true));
         s.on('close', () => resolve(true));
       });

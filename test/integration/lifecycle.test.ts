@@ -18,7 +18,13 @@ import { callSignDoc } from '../../src/rp/flow.ts';
 import { openStore } from '../../src/store/open.ts';
 import { freePort } from '../../src/util/free-port.ts';
 import { authorize, sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import { alive, spawnServe, startSharedPartsOnFreePorts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
+import {
+  alive,
+  spawnServe,
+  startSharedPartsOnFreePorts,
+  type ServeProcess,
+  type SharedParts,
+} from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -50,13 +56,20 @@ describe('SIGTERM of qtsp serve', () => {
   });
 
   it('lets the signDoc calls in flight finish, refuses new connections, keeps every evidence row, exits 0', async () => {
-    const env = shared.instanceEnv('graceful', { port, publicationPort, extra: { QTSP_LIFECYCLE_DRAIN_TIMEOUT_MS: '60000', QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: '90000' } });
+    const env = shared.instanceEnv('graceful', {
+      port,
+      publicationPort,
+      extra: { QTSP_LIFECYCLE_DRAIN_TIMEOUT_MS: '60000', QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: '90000' },
+    });
     const serve = await spawnServe(env);
     started.push(serve);
     const endpoints = shared.endpoints;
     const calls = 4;
     // one consent signs each document once (issue 11 item 3): each call signs a document of its own
-    const auth = await authorize(endpoints, Array.from({ length: calls }, (_, i) => ({ hash: sha256b64(`graceful stop ${i}`), label: `graceful stop ${i}` })));
+    const auth = await authorize(
+      endpoints,
+      Array.from({ length: calls }, (_, i) => ({ hash: sha256b64(`graceful stop ${i}`), label: `graceful stop ${i}` })),
+    );
 
     // the bank holds every introspection answer until we let go: the calls are in the middle of the pipeline
     let release!: () => void;
@@ -66,7 +79,9 @@ describe('SIGTERM of qtsp serve', () => {
       arrived++;
       await gate;
     };
-    const inFlight = Array.from({ length: calls }, (_, i) => callSignDoc(serve.signDocUrl, endpoints, signDocBody(auth.accessToken, [auth.hashes[i]!])));
+    const inFlight = Array.from({ length: calls }, (_, i) =>
+      callSignDoc(serve.signDocUrl, endpoints, signDocBody(auth.accessToken, [auth.hashes[i]!])),
+    );
     try {
       await waitFor('every call to reach the introspection', () => arrived === calls);
       serve.child.kill('SIGTERM');
@@ -77,7 +92,11 @@ describe('SIGTERM of qtsp serve', () => {
       delete shared.sandbox.controls.introspection.hold;
     }
     const results = await Promise.all(inFlight);
-    assert.deepEqual(results.map((r) => r.status), Array(calls).fill(200), JSON.stringify(results.map((r) => r.body)));
+    assert.deepEqual(
+      results.map((r) => r.status),
+      Array(calls).fill(200),
+      JSON.stringify(results.map((r) => r.body)),
+    );
     const txn = String(results[0]!.headers['x-transaction-id']);
     assert.deepEqual(await serve.exited, { code: 0, signal: null }, serve.output());
 
@@ -86,7 +105,10 @@ describe('SIGTERM of qtsp serve', () => {
     try {
       assert.equal((await store.getTransaction(txn)).length, calls);
       const outbox = await store.outboxCounts('mediation');
-      assert.equal(Object.values(outbox).reduce((a, b) => a + b, 0), calls);
+      assert.equal(
+        Object.values(outbox).reduce((a, b) => a + b, 0),
+        calls,
+      );
     } finally {
       await store.close();
     }
@@ -98,7 +120,12 @@ describe('SIGTERM of qtsp serve', () => {
       const url = await pg.freshSchemaUrl();
       const p = await freePort();
       const pub = await freePort();
-      const env = shared.instanceEnv('gone', { port: p, publicationPort: pub, store: { driver: 'postgres', url }, extra: { QTSP_LIFECYCLE_DRAIN_TIMEOUT_MS: '1000', QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: '8000' } });
+      const env = shared.instanceEnv('gone', {
+        port: p,
+        publicationPort: pub,
+        store: { driver: 'postgres', url },
+        extra: { QTSP_LIFECYCLE_DRAIN_TIMEOUT_MS: '1000', QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: '8000' },
+      });
       const serve = await spawnServe(env);
       started.push(serve);
       await shared.redis.stop();
@@ -107,7 +134,10 @@ describe('SIGTERM of qtsp serve', () => {
       serve.child.kill('SIGTERM');
       // generous: the bound is 8 s; waiting three times that tells "bounded" from "hangs for ever"
       const ended = await Promise.race([serve.exited, delay(24_000, undefined, { ref: false })]);
-      assert.ok(ended, `qtsp serve still runs 24 s after SIGTERM with Redis and PostgreSQL gone:\n${serve.output().slice(-2000)}`);
+      assert.ok(
+        ended,
+        `qtsp serve still runs 24 s after SIGTERM with Redis and PostgreSQL gone:\n${serve.output().slice(-2000)}`,
+      );
       assert.equal(ended.signal, null, 'it ended by itself');
     } finally {
       await pg?.stop();
@@ -149,7 +179,13 @@ function descendants(pid: number): { pid: number; comm: string }[] {
 }
 
 /** starts a command, waits for `ready` in its output, returns it with the processes it started by then */
-async function startAndWait(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp, detached = false): Promise<{ child: ChildProcess; tree: { pid: number; comm: string }[]; output: () => string }> {
+async function startAndWait(
+  cmd: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  detached = false,
+): Promise<{ child: ChildProcess; tree: { pid: number; comm: string }[]; output: () => string }> {
   const child = spawn(cmd, args, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'], detached });
   let out = '';
   await new Promise<void>((resolve, reject) => {
@@ -176,7 +212,14 @@ describe('no orphan process after SIGKILL of the parent', () => {
   });
 
   const devEnv = (dir: string): NodeJS.ProcessEnv => {
-    const env: NodeJS.ProcessEnv = { ...process.env, QTSP_DATA_DIR: dir, QTSP_SERVER_PORT: '0', QTSP_SERVER_PUBLICATION_PORT: '0', QTSP_OPS_PORT: '0', QTSP_SIGNER_RSA_POOL_SIZE: '0' };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      QTSP_DATA_DIR: dir,
+      QTSP_SERVER_PORT: '0',
+      QTSP_SERVER_PUBLICATION_PORT: '0',
+      QTSP_OPS_PORT: '0',
+      QTSP_SIGNER_RSA_POOL_SIZE: '0',
+    };
     delete env['REDIS_URL']; // a local redis-server, the process that must not be orphaned
     delete env['QTSP_REDIS_URL'];
     return env;
@@ -185,13 +228,29 @@ describe('no orphan process after SIGKILL of the parent', () => {
 
   async function assertAllEnd(tree: { pid: number; comm: string }[]): Promise<void> {
     leftovers.push(...tree.map((p) => p.pid));
-    await waitFor(`every process started under the killed one to end (${tree.map((p) => `${p.comm}:${p.pid}`).join(', ')})`, () => tree.every((p) => !alive(p.pid)), 30_000, 100);
+    await waitFor(
+      `every process started under the killed one to end (${tree.map((p) => `${p.comm}:${p.pid}`).join(', ')})`,
+      () => tree.every((p) => !alive(p.pid)),
+      30_000,
+      100,
+    );
   }
 
   it('`npm start` killed with SIGKILL: the QTSP and its redis-server end', async () => {
-    const npm = await startAndWait('npm', ['start', '--', ...sandboxPorts], devEnv(join(dataDir, 'npm')), /qtsp sandbox is running/);
-    assert.ok(npm.tree.some((p) => p.comm === 'redis-server'), `a local redis-server runs: ${JSON.stringify(npm.tree)}`);
-    assert.ok(npm.tree.some((p) => p.comm === 'node'), `the QTSP runs: ${JSON.stringify(npm.tree)}`);
+    const npm = await startAndWait(
+      'npm',
+      ['start', '--', ...sandboxPorts],
+      devEnv(join(dataDir, 'npm')),
+      /qtsp sandbox is running/,
+    );
+    assert.ok(
+      npm.tree.some((p) => p.comm === 'redis-server'),
+      `a local redis-server runs: ${JSON.stringify(npm.tree)}`,
+    );
+    assert.ok(
+      npm.tree.some((p) => p.comm === 'node'),
+      `the QTSP runs: ${JSON.stringify(npm.tree)}`,
+    );
     npm.child.kill('SIGKILL');
     await assertAllEnd(npm.tree);
   });
@@ -205,14 +264,26 @@ describe('no orphan process after SIGKILL of the parent', () => {
     process.kill(-npm.child.pid!, 'SIGINT');
     await exited;
     await assertAllEnd(npm.tree);
-    const events = npm.output().split('\n').filter((l) => l.startsWith('{')).map((l) => (JSON.parse(l) as { event?: string }).event);
+    const events = npm
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => (JSON.parse(l) as { event?: string }).event);
     assert.ok(events.includes('shutdown.done'), npm.output().slice(-2000));
     assert.ok(!events.includes('shutdown.forced'), 'the forwarded copy of the SIGINT is not a second Ctrl-C');
-    assert.ok(!events.includes('shutdown.step_failed'), `every stop step succeeded (Redis outlived the queues):\n${npm.output().slice(-2000)}`);
+    assert.ok(
+      !events.includes('shutdown.step_failed'),
+      `every stop step succeeded (Redis outlived the queues):\n${npm.output().slice(-2000)}`,
+    );
   });
 
   it('`qtsp dev` itself killed with SIGKILL: its redis-server ends (parent-death signal)', async () => {
-    const dev = await startAndWait(process.execPath, ['bin/qtsp.js', 'dev', ...sandboxPorts], devEnv(join(dataDir, 'dev')), /qtsp sandbox is running/);
+    const dev = await startAndWait(
+      process.execPath,
+      ['bin/qtsp.js', 'dev', ...sandboxPorts],
+      devEnv(join(dataDir, 'dev')),
+      /qtsp sandbox is running/,
+    );
     const redis = dev.tree.filter((p) => p.comm === 'redis-server');
     assert.equal(redis.length, 1, JSON.stringify(dev.tree));
     dev.child.kill('SIGKILL');

@@ -21,7 +21,27 @@ const sink = new Writable({
 });
 // the service's own redact list stays in force: the logger differs from production only in level and sink
 const logger = pino(
-  { level: 'trace', base: { service: 'qtsp' }, redact: { paths: ['SAD', '*.SAD', 'token', '*.token', 'access_token', '*.access_token', 'privateKey', '*.privateKey', 'verified_claims', '*.verified_claims', 'sub', '*.sub'], censor: '[redacted]' } },
+  {
+    level: 'trace',
+    base: { service: 'qtsp' },
+    redact: {
+      paths: [
+        'SAD',
+        '*.SAD',
+        'token',
+        '*.token',
+        'access_token',
+        '*.access_token',
+        'privateKey',
+        '*.privateKey',
+        'verified_claims',
+        '*.verified_claims',
+        'sub',
+        '*.sub',
+      ],
+      censor: '[redacted]',
+    },
+  },
   sink,
 );
 
@@ -38,15 +58,27 @@ function digest(): string {
 }
 
 async function sign(sad: string, hash: string) {
-  return callSignDoc(env.qtsp.signDocUrl, env.endpoints, { SAD: sad, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' });
+  return callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
+    SAD: sad,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+  });
 }
 
 describe('log hygiene', () => {
   it('no token, introspection response, key, certificate or identity claim in any log line', async () => {
     let payload: Record<string, unknown> | undefined;
-    env.sandbox.controls.introspection.mutate = (p) => ((payload = structuredClone(p)), p);
+    env.sandbox.controls.introspection.mutate = (p) => {
+      payload = structuredClone(p);
+      return p;
+    };
     const hash = digest();
-    const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash, label: 'doc' }], hashAlgorithmOID: SHA256_OID });
+    const auth = await authorizeSigning(env.endpoints, {
+      documentDigests: [{ hash, label: 'doc' }],
+      hashAlgorithmOID: SHA256_OID,
+    });
     const signed = await sign(auth.accessToken, hash);
     assert.equal(signed.status, 200, JSON.stringify(signed.body));
     assert.equal((await sign(auth.accessToken, hash)).status, 200, 'a retry is answered from what was kept');
@@ -60,7 +92,10 @@ describe('log hygiene', () => {
     assert.equal((await sign(tampered, hash)).status, 401);
     const notConsented = await sign(auth.accessToken, digest());
     assert.ok([401, 403].includes(notConsented.status), JSON.stringify(notConsented.body));
-    const other = await authorizeSigning(env.endpoints, { documentDigests: [{ hash: digest(), label: 'doc' }], hashAlgorithmOID: SHA256_OID });
+    const other = await authorizeSigning(env.endpoints, {
+      documentDigests: [{ hash: digest(), label: 'doc' }],
+      hashAlgorithmOID: SHA256_OID,
+    });
     env.sandbox.controls.introspection.mode = 'http500';
     try {
       assert.ok((await sign(other.accessToken, digest())).status >= 400);
@@ -83,10 +118,15 @@ describe('log hygiene', () => {
       ['a signature value', (signed.body as { SignatureObject: string[] }).SignatureObject[0]!.slice(0, 40)],
     ];
     const claims = JSON.stringify(payload['verified_claims'] ?? payload);
-    for (const [name, value] of [...claims.matchAll(/"(given_name|family_name|birthdate|place_of_birth|nationalities|street_address)":"([^"]+)"/g)].map((m) => [m[1]!, m[2]!] as const)) {
+    for (const [name, value] of [
+      ...claims.matchAll(/"(given_name|family_name|birthdate|place_of_birth|nationalities|street_address)":"([^"]+)"/g),
+    ].map((m) => [m[1]!, m[2]!] as const)) {
       secrets.push([`claim ${name}`, value]);
     }
-    assert.ok(secrets.some(([name]) => name === 'claim family_name'), `the sandbox vouched for no names: ${claims}`);
+    assert.ok(
+      secrets.some(([name]) => name === 'claim family_name'),
+      `the sandbox vouched for no names: ${claims}`,
+    );
     for (const [name, value] of secrets) {
       assert.ok(value.length >= 4, name);
       assert.ok(!text.includes(value), `${name} appears in the log`);

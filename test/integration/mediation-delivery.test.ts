@@ -8,7 +8,16 @@ import assert from 'node:assert/strict';
 import type { HttpAgent } from '../../src/util/http-client.ts';
 import { createServer, type Server, type Socket } from 'node:net';
 import { rpAgent } from '../../src/rp/http.ts';
-import { authorize, childEnv, postSignDoc, referenceIdsOf, sha256b64, spawnQtsp, waitFor, type QtspChild } from '../helpers/delivery.ts';
+import {
+  authorize,
+  childEnv,
+  postSignDoc,
+  referenceIdsOf,
+  sha256b64,
+  spawnQtsp,
+  waitFor,
+  type QtspChild,
+} from '../helpers/delivery.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 
 describe('the worker process killed with SIGKILL mid-delivery', () => {
@@ -29,7 +38,14 @@ describe('the worker process killed with SIGKILL mid-delivery', () => {
 
   /** lockMs 2000: the jobs of a dead worker run again about 2-3 s after its death */
   const worker = (timeoutMs: number) => {
-    const child = spawnQtsp(['worker'], childEnv(env, { QTSP_DELIVERY_LOCK_MS: '2000', QTSP_DELIVERY_TIMEOUT_MS: String(timeoutMs), QTSP_DELIVERY_BACKOFF_MS: '200' }));
+    const child = spawnQtsp(
+      ['worker'],
+      childEnv(env, {
+        QTSP_DELIVERY_LOCK_MS: '2000',
+        QTSP_DELIVERY_TIMEOUT_MS: String(timeoutMs),
+        QTSP_DELIVERY_BACKOFF_MS: '200',
+      }),
+    );
     children.push(child);
     return child;
   };
@@ -39,7 +55,10 @@ describe('the worker process killed with SIGKILL mid-delivery', () => {
     env.sandbox.controls.mediation.mode = 'store-then-stall';
     const first = worker(60_000);
     // 30 documents under one consent, one call each (a consent signs each document once, issue 11 item 3)
-    const auth = await authorize(env.endpoints, Array.from({ length: 30 }, (_, i) => ({ hash: sha256b64(`kill test ${i}`), label: `kill test ${i}` })));
+    const auth = await authorize(
+      env.endpoints,
+      Array.from({ length: 30 }, (_, i) => ({ hash: sha256b64(`kill test ${i}`), label: `kill test ${i}` })),
+    );
     const txns = new Set<string>();
     for (let i = 0; i < 30; i++) {
       const res = await postSignDoc(env, agent, auth.accessToken, [auth.hashes[i]!]);
@@ -58,10 +77,14 @@ describe('the worker process killed with SIGKILL mid-delivery', () => {
     env.sandbox.controls.mediation.mode = 'normal';
     const requestsBefore = env.sandbox.mediation.requests;
     worker(5_000);
-    await waitFor('every outbox entry delivered', async () => {
-      const states = await Promise.all([...ids].map(async (id) => (await env.qtsp.deps.store.getOutbox(id))?.state));
-      return states.every((s) => s === 'delivered');
-    }, 40_000);
+    await waitFor(
+      'every outbox entry delivered',
+      async () => {
+        const states = await Promise.all([...ids].map(async (id) => (await env.qtsp.deps.store.getOutbox(id))?.state));
+        return states.every((s) => s === 'delivered');
+      },
+      40_000,
+    );
     assert.equal(held().length, 30);
     assert.equal(new Set(held().map((r) => r.record.reference_id)).size, 30, 'a record was stored twice');
     // the records that were in flight at the kill were posted again and refused as duplicates
@@ -83,7 +106,10 @@ describe('a Redis that never answers', () => {
     });
     await new Promise<void>((r) => hole.listen(0, '127.0.0.1', () => r()));
     const port = (hole.address() as { port: number }).port;
-    env = await startEnvironment({ redis: { url: `redis://127.0.0.1:${port}`, commandTimeoutMs: 300 }, delivery: { relayIntervalMs: 100, timeoutMs: 500 } });
+    env = await startEnvironment({
+      redis: { url: `redis://127.0.0.1:${port}`, commandTimeoutMs: 300 },
+      delivery: { relayIntervalMs: 100, timeoutMs: 500 },
+    });
     agent = rpAgent(env.endpoints);
   });
   after(async () => {
@@ -93,8 +119,13 @@ describe('a Redis that never answers', () => {
   });
 
   // the timeout catches a shutdown that hangs on the silent Redis
-  it('signDoc answers, the records wait in the outbox, and the service still shuts down', { timeout: 30_000 }, async () => {
-    const auth = await authorize(env.endpoints, Array.from({ length: 5 }, (_, i) => ({ hash: sha256b64(`never ${i}`), label: `never ${i}` })));
+  it('signDoc answers, the records wait in the outbox, and the service still shuts down', {
+    timeout: 30_000,
+  }, async () => {
+    const auth = await authorize(
+      env.endpoints,
+      Array.from({ length: 5 }, (_, i) => ({ hash: sha256b64(`never ${i}`), label: `never ${i}` })),
+    );
     for (let i = 0; i < 5; i++) {
       const res = await postSignDoc(env, agent, auth.accessToken, [auth.hashes[i]!]);
       assert.equal(res.status, 200);

@@ -10,14 +10,34 @@ import { REFERENCE_ID_PATTERN } from '../../src/mediation/record.ts';
 import { rpAgent } from '../../src/rp/http.ts';
 import { DEFAULT_SIGNING_DOCUMENTS } from '../../src/sandbox/index.ts';
 import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
-import { authorize, childEnv, median, percentile, postSignDoc, referenceIdsOf, runQtsp, sha256b64, waitFor } from '../helpers/delivery.ts';
+import {
+  authorize,
+  childEnv,
+  median,
+  percentile,
+  postSignDoc,
+  referenceIdsOf,
+  runQtsp,
+  sha256b64,
+  waitFor,
+} from '../helpers/delivery.ts';
 import { QTSP_ID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 
 let env: TestEnvironment;
 let agent: HttpAgent;
 const DOCS = [sha256b64('contract one\n'), sha256b64('contract two\n')];
 const QID_HASH = sha256b64(Buffer.from(DEFAULT_SIGNING_DOCUMENTS[1]!.text, 'utf8'));
-const BASE_FIELDS = ['client_id', 'count', 'credentialID', 'delivery_time', 'issuer', 'owner_id', 'reference_id', 'service_provider_id', 'transaction_id'];
+const BASE_FIELDS = [
+  'client_id',
+  'count',
+  'credentialID',
+  'delivery_time',
+  'issuer',
+  'owner_id',
+  'reference_id',
+  'service_provider_id',
+  'transaction_id',
+];
 
 before(async () => {
   env = await startEnvironment({
@@ -41,11 +61,17 @@ const docs = (hashes: string[]) => hashes.map((hash, i) => ({ hash, label: `cont
 const recordsOf = (txn: string) => env.sandbox.mediation.records().filter((r) => r.record.transaction_id === txn);
 
 /** One full flow and signDoc; returns the txn once its record(s) reached the mediation service. */
-async function signAndWait(documentDigests: { hash: string; label: string }[], claims?: Record<string, null | { essential: true }>, hashes = documentDigests.map((d) => d.hash)) {
+async function signAndWait(
+  documentDigests: { hash: string; label: string }[],
+  claims?: Record<string, null | { essential: true }>,
+  hashes = documentDigests.map((d) => d.hash),
+) {
   const auth = await authorize(env.endpoints, documentDigests, claims);
   const res = await postSignDoc(env, agent, auth.accessToken, hashes);
   assert.equal(res.status, 200, JSON.stringify(res.body));
-  const [record] = await waitFor('the record at the mediation service', () => (recordsOf(res.txn).length ? recordsOf(res.txn) : undefined));
+  const [record] = await waitFor('the record at the mediation service', () =>
+    recordsOf(res.txn).length ? recordsOf(res.txn) : undefined,
+  );
   return { txn: res.txn, record: record!.record };
 }
 
@@ -65,16 +91,24 @@ describe('one remote_signature_creation record per signDoc (spec 6.2)', () => {
     assert.deepEqual([record.reference_id], await referenceIdsOf(env, txn));
     assert.equal(recordsOf(txn).length, 1);
     const entry = await env.qtsp.deps.store.getOutbox(record.reference_id);
-    await waitFor('the outbox entry marked delivered', async () => (await env.qtsp.deps.store.getOutbox(record.reference_id))?.state === 'delivered');
+    await waitFor(
+      'the outbox entry marked delivered',
+      async () => (await env.qtsp.deps.store.getOutbox(record.reference_id))?.state === 'delivered',
+    );
     assert.equal(entry?.topic, 'mediation');
   });
 
   it('QESID: requested_claims as asked (essential flags), provided_claim_names as put into the certificate', async () => {
     const { record } = await signAndWait(docs(DOCS.slice(0, 1)), { nationalities: null, address: { essential: true } });
     assert.deepEqual(Object.keys(record).sort(), [...BASE_FIELDS, 'provided_claim_names', 'requested_claims'].sort());
-    assert.deepEqual(record.requested_claims, { verified_claims: { claims: { nationalities: null, address: { essential: true } } } });
+    assert.deepEqual(record.requested_claims, {
+      verified_claims: { claims: { nationalities: null, address: { essential: true } } },
+    });
     for (const claim of ['given_name', 'family_name', 'nationalities', 'address']) {
-      assert.ok(record.provided_claim_names!.includes(`verified_claims/claims/${claim}`), `${claim} missing in ${record.provided_claim_names}`);
+      assert.ok(
+        record.provided_claim_names!.includes(`verified_claims/claims/${claim}`),
+        `${claim} missing in ${record.provided_claim_names}`,
+      );
     }
     assert.ok(record.provided_claim_names!.every((n) => n.startsWith('verified_claims/claims/')));
     assert.equal(record.count, 1);
@@ -87,7 +121,13 @@ describe('one remote_signature_creation record per signDoc (spec 6.2)', () => {
   });
 
   it('QID with a custom document: only the custom document counts', async () => {
-    const { record } = await signAndWait([{ hash: QID_HASH, label: '' }, { hash: DOCS[0]!, label: 'contract' }], { birthdate: null });
+    const { record } = await signAndWait(
+      [
+        { hash: QID_HASH, label: '' },
+        { hash: DOCS[0]!, label: 'contract' },
+      ],
+      { birthdate: null },
+    );
     assert.equal(record.count, 1);
   });
 
@@ -128,7 +168,10 @@ describe('delivery to the mediation service', () => {
     const before = env.sandbox.mediation.requests;
     const { txn, record } = await signAndWait(docs(DOCS));
     env.sandbox.controls.mediation.mode = 'normal';
-    await waitFor('delivered', async () => (await env.qtsp.deps.store.getOutbox(record.reference_id))?.state === 'delivered');
+    await waitFor(
+      'delivered',
+      async () => (await env.qtsp.deps.store.getOutbox(record.reference_id))?.state === 'delivered',
+    );
     assert.ok(env.sandbox.mediation.requests - before >= 2, 'the record was posted only once');
     assert.equal(recordsOf(txn).length, 1);
   });
@@ -147,7 +190,10 @@ describe('delivery to the mediation service', () => {
     assert.match(entry.lastError ?? '', /HTTP 500/);
     const status = await runQtsp(['mediation', 'status', '--json'], childEnv(env));
     assert.equal(status.code, 0, status.output);
-    const parsed = JSON.parse(status.output) as Record<string, { outbox: Record<string, number>; queue?: Record<string, number> }>;
+    const parsed = JSON.parse(status.output) as Record<
+      string,
+      { outbox: Record<string, number>; queue?: Record<string, number> }
+    >;
     const counts = await env.qtsp.deps.store.outboxCounts('mediation');
     assert.deepEqual(parsed['mediation']!.outbox, counts);
     assert.ok(counts.failed >= 1 && parsed['mediation']!.queue!['failed']! >= 1);
@@ -158,13 +204,34 @@ describe('delivery to the mediation service', () => {
 });
 
 describe('the sandbox mediation service', () => {
-  const qtspAgent = () => tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.config.client.certFile), key: readFileSync(env.config.client.keyFile) });
+  const qtspAgent = () =>
+    tlsAgent({
+      ca: readFileSync(env.endpoints.tlsCaFile),
+      cert: readFileSync(env.config.client.certFile),
+      key: readFileSync(env.config.client.keyFile),
+    });
   const record = (reference_id: string) => ({
     type: 'remote_signature_creation',
-    record: { delivery_time: new Date().toISOString(), transaction_id: 't-1', owner_id: 'o', credentialID: 'qes_eidas', count: 1, service_provider_id: QTSP_ID, client_id: 'rp', issuer: env.sandbox.issuer, reference_id },
+    record: {
+      delivery_time: new Date().toISOString(),
+      transaction_id: 't-1',
+      owner_id: 'o',
+      credentialID: 'qes_eidas',
+      count: 1,
+      service_provider_id: QTSP_ID,
+      client_id: 'rp',
+      issuer: env.sandbox.issuer,
+      reference_id,
+    },
   });
   const post = (a: HttpAgent, body: unknown) =>
-    httpRequest(env.sandbox.mediationUrl, { method: 'POST', agent: a, timeoutMs: 5000, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    httpRequest(env.sandbox.mediationUrl, {
+      method: 'POST',
+      agent: a,
+      timeoutMs: 5000,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
 
   it('refuses a duplicate reference_id in its scope with 409 and a JSON error', async () => {
     const a = qtspAgent();
@@ -199,7 +266,11 @@ describe('Redis stopped during a run of 200 signatures', () => {
     const local = env.redis.local;
     if (!local) return t.skip('REDIS_URL is shared: this test stops its own redis-server only');
     // 20 consents for 10 documents each, one signDoc call per document: 200 signatures, 200 records (one per call)
-    const auths = await Promise.all(Array.from({ length: 20 }, (_, i) => authorize(env.endpoints, docs(Array.from({ length: 10 }, (_, j) => sha256b64(`batch document ${i}.${j}`))))));
+    const auths = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        authorize(env.endpoints, docs(Array.from({ length: 10 }, (_, j) => sha256b64(`batch document ${i}.${j}`)))),
+      ),
+    );
     const calls = auths.flatMap((a) => a.hashes.map((hash) => ({ accessToken: a.accessToken, hashes: [hash] })));
     const up: number[] = [];
     const down: number[] = [];
@@ -218,15 +289,21 @@ describe('Redis stopped during a run of 200 signatures', () => {
     assert.equal(ids.size, 200);
     const held = () => env.sandbox.mediation.records().filter((r) => ids.has(r.record.reference_id));
     const restarted = Date.now();
-    await waitFor('200 records at the mediation service', () => held().length === 200, 30_000).catch(async (err: Error) => {
-      // what a CI log needs to tell a lost record from a late one: the outbox and queue counts
-      throw new Error(`${err.message}; ${held().length} held; ${JSON.stringify(await env.qtsp.delivery.status())}`);
-    });
+    await waitFor('200 records at the mediation service', () => held().length === 200, 30_000).catch(
+      async (err: Error) => {
+        // what a CI log needs to tell a lost record from a late one: the outbox and queue counts
+        throw new Error(`${err.message}; ${held().length} held; ${JSON.stringify(await env.qtsp.delivery.status())}`);
+      },
+    );
     t.diagnostic(`all 200 records at the mediation service ${Date.now() - restarted} ms after Redis returned`);
     await env.qtsp.delivery.idle();
     assert.equal(held().length, 200);
     assert.equal(new Set(held().map((r) => r.record.reference_id)).size, 200);
-    t.diagnostic(`signDoc latency, Redis up:   median ${median(up).toFixed(1)} ms, p95 ${percentile(up, 95).toFixed(1)} ms (n=${up.length})`);
-    t.diagnostic(`signDoc latency, Redis down: median ${median(down).toFixed(1)} ms, p95 ${percentile(down, 95).toFixed(1)} ms (n=${down.length})`);
+    t.diagnostic(
+      `signDoc latency, Redis up:   median ${median(up).toFixed(1)} ms, p95 ${percentile(up, 95).toFixed(1)} ms (n=${up.length})`,
+    );
+    t.diagnostic(
+      `signDoc latency, Redis down: median ${median(down).toFixed(1)} ms, p95 ${percentile(down, 95).toFixed(1)} ms (n=${down.length})`,
+    );
   });
 });

@@ -11,7 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTlsCertificate, saveKeyed } from '../../src/pki/authority.ts';
 import { generateKeyPairSync } from 'node:crypto';
-import { basicConstraintsExtension, buildName, extKeyUsageExtension, issueCertificate, keyUsageExtension, OID, spkiOf } from '../../src/pki/x509.ts';
+import {
+  basicConstraintsExtension,
+  buildName,
+  extKeyUsageExtension,
+  issueCertificate,
+  keyUsageExtension,
+  OID,
+  spkiOf,
+} from '../../src/pki/x509.ts';
 import { recipientCertDir, recipientCertificateFile } from '../../src/notification/deliver.ts';
 import { rpAgent } from '../../src/rp/http.ts';
 import type { ReceivedMail } from '../../src/sandbox/mail/smtp-sink.ts';
@@ -37,7 +45,11 @@ before(async () => {
     notification: { adminClientFingerprints: [x5tS256(adminCert.der)] },
   });
   rp = rpAgent(env.endpoints);
-  admin = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(join(work, 'admin.pem')), key: readFileSync(join(work, 'admin.key.pem')) });
+  admin = tlsAgent({
+    ca: readFileSync(env.endpoints.tlsCaFile),
+    cert: readFileSync(join(work, 'admin.pem')),
+    key: readFileSync(join(work, 'admin.key.pem')),
+  });
 });
 after(async () => {
   rp.destroy();
@@ -60,7 +72,9 @@ async function signedTxn(): Promise<{ txn: string; sub: string }> {
 }
 
 async function mailWith(marker: string): Promise<ReceivedMail> {
-  return waitFor(`a mail at the sink carrying ${marker}`, () => env.sandbox.smtp.messages().find((m) => m.raw.includes(marker)));
+  return waitFor(`a mail at the sink carrying ${marker}`, () =>
+    env.sandbox.smtp.messages().find((m) => m.raw.includes(marker)),
+  );
 }
 
 /** openssl smime -verify against our root; the signed content (a MIME part) goes to `out`. */
@@ -75,7 +89,13 @@ function innerText(part: string): string {
 }
 
 function postAdmin(agent: HttpAgent, body: unknown, contentType = 'application/json') {
-  return httpRequest(`${env.qtsp.url}/admin/v1/notifications`, { method: 'POST', agent, timeoutMs: 5000, headers: { 'content-type': contentType }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return httpRequest(`${env.qtsp.url}/admin/v1/notifications`, {
+    method: 'POST',
+    agent,
+    timeoutMs: 5000,
+    headers: { 'content-type': contentType },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
 }
 
 describe('qtsp notify', () => {
@@ -89,27 +109,44 @@ describe('qtsp notify', () => {
     assert.ok(id, queued.output);
     const mail = await mailWith(id);
     assert.deepEqual(mail.to, [BANK_ADDRESS]);
-    assert.match(mail.raw.toString('latin1'), /Content-Type: multipart\/signed; protocol="application\/pkcs7-signature"; micalg=sha-256/);
+    assert.match(
+      mail.raw.toString('latin1'),
+      /Content-Type: multipart\/signed; protocol="application\/pkcs7-signature"; micalg=sha-256/,
+    );
 
     const file = join(work, 'signed.eml');
     writeFileSync(file, mail.raw);
     const ok = await verify(file, join(work, 'inner.txt'));
     assert.ok(ok.ok, ok.output);
     const text = innerText(readFileSync(join(work, 'inner.txt'), 'utf8'));
-    for (const line of [`iss: ${env.sandbox.issuer}`, `sub: ${sub}`, `txn: ${txn}`, `sp_id: ${QTSP_ID}`]) assert.ok(text.includes(line), `${line} missing in:\n${text}`);
+    for (const line of [`iss: ${env.sandbox.issuer}`, `sub: ${sub}`, `txn: ${txn}`, `sp_id: ${QTSP_ID}`])
+      assert.ok(text.includes(line), `${line} missing in:\n${text}`);
     assert.ok(text.includes(message.replace(/\n/g, '\r\n')), text);
 
     // one changed character in the signed part: openssl refuses it
     const raw = mail.raw.toString('latin1');
     const at = raw.indexOf('base64\r\n\r\n') + 'base64\r\n\r\n'.length + 10;
-    writeFileSync(join(work, 'tampered.eml'), Buffer.from(raw.slice(0, at) + (raw[at] === 'A' ? 'B' : 'A') + raw.slice(at + 1), 'latin1'));
-    assert.equal((await verify(join(work, 'tampered.eml'), '/dev/null')).ok, false, 'openssl accepted a tampered notification');
-    await waitFor('delivered in the outbox', async () => (await env.qtsp.deps.store.getOutbox(id))?.state === 'delivered');
+    writeFileSync(
+      join(work, 'tampered.eml'),
+      Buffer.from(raw.slice(0, at) + (raw[at] === 'A' ? 'B' : 'A') + raw.slice(at + 1), 'latin1'),
+    );
+    assert.equal(
+      (await verify(join(work, 'tampered.eml'), '/dev/null')).ok,
+      false,
+      'openssl accepted a tampered notification',
+    );
+    await waitFor(
+      'delivered in the outbox',
+      async () => (await env.qtsp.deps.store.getOutbox(id))?.state === 'delivered',
+    );
   });
 
   it('refuses a txn we never signed under', async () => {
     writeFileSync(join(work, 'message.txt'), 'hello');
-    const res = await runQtsp(['notify', '--txn', 'no-such-txn', '--message-file', join(work, 'message.txt')], childEnv(env));
+    const res = await runQtsp(
+      ['notify', '--txn', 'no-such-txn', '--message-file', join(work, 'message.txt')],
+      childEnv(env),
+    );
     assert.equal(res.code, 1);
     assert.match(res.output, /no signature was created under txn no-such-txn/);
   });
@@ -124,7 +161,11 @@ function bankEncryptionCertificate(): { certFile: string; keyFile: string } {
     selfSignKey: keys.privateKey,
     notBefore: new Date(Date.now() - 3600_000),
     notAfter: new Date(Date.now() + 24 * 3600_000),
-    extensions: [basicConstraintsExtension(false), keyUsageExtension(['keyEncipherment']), extKeyUsageExtension(['1.3.6.1.5.5.7.3.4'])],
+    extensions: [
+      basicConstraintsExtension(false),
+      keyUsageExtension(['keyEncipherment']),
+      extKeyUsageExtension(['1.3.6.1.5.5.7.3.4']),
+    ],
   });
   const certFile = recipientCertificateFile(recipientCertDir(env.config), env.sandbox.issuer);
   mkdirSync(recipientCertDir(env.config), { recursive: true });
@@ -146,7 +187,18 @@ describe('POST /admin/v1/notifications', () => {
     assert.match(raw, /Content-Type: application\/pkcs7-mime; smime-type=enveloped-data/);
     assert.ok(!raw.includes(txn) && !raw.includes(sub), 'txn or sub readable outside the encryption');
     writeFileSync(join(work, 'enc.eml'), mail.raw);
-    const dec = await run('openssl', ['cms', '-decrypt', '-in', join(work, 'enc.eml'), '-recip', bank.certFile, '-inkey', bank.keyFile, '-out', join(work, 'dec.eml')]);
+    const dec = await run('openssl', [
+      'cms',
+      '-decrypt',
+      '-in',
+      join(work, 'enc.eml'),
+      '-recip',
+      bank.certFile,
+      '-inkey',
+      bank.keyFile,
+      '-out',
+      join(work, 'dec.eml'),
+    ]);
     assert.ok(dec.ok, dec.output);
     const ok = await verify(join(work, 'dec.eml'), join(work, 'inner.txt'));
     assert.ok(ok.ok, ok.output);
@@ -161,7 +213,13 @@ describe('POST /admin/v1/notifications', () => {
     const unknown = await postAdmin(admin, { txn: 'unknown-txn', message: 'x' });
     assert.equal(unknown.status, 404);
     assert.equal((jsonBody(unknown) as { error: string }).error, 'unknown_transaction');
-    for (const body of [{ txn }, { txn, message: '' }, { txn, message: 'a\u0000b' }, { txn: 5, message: 'x' }, '{not json']) {
+    for (const body of [
+      { txn },
+      { txn, message: '' },
+      { txn, message: 'a\u0000b' },
+      { txn: 5, message: 'x' },
+      '{not json',
+    ]) {
       const bad = await postAdmin(admin, body);
       assert.equal(bad.status, 400, `${JSON.stringify(body)}: ${bad.body.toString()}`);
       assert.equal((jsonBody(bad) as { error: string }).error, 'invalid_request');
@@ -192,6 +250,9 @@ describe('delivery failures', () => {
     assert.equal(entry.attempts, 1, 'a permanent refusal is not retried');
     assert.match(entry.lastError ?? '', /550/);
     const status = await runQtsp(['mediation', 'status', '--json'], childEnv(env));
-    assert.ok((JSON.parse(status.output) as Record<string, { outbox: { failed: number } }>)['notification']!.outbox.failed >= 1, status.output);
+    assert.ok(
+      (JSON.parse(status.output) as Record<string, { outbox: { failed: number } }>)['notification']!.outbox.failed >= 1,
+      status.output,
+    );
   });
 });

@@ -41,8 +41,17 @@ async function ready(qtsp: QtspService): Promise<{ status: number; reasons: stri
 
 async function signDoc(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const hash = createHash('sha256').update(randomUUID()).digest('base64');
-  const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash, label: 'doc' }], hashAlgorithmOID: SHA256_OID });
-  const res = await callSignDoc(url, env.endpoints, { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' });
+  const auth = await authorizeSigning(env.endpoints, {
+    documentDigests: [{ hash, label: 'doc' }],
+    hashAlgorithmOID: SHA256_OID,
+  });
+  const res = await callSignDoc(url, env.endpoints, {
+    SAD: auth.accessToken,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+  });
   return { status: res.status, body: res.body as Record<string, unknown> };
 }
 
@@ -78,9 +87,17 @@ describe('operations listener', () => {
       assert.match(metrics, series);
     }
     // the mutual-TLS port no longer serves them, even to a client with a certificate
-    const rp = { ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) };
+    const rp = {
+      ca: readFileSync(env.endpoints.tlsCaFile),
+      cert: readFileSync(env.endpoints.rp.certFile),
+      key: readFileSync(env.endpoints.rp.keyFile),
+    };
     for (const path of ['/health/live', '/health/ready', '/metrics']) {
-      const res = await rawTls(new URL(env.qtsp.url), `GET ${path} HTTP/1.1\r\nhost: qtsp\r\nconnection: close\r\n\r\n`, rp);
+      const res = await rawTls(
+        new URL(env.qtsp.url),
+        `GET ${path} HTTP/1.1\r\nhost: qtsp\r\nconnection: close\r\n\r\n`,
+        rp,
+      );
       assert.match(res, /^HTTP\/1\.1 404 /, path);
     }
   });
@@ -95,7 +112,11 @@ describe('operations listener', () => {
     assert.match(res, /connection: close/i);
     assert.match(res, /"error":"invalid_token","error_description":"no TLS client certificate was presented/);
     for (const path of ['/ocsp', '/crl/root.crl', '/health/live']) {
-      assert.match(await rawTls(url, `GET ${path} HTTP/1.1\r\nhost: qtsp\r\nconnection: close\r\n\r\n`, ca), /^HTTP\/1\.1 401 /, path);
+      assert.match(
+        await rawTls(url, `GET ${path} HTTP/1.1\r\nhost: qtsp\r\nconnection: close\r\n\r\n`, ca),
+        /^HTTP\/1\.1 401 /,
+        path,
+      );
     }
     // what a validator without a certificate fetches is on the plain-HTTP publication server
     assert.equal((await httpRequest(`${env.qtsp.publicationUrl}/crl/root.crl`, { timeoutMs: 5000 })).status, 200);
@@ -111,7 +132,8 @@ describe('readiness agrees with signDoc', () => {
     try {
       db.exec('CREATE TABLE IF NOT EXISTS test_filler (x BLOB)');
       const insert = db.prepare('INSERT INTO test_filler VALUES (zeroblob(65536))');
-      const bytes = () => (db.pragma('page_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
+      const bytes = () =>
+        (db.pragma('page_count', { simple: true }) as number) * (db.pragma('page_size', { simple: true }) as number);
       while (bytes() <= MAX_STORE_BYTES + 65536) insert.run();
       const full = await ready(env.qtsp);
       assert.equal(full.status, 503);
@@ -119,7 +141,10 @@ describe('readiness agrees with signDoc', () => {
       const signed = await signDoc(env.qtsp.signDocUrl);
       assert.equal(signed.status, 503, JSON.stringify(signed.body));
       assert.equal(signed.body['error'], 'temporarily_unavailable');
-      assert.match((await httpRequest(`${env.qtsp.opsUrl}/metrics`, { timeoutMs: 10_000 })).body.toString(), /^qtsp_store_up 0$/m);
+      assert.match(
+        (await httpRequest(`${env.qtsp.opsUrl}/metrics`, { timeoutMs: 10_000 })).body.toString(),
+        /^qtsp_store_up 0$/m,
+      );
       db.exec('DROP TABLE test_filler'); // space again
       assert.deepEqual(await ready(env.qtsp), { status: 200, reasons: [] });
       assert.equal((await signDoc(env.qtsp.signDocUrl)).status, 200);

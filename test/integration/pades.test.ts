@@ -19,7 +19,14 @@ import { fileURLToPath } from 'node:url';
 import * as pkijs from 'pkijs';
 import { hashByName, SHA256 } from '../../src/crypto/algorithms.ts';
 import { signPdfs, type PadesLevel, type PadesResult } from '../../src/rp/pades.ts';
-import { cmsCertificates, readDss, readSignatures, SIGNATURE_CONTENTS_BYTES, type PdfSignature, type ValidationMaterial } from '../../src/rp/pdf.ts';
+import {
+  cmsCertificates,
+  readDss,
+  readSignatures,
+  SIGNATURE_CONTENTS_BYTES,
+  type PdfSignature,
+  type ValidationMaterial,
+} from '../../src/rp/pdf.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { run } from '../helpers/openssl.ts';
@@ -53,7 +60,10 @@ before(async () => {
   // an NSS database that trusts our root and nothing else (pdfsig's trust store)
   nssDir = join(work, 'nss');
   mkdirSync(nssDir);
-  for (const args of [['-N', '--empty-password'], ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', env.rootCaFile]]) {
+  for (const args of [
+    ['-N', '--empty-password'],
+    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', env.rootCaFile],
+  ]) {
     const r = await run('certutil', [...args, '-d', `sql:${nssDir}`]);
     assert.ok(r.ok, r.output);
   }
@@ -70,7 +80,12 @@ function file(name: string, data: Uint8Array): string {
 }
 
 async function sign(level: PadesLevel, pdfs: Buffer[] = [SAMPLE]): Promise<PadesResult> {
-  return signPdfs(env.endpoints, { pdfs, labels: pdfs.map((_, i) => `sample ${i + 1}.pdf`), level, hashAlgorithm: SHA256 });
+  return signPdfs(env.endpoints, {
+    pdfs,
+    labels: pdfs.map((_, i) => `sample ${i + 1}.pdf`),
+    level,
+    hashAlgorithm: SHA256,
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -99,27 +114,69 @@ async function pdfsig(pdf: Uint8Array): Promise<{ ok: boolean; output: string; s
 }
 
 async function opensslCms(sig: PdfSignature): Promise<{ ok: boolean; output: string }> {
-  return run('openssl', ['cms', '-verify', '-cades', '-binary', '-inform', 'DER', '-in', file('sig.p7s', sig.contents), '-content', file('covered.bin', sig.covered), '-CAfile', env.rootCaFile, '-out', '/dev/null']);
+  return run('openssl', [
+    'cms',
+    '-verify',
+    '-cades',
+    '-binary',
+    '-inform',
+    'DER',
+    '-in',
+    file('sig.p7s', sig.contents),
+    '-content',
+    file('covered.bin', sig.covered),
+    '-CAfile',
+    env.rootCaFile,
+    '-out',
+    '/dev/null',
+  ]);
 }
 
 /** openssl ts -verify of a token over `data`; the TSA chain comes from the token itself. */
 async function opensslTs(token: Uint8Array, data: Uint8Array): Promise<{ ok: boolean; output: string }> {
-  const chain = file('tsa-chain.pem', Buffer.from(cmsCertificates(token).map((c) => toPem(c, 'CERTIFICATE')).join('')));
-  return run('openssl', ['ts', '-verify', '-token_in', '-in', file('token.der', token), '-data', file('data.bin', data), '-CAfile', env.rootCaFile, '-untrusted', chain]);
+  const chain = file(
+    'tsa-chain.pem',
+    Buffer.from(
+      cmsCertificates(token)
+        .map((c) => toPem(c, 'CERTIFICATE'))
+        .join(''),
+    ),
+  );
+  return run('openssl', [
+    'ts',
+    '-verify',
+    '-token_in',
+    '-in',
+    file('token.der', token),
+    '-data',
+    file('data.bin', data),
+    '-CAfile',
+    env.rootCaFile,
+    '-untrusted',
+    chain,
+  ]);
 }
 
 /**
  * openssl ocsp: the response verifies (responder chain up to our root) and says `good` for `cert`, looked up
  * with OpenSSL's default SHA-1 CertID (no -sha256: the RFC 5019 profile validators use).
  */
-async function opensslOcsp(response: Uint8Array, cert: Uint8Array, issuer: Uint8Array): Promise<{ ok: boolean; output: string }> {
+async function opensslOcsp(
+  response: Uint8Array,
+  cert: Uint8Array,
+  issuer: Uint8Array,
+): Promise<{ ok: boolean; output: string }> {
   const issuerPem = file('issuer.pem', Buffer.from(toPem(issuer, 'CERTIFICATE')));
   const r = await run('openssl', [
     'ocsp',
-    '-respin', file('ocsp.der', response),
-    '-issuer', issuerPem,
-    '-cert', file('cert.pem', Buffer.from(toPem(cert, 'CERTIFICATE'))),
-    '-CAfile', env.rootCaFile,
+    '-respin',
+    file('ocsp.der', response),
+    '-issuer',
+    issuerPem,
+    '-cert',
+    file('cert.pem', Buffer.from(toPem(cert, 'CERTIFICATE'))),
+    '-CAfile',
+    env.rootCaFile,
     '-no_nonce',
   ]);
   return { ok: r.ok && /Response verify OK/.test(r.output) && /: good/.test(r.output), output: r.output };
@@ -140,7 +197,10 @@ function signatureTimeStamp(cms: Uint8Array): { token: Buffer; signatureValue: B
   const si = signerInfo(cms);
   const attr = si.unsignedAttrs?.attributes.find((a) => a.type === OID.signatureTimeStamp);
   if (!attr) return undefined;
-  return { token: Buffer.from(attr.values[0]!.toBER()), signatureValue: Buffer.from(si.signature.valueBlock.valueHexView) };
+  return {
+    token: Buffer.from(attr.values[0]!.toBER()),
+    signatureValue: Buffer.from(si.signature.valueBlock.valueHexView),
+  };
 }
 
 function certificateParts(der: Uint8Array): { subject: string; issuer: string; selfSigned: boolean } {
@@ -154,8 +214,17 @@ function certificateParts(der: Uint8Array): { subject: string; issuer: string; s
 async function opensslCrl(crl: Uint8Array, cert: Uint8Array): Promise<{ ok: boolean; output: string }> {
   const crlPem = file('list.crl.pem', Buffer.from(toPem(crl, 'X509 CRL')));
   const signature = await run('openssl', ['crl', '-in', crlPem, '-CAfile', env.rootCaFile, '-noout']);
-  if (!signature.ok || !/verify OK/.test(signature.output)) return signature.ok ? { ok: false, output: signature.output } : signature;
-  return run('openssl', ['verify', '-crl_check', '-CAfile', env.rootCaFile, '-CRLfile', crlPem, file('subject.pem', Buffer.from(toPem(cert, 'CERTIFICATE')))]);
+  if (!signature.ok || !/verify OK/.test(signature.output))
+    return signature.ok ? { ok: false, output: signature.output } : signature;
+  return run('openssl', [
+    'verify',
+    '-crl_check',
+    '-CAfile',
+    env.rootCaFile,
+    '-CRLfile',
+    crlPem,
+    file('subject.pem', Buffer.from(toPem(cert, 'CERTIFICATE'))),
+  ]);
 }
 
 /**
@@ -187,7 +256,10 @@ async function checkRevocationData(dss: ValidationMaterial, root: Buffer): Promi
   for (const [i, cert] of all.entries()) {
     if (parts[i]!.selfSigned || covered.has(i)) continue;
     const checks = await Promise.all(dss.crls.map((crl) => opensslCrl(crl, cert)));
-    assert.ok(checks.some((c) => c.ok), `certificate ${i} has neither an OCSP response nor a CRL that openssl accepts:\n${checks.map((c) => c.output).join('\n')}`);
+    assert.ok(
+      checks.some((c) => c.ok),
+      `certificate ${i} has neither an OCSP response nor a CRL that openssl accepts:\n${checks.map((c) => c.output).join('\n')}`,
+    );
   }
 }
 
@@ -200,7 +272,10 @@ async function checkSignedPdf(t: TestContext, level: PadesLevel, result: PadesRe
   const cms = result.signatures[0]!;
   const signatures = readSignatures(pdf);
   const expectedTypes = level === 'AdES-B-LTA' ? ['ETSI.CAdES.detached', 'ETSI.RFC3161'] : ['ETSI.CAdES.detached'];
-  assert.deepEqual(signatures.map((s) => s.subFilter), expectedTypes);
+  assert.deepEqual(
+    signatures.map((s) => s.subFilter),
+    expectedTypes,
+  );
   assert.ok(signatures[0]!.contents.equals(cms), 'the PDF carries the CMS signDoc returned');
 
   // pdfsig: valid and trusted, trusting only our root
@@ -246,11 +321,26 @@ async function checkSignedPdf(t: TestContext, level: PadesLevel, result: PadesRe
   // B-LT and above: the DSS with the same material, all of it issued after the signature time-stamp
   const dss = await readDss(pdf);
   if (level === 'AdES-B-LT' || level === 'AdES-B-LTA') {
-    const fresh = await assertIssuedAfter({ ocsp: dss.ocsps, crl: dss.crls }, await tokenGenTime(sts!.token), `PAdES ${level}`);
+    const fresh = await assertIssuedAfter(
+      { ocsp: dss.ocsps, crl: dss.crls },
+      await tokenGenTime(sts!.token),
+      `PAdES ${level}`,
+    );
     assert.ok(fresh >= 2, 'an OCSP response and a CRL at least');
-    assert.deepEqual(new Set(dss.ocsps.map((o) => o.toString('base64'))), new Set(info.ocsp), 'the DSS holds the OCSP responses of revocationInfo');
-    assert.deepEqual(new Set(dss.crls.map((o) => o.toString('base64'))), new Set(info.crl ?? []), 'the DSS holds the CRLs of revocationInfo');
-    assert.deepEqual(new Set(dss.certificates.map((c) => c.toString('base64'))), new Set(cmsCertificates(cms).map((c) => c.toString('base64'))));
+    assert.deepEqual(
+      new Set(dss.ocsps.map((o) => o.toString('base64'))),
+      new Set(info.ocsp),
+      'the DSS holds the OCSP responses of revocationInfo',
+    );
+    assert.deepEqual(
+      new Set(dss.crls.map((o) => o.toString('base64'))),
+      new Set(info.crl ?? []),
+      'the DSS holds the CRLs of revocationInfo',
+    );
+    assert.deepEqual(
+      new Set(dss.certificates.map((c) => c.toString('base64'))),
+      new Set(cmsCertificates(cms).map((c) => c.toString('base64'))),
+    );
     await checkRevocationData(dss, readRoot());
   } else {
     assert.equal(dss.certificates.length + dss.ocsps.length + dss.crls.length, 0, 'no DSS below B-LT');
@@ -288,7 +378,13 @@ describe('PAdES through the real flow', () => {
   }
 
   it('RSA-3072 with SHA-384 at B-LTA: pdfsig valid and trusted, the CMS fits the reserved /Contents', async (t) => {
-    const result = await signPdfs(env.endpoints, { pdfs: [SAMPLE], labels: ['sample.pdf'], level: 'AdES-B-LTA', hashAlgorithm: SHA384, signAlgo: SHA384_WITH_RSA });
+    const result = await signPdfs(env.endpoints, {
+      pdfs: [SAMPLE],
+      labels: ['sample.pdf'],
+      level: 'AdES-B-LTA',
+      hashAlgorithm: SHA384,
+      signAlgo: SHA384_WITH_RSA,
+    });
     const verdict = await pdfsig(result.pdfs[0]!);
     assert.ok(verdict.signatures[0]!.valid && verdict.signatures[0]!.trusted, verdict.output);
     assert.match(verdict.signatures[0]!.text, /Signing Hash Algorithm: SHA-384/);
@@ -311,7 +407,10 @@ describe('PAdES through the real flow', () => {
     const result = await sign('AdES-B-B', [SAMPLE, other]);
     for (const pdf of result.pdfs) {
       const verdict = await pdfsig(pdf);
-      assert.ok(verdict.signatures.length === 1 && verdict.signatures[0]!.valid && verdict.signatures[0]!.trusted, verdict.output);
+      assert.ok(
+        verdict.signatures.length === 1 && verdict.signatures[0]!.valid && verdict.signatures[0]!.trusted,
+        verdict.output,
+      );
     }
   });
 
@@ -327,7 +426,9 @@ describe('PAdES through the real flow', () => {
     assert.ok(a!.byteRange[2] + a!.byteRange[3] < b!.byteRange[1], 'the first signature ends before the second starts');
     assert.ok(b!.byteRange[2] + b!.byteRange[3] > first.length, 'the second covers the whole once-signed file');
     const dss = await readDss(second);
-    t.diagnostic(`twice B-LT: PDF ${second.length} bytes, DSS ${dss.certificates.length} certificates, ${dss.ocsps.length} OCSP responses`);
+    t.diagnostic(
+      `twice B-LT: PDF ${second.length} bytes, DSS ${dss.certificates.length} certificates, ${dss.ocsps.length} OCSP responses`,
+    );
   });
 });
 
@@ -370,7 +471,9 @@ describe('the oracles reject tampered input', () => {
     const response = Buffer.from(dss.ocsps[0]!);
     response[response.length - 5] = response[response.length - 5]! ^ 0x01; // inside the signature BIT STRING
     const signer = dss.certificates[0]!;
-    const issuer = dss.certificates.find((c) => certificateParts(c).subject === certificateParts(signer).issuer) ?? dss.certificates[1]!;
+    const issuer =
+      dss.certificates.find((c) => certificateParts(c).subject === certificateParts(signer).issuer) ??
+      dss.certificates[1]!;
     const r = await opensslOcsp(response, signer, issuer);
     assert.ok(!r.ok, r.output);
   });
@@ -379,7 +482,9 @@ describe('the oracles reject tampered input', () => {
 describe('qtsp sign --format P', () => {
   function qtsp(args: string[]): Promise<{ code: number; output: string }> {
     return new Promise((resolve) => {
-      execFile(process.execPath, [QTSP, ...args], { encoding: 'utf8' }, (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }));
+      execFile(process.execPath, [QTSP, ...args], { encoding: 'utf8' }, (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+      );
     });
   }
 
@@ -390,7 +495,16 @@ describe('qtsp sign --format P', () => {
     assert.equal(first.code, 0, first.output);
     assert.match(first.output, /signed 1 PDF\(s\) at AdES-B-LT: .*doc\.signed\.pdf/);
     assert.ok(readFileSync(doc).equals(SAMPLE), 'the input file is left alone');
-    const second = await qtsp(['sign', join(work, 'doc.signed.pdf'), '--format', 'P', '--level', 'B-LT', '--data-dir', env.dataDir]);
+    const second = await qtsp([
+      'sign',
+      join(work, 'doc.signed.pdf'),
+      '--format',
+      'P',
+      '--level',
+      'B-LT',
+      '--data-dir',
+      env.dataDir,
+    ]);
     assert.equal(second.code, 0, second.output);
     const verdict = await pdfsig(readFileSync(join(work, 'doc.signed.signed.pdf')));
     assert.equal(verdict.signatures.length, 2, verdict.output);

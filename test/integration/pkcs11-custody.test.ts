@@ -22,9 +22,21 @@ import { createTestToken, SOFTHSM2_MODULE, type TestToken } from '../helpers/sof
 const HASHES = [...HASH_ALGORITHMS.values()].map((h) => h.node as SignHash);
 const DATA = Buffer.from('signed attributes, as a CMS would have them');
 
-function verifies(publicKey: KeyObject, scheme: SignatureScheme, hash: SignHash, signature: Buffer, data = DATA): boolean {
+function verifies(
+  publicKey: KeyObject,
+  scheme: SignatureScheme,
+  hash: SignHash,
+  signature: Buffer,
+  data = DATA,
+): boolean {
   if (scheme === 'ecdsa') return verify(hash, data, { key: publicKey, dsaEncoding: 'der' }, signature);
-  if (scheme === 'rsa-pss') return verify(hash, data, { key: publicKey, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST }, signature);
+  if (scheme === 'rsa-pss')
+    return verify(
+      hash,
+      data,
+      { key: publicKey, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_DIGEST },
+      signature,
+    );
   return verify(hash, data, { key: publicKey, padding: constants.RSA_PKCS1_PADDING }, signature);
 }
 
@@ -36,12 +48,24 @@ function objects(listing: string): string[] {
 describe('PKCS#11 key custody (SoftHSM2)', () => {
   let token: TestToken;
   let custody: Pkcs11Custody;
-  const options = () => ({ module: SOFTHSM2_MODULE, tokenLabel: token.label, pinFile: token.pinFile, sessions: 3, qscd: false, rsaPoolSize: 1, probeIntervalMs: 100 });
+  const options = () => ({
+    module: SOFTHSM2_MODULE,
+    tokenLabel: token.label,
+    pinFile: token.pinFile,
+    sessions: 3,
+    qscd: false,
+    rsaPoolSize: 1,
+    probeIntervalMs: 100,
+  });
 
   before(async () => {
     token = createTestToken('custody-test');
     const init = await Pkcs11Custody.open({ ...options(), requireLongLivedKeys: false, rsaPoolSize: 0 });
-    for (const name of LONG_LIVED_KEYS) await init.generateLongLivedKey(name, name === 'tsa' ? 'RSA-3072' : name === 'ocsp-responder' ? 'P-384' : 'P-256');
+    for (const name of LONG_LIVED_KEYS)
+      await init.generateLongLivedKey(
+        name,
+        name === 'tsa' ? 'RSA-3072' : name === 'ocsp-responder' ? 'P-384' : 'P-256',
+      );
     await init.close();
   });
   after(async () => {
@@ -53,10 +77,23 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
   it('fails the start naming the setting: module, token label, PIN file (never the PIN)', async () => {
     const wrongPin = join(token.conf, '..', 'wrong.pin');
     writeFileSync(wrongPin, '000000000\n');
-    await assert.rejects(Pkcs11Custody.open({ ...options(), pinFile: wrongPin }), (err: Error) => err instanceof ConfigError && /keys\.pinFile/.test(err.message) && !err.message.includes('000000000'));
-    await assert.rejects(Pkcs11Custody.open({ ...options(), pinFile: join(token.conf, '..', 'missing.pin') }), (err: Error) => err instanceof ConfigError && /keys\.pinFile/.test(err.message));
-    await assert.rejects(Pkcs11Custody.open({ ...options(), tokenLabel: 'no-such-token' }), (err: Error) => err instanceof ConfigError && /keys\.tokenLabel/.test(err.message));
-    await assert.rejects(Pkcs11Custody.open({ ...options(), module: '/nonexistent/libpkcs11.so' }), (err: Error) => err instanceof ConfigError && /keys\.pkcs11Module/.test(err.message));
+    await assert.rejects(
+      Pkcs11Custody.open({ ...options(), pinFile: wrongPin }),
+      (err: Error) =>
+        err instanceof ConfigError && /keys\.pinFile/.test(err.message) && !err.message.includes('000000000'),
+    );
+    await assert.rejects(
+      Pkcs11Custody.open({ ...options(), pinFile: join(token.conf, '..', 'missing.pin') }),
+      (err: Error) => err instanceof ConfigError && /keys\.pinFile/.test(err.message),
+    );
+    await assert.rejects(
+      Pkcs11Custody.open({ ...options(), tokenLabel: 'no-such-token' }),
+      (err: Error) => err instanceof ConfigError && /keys\.tokenLabel/.test(err.message),
+    );
+    await assert.rejects(
+      Pkcs11Custody.open({ ...options(), module: '/nonexistent/libpkcs11.so' }),
+      (err: Error) => err instanceof ConfigError && /keys\.pkcs11Module/.test(err.message),
+    );
     custody = await Pkcs11Custody.open(options());
     const key = await custody.createSignerKey('P-256', 'ecdsa');
     assert.ok(verifies(key.publicKey, 'ecdsa', 'sha256', await key.sign('sha256', DATA)));
@@ -88,21 +125,53 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
     const p = custody.token.pkcs11;
     await custody.token.withSession(async (session) => {
       for (const label of Object.values(LONG_LIVED_LABELS)) {
-        p.C_FindObjectsInit(session, [{ type: pkcs11js.CKA_CLASS, value: pkcs11js.CKO_PRIVATE_KEY }, { type: pkcs11js.CKA_LABEL, value: label }]);
+        p.C_FindObjectsInit(session, [
+          { type: pkcs11js.CKA_CLASS, value: pkcs11js.CKO_PRIVATE_KEY },
+          { type: pkcs11js.CKA_LABEL, value: label },
+        ]);
         const [handle] = p.C_FindObjects(session, 1);
         p.C_FindObjectsFinal(session);
         const secret = label === 'qtsp-tsa' ? pkcs11js.CKA_PRIVATE_EXPONENT : pkcs11js.CKA_VALUE;
-        assert.throws(() => p.C_GetAttributeValue(session, handle!, [{ type: secret }]), /CKR_ATTRIBUTE_SENSITIVE/, label);
-        const wrapping = p.C_GenerateKey(session, { mechanism: pkcs11js.CKM_AES_KEY_GEN }, [{ type: pkcs11js.CKA_TOKEN, value: false }, { type: pkcs11js.CKA_VALUE_LEN, value: 32 }, { type: pkcs11js.CKA_WRAP, value: true }]);
+        assert.throws(
+          () => p.C_GetAttributeValue(session, handle!, [{ type: secret }]),
+          /CKR_ATTRIBUTE_SENSITIVE/,
+          label,
+        );
+        const wrapping = p.C_GenerateKey(session, { mechanism: pkcs11js.CKM_AES_KEY_GEN }, [
+          { type: pkcs11js.CKA_TOKEN, value: false },
+          { type: pkcs11js.CKA_VALUE_LEN, value: 32 },
+          { type: pkcs11js.CKA_WRAP, value: true },
+        ]);
         try {
-          assert.throws(() => p.C_WrapKey(session, { mechanism: pkcs11js.CKM_AES_KEY_WRAP_PAD }, wrapping, handle!, Buffer.alloc(4096)), /CKR_KEY_UNEXTRACTABLE/, label);
+          assert.throws(
+            () =>
+              p.C_WrapKey(session, { mechanism: pkcs11js.CKM_AES_KEY_WRAP_PAD }, wrapping, handle!, Buffer.alloc(4096)),
+            /CKR_KEY_UNEXTRACTABLE/,
+            label,
+          );
         } finally {
           p.C_DestroyObject(session, wrapping);
         }
       }
-      const control = p.C_GenerateKeyPair(session, { mechanism: pkcs11js.CKM_EC_KEY_PAIR_GEN }, [{ type: pkcs11js.CKA_TOKEN, value: false }, { type: pkcs11js.CKA_EC_PARAMS, value: Buffer.from('06082a8648ce3d030107', 'hex') }], [{ type: pkcs11js.CKA_TOKEN, value: false }, { type: pkcs11js.CKA_SENSITIVE, value: false }, { type: pkcs11js.CKA_EXTRACTABLE, value: true }, { type: pkcs11js.CKA_SIGN, value: true }]);
+      const control = p.C_GenerateKeyPair(
+        session,
+        { mechanism: pkcs11js.CKM_EC_KEY_PAIR_GEN },
+        [
+          { type: pkcs11js.CKA_TOKEN, value: false },
+          { type: pkcs11js.CKA_EC_PARAMS, value: Buffer.from('06082a8648ce3d030107', 'hex') },
+        ],
+        [
+          { type: pkcs11js.CKA_TOKEN, value: false },
+          { type: pkcs11js.CKA_SENSITIVE, value: false },
+          { type: pkcs11js.CKA_EXTRACTABLE, value: true },
+          { type: pkcs11js.CKA_SIGN, value: true },
+        ],
+      );
       try {
-        assert.equal(p.C_GetAttributeValue(session, control.privateKey, [{ type: pkcs11js.CKA_VALUE }])[0]!.value.length, 32);
+        assert.equal(
+          p.C_GetAttributeValue(session, control.privateKey, [{ type: pkcs11js.CKA_VALUE }])[0]!.value.length,
+          32,
+        );
       } finally {
         p.C_DestroyObject(session, control.privateKey);
         p.C_DestroyObject(session, control.publicKey);
@@ -111,7 +180,12 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
   });
 
   it('signer keys: every key type, scheme and hash, verified by OpenSSL; no object left behind', async () => {
-    const kinds: [KeyAlgorithm, SignatureScheme][] = [['P-256', 'ecdsa'], ['P-384', 'ecdsa'], ['RSA-3072', 'rsa-pkcs1-v1_5'], ['RSA-3072', 'rsa-pss']];
+    const kinds: [KeyAlgorithm, SignatureScheme][] = [
+      ['P-256', 'ecdsa'],
+      ['P-384', 'ecdsa'],
+      ['RSA-3072', 'rsa-pkcs1-v1_5'],
+      ['RSA-3072', 'rsa-pss'],
+    ];
     for (const [algorithm, scheme] of kinds) {
       const key = await custody.createSignerKey(algorithm, scheme);
       try {
@@ -138,7 +212,10 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
     custody = await Pkcs11Custody.open({ ...options(), rsaPoolSize: 0 });
     const left = objects(token.listObjects());
     assert.equal(left.length, 2 * LONG_LIVED_KEYS.length, left.join('\n'));
-    assert.ok(left.every((o) => /label:\s+qtsp-(issuing-ca|tsa|ocsp-responder)\b/.test(o)), left.join('\n'));
+    assert.ok(
+      left.every((o) => /label:\s+qtsp-(issuing-ca|tsa|ocsp-responder)\b/.test(o)),
+      left.join('\n'),
+    );
   });
 
   it('a destroyed key cannot sign, and destroy after a failed signature leaves nothing', async () => {

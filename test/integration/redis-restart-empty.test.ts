@@ -21,7 +21,10 @@ describe('Redis restarted empty while records are queued', () => {
   before(async () => {
     // a failed post is retried only after 60-180 s (backoff 2 min, jitter 0.5); requeueAfterMs stays 15 min:
     // a record delivered within the test's minute was handed over again because the restart was noticed
-    env = await startEnvironment({ delivery: { attempts: 15, backoffMs: 120_000, relayIntervalMs: 200, timeoutMs: 3000 }, redis: { commandTimeoutMs: 500 } });
+    env = await startEnvironment({
+      delivery: { attempts: 15, backoffMs: 120_000, relayIntervalMs: 200, timeoutMs: 3000 },
+      redis: { commandTimeoutMs: 500 },
+    });
     agent = rpAgent(env.endpoints);
   });
   after(async () => {
@@ -36,7 +39,11 @@ describe('Redis restarted empty while records are queued', () => {
 
     // each record's first post fails (HTTP 500): its job waits in Redis for a retry minutes away
     env.sandbox.controls.mediation.mode = 'http500';
-    const auths = await Promise.all(Array.from({ length: RECORDS }, (_, i) => authorize(env.endpoints, [{ hash: sha256b64(`queued document ${i}`), label: `document ${i}` }])));
+    const auths = await Promise.all(
+      Array.from({ length: RECORDS }, (_, i) =>
+        authorize(env.endpoints, [{ hash: sha256b64(`queued document ${i}`), label: `document ${i}` }]),
+      ),
+    );
     const txns: string[] = [];
     for (const auth of auths) {
       const res = await postSignDoc(env, agent, auth.accessToken, auth.hashes);
@@ -49,7 +56,10 @@ describe('Redis restarted empty while records are queued', () => {
       const entries = await Promise.all(ids.map((id) => store.getOutbox(id)));
       return entries.every((e) => e?.state === 'queued' && e.attempts === 1);
     });
-    await waitFor('the retries waiting in Redis', async () => (await env.qtsp.delivery.status())['mediation']?.queue?.delayed === RECORDS);
+    await waitFor(
+      'the retries waiting in Redis',
+      async () => (await env.qtsp.delivery.status())['mediation']?.queue?.delayed === RECORDS,
+    );
 
     // Redis restarts without its data (as without persistence): the jobs are gone
     await local.stop();
@@ -60,15 +70,23 @@ describe('Redis restarted empty while records are queued', () => {
     await local.restart();
     const restartedAt = Date.now();
 
-    await waitFor('every record delivered', async () => {
-      const entries = await Promise.all(ids.map((id) => store.getOutbox(id)));
-      return entries.every((e) => e?.state === 'delivered');
-    }, 60_000);
+    await waitFor(
+      'every record delivered',
+      async () => {
+        const entries = await Promise.all(ids.map((id) => store.getOutbox(id)));
+        return entries.every((e) => e?.state === 'delivered');
+      },
+      60_000,
+    );
     t.diagnostic(`all ${RECORDS} records delivered ${Date.now() - restartedAt} ms after Redis came back empty`);
     const held = env.sandbox.mediation.records().filter((r) => ids.includes(r.record.reference_id));
     assert.equal(held.length, RECORDS);
     assert.equal(new Set(held.map((r) => r.record.reference_id)).size, RECORDS, 'a record was stored twice');
-    assert.equal(env.sandbox.mediation.requests - requestsBefore, RECORDS, 'one post per record after the restart, no duplicate');
+    assert.equal(
+      env.sandbox.mediation.requests - requestsBefore,
+      RECORDS,
+      'one post per record after the restart, no duplicate',
+    );
     const counts = await store.outboxCounts('mediation');
     assert.equal(counts.queued + counts.pending + counts.failed, 0);
   });

@@ -31,7 +31,10 @@ describe('outbox relay: entries handed over as they are committed', () => {
   let connection: Redis;
   let queues: DeliveryQueues;
   let relay: OutboxRelay;
-  const config = loadConfig({ redis: { prefix: `qtsp-relay-${randomUUID().slice(0, 8)}`, commandTimeoutMs: 1000 } }, {});
+  const config = loadConfig(
+    { redis: { prefix: `qtsp-relay-${randomUUID().slice(0, 8)}`, commandTimeoutMs: 1000 } },
+    {},
+  );
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'qtsp-relay-'));
@@ -47,7 +50,14 @@ describe('outbox relay: entries handed over as they are committed', () => {
     connection = redisConnection(redis.url, { blocking: false, onError: () => undefined });
     queues = new DeliveryQueues(connection, [TOPIC], config, () => undefined);
     // a timer that never fires within the test: every read below is one the test caused
-    relay = new OutboxRelay({ store: counted, queues, topics: [TOPIC], intervalMs: 3_600_000, requeueAfterMs: 3_600_000, logger: pino({ level: 'silent' }) });
+    relay = new OutboxRelay({
+      store: counted,
+      queues,
+      topics: [TOPIC],
+      intervalMs: 3_600_000,
+      requeueAfterMs: 3_600_000,
+      logger: pino({ level: 'silent' }),
+    });
     await waitFor('Redis connected', async () => (queues.ready ? true : undefined));
     relay.start(); // the first pass reads (the outbox may hold entries from before)
     await relay.idle();
@@ -113,12 +123,24 @@ describe('outbox relay: entries handed over as they are committed', () => {
     await redis.restart();
     await waitFor('Redis back', async () => (queues.ready ? true : undefined), 10_000);
     // the reconnect wakes the relay, and that pass reads: the entry goes to Redis with no one naming it again
-    await waitFor('the entry queued after the restart', async () => ((await state(id)) === 'queued' ? true : undefined), 10_000);
+    await waitFor(
+      'the entry queued after the restart',
+      async () => ((await state(id)) === 'queued' ? true : undefined),
+      10_000,
+    );
     assert.ok(await jobExists(id));
   });
 
   it('many named entries go over in batches of batchSize, still without a read', async () => {
-    const small = new OutboxRelay({ store: counted, queues, topics: [TOPIC], intervalMs: 3_600_000, requeueAfterMs: 3_600_000, batchSize: 2, logger: pino({ level: 'silent' }) });
+    const small = new OutboxRelay({
+      store: counted,
+      queues,
+      topics: [TOPIC],
+      intervalMs: 3_600_000,
+      requeueAfterMs: 3_600_000,
+      batchSize: 2,
+      logger: pino({ level: 'silent' }),
+    });
     small.start();
     await small.idle(); // its first pass reads
     try {
@@ -145,7 +167,14 @@ describe('outbox relay: entries handed over as they are committed', () => {
         return store.markOutboxQueued(ids);
       },
     };
-    const r = new OutboxRelay({ store: failing, queues, topics: [TOPIC], intervalMs: 3_600_000, requeueAfterMs: 3_600_000, logger: pino({ level: 'silent' }) });
+    const r = new OutboxRelay({
+      store: failing,
+      queues,
+      topics: [TOPIC],
+      intervalMs: 3_600_000,
+      requeueAfterMs: 3_600_000,
+      logger: pino({ level: 'silent' }),
+    });
     r.start();
     await r.idle(); // its first pass reads (and hands the queued entries over again: a first connection counts as a restart)
     try {

@@ -19,7 +19,9 @@ describe('queued entries whose job Redis lost', () => {
   let agent: HttpAgent;
 
   before(async () => {
-    env = await startEnvironment({ delivery: { inProcessWorker: false, relayIntervalMs: 200, requeueAfterMs: REQUEUE_AFTER_MS } });
+    env = await startEnvironment({
+      delivery: { inProcessWorker: false, relayIntervalMs: 200, requeueAfterMs: REQUEUE_AFTER_MS },
+    });
     agent = rpAgent(env.endpoints);
   });
   after(async () => {
@@ -52,13 +54,21 @@ describe('queued entries whose job Redis lost', () => {
     const t0 = Date.now();
     for (let i = 1; Date.now() - queued.updatedAt.getTime() < REQUEUE_AFTER_MS - 300; i++) {
       await signOne(`requeue ${i}`);
-      assert.equal((await outbox(id)).updatedAt.getTime(), queued.updatedAt.getTime(), `handed over again after ${Date.now() - t0} ms`);
+      assert.equal(
+        (await outbox(id)).updatedAt.getTime(),
+        queued.updatedAt.getTime(),
+        `handed over again after ${Date.now() - t0} ms`,
+      );
     }
     // then a pass within about relayIntervalMs hands it over again: touched anew, and a job in Redis once more
-    const again = await waitFor('the entry handed over again', async () => {
-      const e = await outbox(id);
-      return e.updatedAt.getTime() > queued.updatedAt.getTime() ? e : undefined;
-    }, 5000);
+    const again = await waitFor(
+      'the entry handed over again',
+      async () => {
+        const e = await outbox(id);
+        return e.updatedAt.getTime() > queued.updatedAt.getTime() ? e : undefined;
+      },
+      5000,
+    );
     assert.equal(again.state, 'queued');
     assert.ok(again.updatedAt.getTime() - queued.updatedAt.getTime() >= REQUEUE_AFTER_MS, 'not before requeueAfterMs');
     const check = new Redis(env.redis.url, { maxRetriesPerRequest: 1 });

@@ -13,8 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { prepare, startSandboxProcess } from '../../src/cli/ecosystem.ts';
-import { authorizeSigning, callSignDoc, RpFlowError, type RpEndpoints } from '../../src/rp/flow.ts';
-import { ClientFileError, readClientFile, parseClientOption } from '../../src/sandbox/index.ts';
+import { authorizeSigning, callSignDoc, type RpFlowError, type RpEndpoints } from '../../src/rp/flow.ts';
+import { type ClientFileError, readClientFile, parseClientOption } from '../../src/sandbox/index.ts';
 import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
 
@@ -25,7 +25,23 @@ const HASH = createHash('sha256').update(DOC).digest('base64');
 async function opensslClientCertificate(dir: string, name: string): Promise<{ certFile: string; keyFile: string }> {
   const certFile = join(dir, `${name}.pem`);
   const keyFile = join(dir, `${name}.key`);
-  const made = await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', keyFile, '-out', certFile, '-subj', `/CN=${name}`, '-days', '30']);
+  const made = await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+    '-subj',
+    `/CN=${name}`,
+    '-days',
+    '30',
+  ]);
   assert.ok(made.ok, made.output);
   return { certFile, keyFile };
 }
@@ -42,7 +58,11 @@ function endpointsFor(env: { endpoints: RpEndpoints }, rp: RpEndpoints['rp']): R
 }
 
 async function signOnce(e: RpEndpoints, claims?: Record<string, null>): Promise<{ status: number; body: unknown }> {
-  const auth = await authorizeSigning(e, { documentDigests: [{ hash: HASH, label: 'contract' }], hashAlgorithmOID: SHA256_OID, ...(claims ? { identityAssuranceClaims: claims } : {}) });
+  const auth = await authorizeSigning(e, {
+    documentDigests: [{ hash: HASH, label: 'contract' }],
+    hashAlgorithmOID: SHA256_OID,
+    ...(claims ? { identityAssuranceClaims: claims } : {}),
+  });
   return callSignDoc(auth.qtsp.signDoc, e, {
     SAD: auth.accessToken,
     credentialID: 'qes_eidas',
@@ -94,27 +114,59 @@ describe('a relying party registered from a file', () => {
   });
 
   it('a client registered by its x5t#S256 fingerprint (hex, as openssl prints it) runs the flow too (state demo)', async () => {
-    const e = endpointsFor(env, { clientId: 'bank-app-rp', ...byFingerprint, redirectUri: 'com.example.bankapp:/oauth/callback' });
+    const e = endpointsFor(env, {
+      clientId: 'bank-app-rp',
+      ...byFingerprint,
+      redirectUri: 'com.example.bankapp:/oauth/callback',
+    });
     const res = await signOnce(e);
     assert.equal(res.status, 200, JSON.stringify(res.body));
   });
 
-  it('is held to its registration: other redirect URI, claim not allowed, someone else\'s certificate', async () => {
-    const unregistered = endpointsFor(env, { clientId: 'shop-rp', ...byFile, redirectUri: 'https://shop.example/other' });
-    await assert.rejects(signOnce(unregistered), (err: RpFlowError) => err.step === 'PAR' && err.status === 400 && /redirect_uri is not registered/.test(err.message));
+  it("is held to its registration: other redirect URI, claim not allowed, someone else's certificate", async () => {
+    const unregistered = endpointsFor(env, {
+      clientId: 'shop-rp',
+      ...byFile,
+      redirectUri: 'https://shop.example/other',
+    });
+    await assert.rejects(
+      signOnce(unregistered),
+      (err: RpFlowError) =>
+        err.step === 'PAR' && err.status === 400 && /redirect_uri is not registered/.test(err.message),
+    );
     // allowed_claims_qes lists given_name and family_name only: birthdate is not allowed (spec 7.4)
-    const e = endpointsFor(env, { clientId: 'shop-rp', ...byFile, redirectUri: 'https://shop.example/signing/callback' });
-    await assert.rejects(signOnce(e, { birthdate: null }), (err: RpFlowError) => err.step === 'PAR' && err.error === 'unable_to_meet_service_requirements');
+    const e = endpointsFor(env, {
+      clientId: 'shop-rp',
+      ...byFile,
+      redirectUri: 'https://shop.example/signing/callback',
+    });
+    await assert.rejects(
+      signOnce(e, { birthdate: null }),
+      (err: RpFlowError) => err.step === 'PAR' && err.error === 'unable_to_meet_service_requirements',
+    );
     // the default RP's certificate with shop-rp's client_id: mTLS client authentication fails (spec 5.1)
-    const impostor = endpointsFor(env, { ...env.endpoints.rp, clientId: 'shop-rp', redirectUri: 'https://shop.example/signing/callback' });
-    await assert.rejects(signOnce(impostor), (err: RpFlowError) => err.step === 'PAR' && err.status === 401 && err.error === 'invalid_client');
+    const impostor = endpointsFor(env, {
+      ...env.endpoints.rp,
+      clientId: 'shop-rp',
+      redirectUri: 'https://shop.example/signing/callback',
+    });
+    await assert.rejects(
+      signOnce(impostor),
+      (err: RpFlowError) => err.step === 'PAR' && err.status === 401 && err.error === 'invalid_client',
+    );
     // and the default RP cannot use shop-rp's redirect URI
     const other = endpointsFor(env, { ...env.endpoints.rp, redirectUri: 'https://shop.example/signing/callback' });
-    await assert.rejects(signOnce(other), (err: RpFlowError) => err.step === 'PAR' && /redirect_uri is not registered/.test(err.message));
+    await assert.rejects(
+      signOnce(other),
+      (err: RpFlowError) => err.step === 'PAR' && /redirect_uri is not registered/.test(err.message),
+    );
   });
 
   it('endpoints.json lists what the platform knows of every RP, with the qtsp_id', () => {
-    const written = JSON.parse(readFileSync(join(env.dataDir, 'sandbox', 'endpoints.json'), 'utf8')) as { qtspId: string; clients: { client_id: string; client_state: string; redirect_uris: string[] }[] };
+    const written = JSON.parse(readFileSync(join(env.dataDir, 'sandbox', 'endpoints.json'), 'utf8')) as {
+      qtspId: string;
+      clients: { client_id: string; client_state: string; redirect_uris: string[] }[];
+    };
     assert.equal(written.qtspId, env.config.qtspId);
     assert.deepEqual(
       written.clients.map((c) => [c.client_id, c.client_state, c.redirect_uris.length]),
@@ -136,14 +188,36 @@ describe('qtsp sandbox --clients FILE --client JSON (a separate program)', () =>
       const fileRp = await opensslClientCertificate(work, 'file-rp');
       const optionRp = await opensslClientCertificate(work, 'option-rp');
       const clientsFile = join(work, 'clients.json');
-      writeFileSync(clientsFile, JSON.stringify([{ client_id: 'file-rp', redirect_uris: ['https://file-rp.example/cb'], tls_client_certificate: fileRp.certFile }]));
-      const option = JSON.stringify({ client_id: 'option-rp', redirect_uris: ['https://option-rp.example/cb'], tls_client_certificate: optionRp.certFile });
-      const { base, signDocUrl } = await prepare({ config: { dataDir, server: { port: 0, publicationPort: 0 } }, logger: pino({ level: 'silent' }) });
+      writeFileSync(
+        clientsFile,
+        JSON.stringify([
+          {
+            client_id: 'file-rp',
+            redirect_uris: ['https://file-rp.example/cb'],
+            tls_client_certificate: fileRp.certFile,
+          },
+        ]),
+      );
+      const option = JSON.stringify({
+        client_id: 'option-rp',
+        redirect_uris: ['https://option-rp.example/cb'],
+        tls_client_certificate: optionRp.certFile,
+      });
+      const { base, signDocUrl } = await prepare({
+        config: { dataDir, server: { port: 0, publicationPort: 0 } },
+        logger: pino({ level: 'silent' }),
+      });
       const child = await startSandboxProcess(base, signDocUrl, ['--clients', clientsFile, '--client', option]);
       stop = child.stop;
-      for (const [clientId, files, redirectUri] of [['option-rp', optionRp, 'https://option-rp.example/cb'], ['file-rp', fileRp, 'https://file-rp.example/cb']] as const) {
+      for (const [clientId, files, redirectUri] of [
+        ['option-rp', optionRp, 'https://option-rp.example/cb'],
+        ['file-rp', fileRp, 'https://file-rp.example/cb'],
+      ] as const) {
         // the QTSP is not running here: the flow up to the access token is the sandbox's part
-        const auth = await authorizeSigning({ ...child.info.endpoints, rp: { clientId, ...files, redirectUri } }, { documentDigests: [{ hash: HASH, label: 'contract' }], hashAlgorithmOID: SHA256_OID });
+        const auth = await authorizeSigning(
+          { ...child.info.endpoints, rp: { clientId, ...files, redirectUri } },
+          { documentDigests: [{ hash: HASH, label: 'contract' }], hashAlgorithmOID: SHA256_OID },
+        );
         assert.ok(auth.accessToken.split('.').length === 3);
       }
     } finally {
@@ -163,14 +237,42 @@ describe('registration errors name the entry and the field', () => {
         return () => readClientFile(file);
       };
       const fp = 'A'.repeat(43);
-      assert.throws(bad({ client_id: 'x', redirect_uris: ['https://x.example/cb#frag'], 'x5t#S256': fp }), (e: ClientFileError) => /clients\[0\]\.redirect_uris\.0: must be an absolute URI without fragment/.test(e.message));
-      assert.throws(bad({ client_id: 'x', redirect_uris: ['http://x.example/cb'], 'x5t#S256': fp }), /redirect_uris\.0/);
-      assert.throws(bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'] }), /exactly one of tls_client_certificate/);
-      assert.throws(bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': 'short' }), /x5t#S256: must be the base64url SHA-256/);
-      assert.throws(bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp, client_state: 'paused' }), /client_state/);
-      assert.throws(bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp, scope: 'openid' }), /scope|Unrecognized/i);
-      assert.throws(bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], tls_client_certificate: './missing.pem' }), /cannot read .*missing\.pem \(ENOENT\)/);
-      writeFileSync(join(dir, 'twice.json'), JSON.stringify([{ client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp }, { client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp }]));
+      assert.throws(
+        bad({ client_id: 'x', redirect_uris: ['https://x.example/cb#frag'], 'x5t#S256': fp }),
+        (e: ClientFileError) =>
+          /clients\[0\]\.redirect_uris\.0: must be an absolute URI without fragment/.test(e.message),
+      );
+      assert.throws(
+        bad({ client_id: 'x', redirect_uris: ['http://x.example/cb'], 'x5t#S256': fp }),
+        /redirect_uris\.0/,
+      );
+      assert.throws(
+        bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'] }),
+        /exactly one of tls_client_certificate/,
+      );
+      assert.throws(
+        bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': 'short' }),
+        /x5t#S256: must be the base64url SHA-256/,
+      );
+      assert.throws(
+        bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp, client_state: 'paused' }),
+        /client_state/,
+      );
+      assert.throws(
+        bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp, scope: 'openid' }),
+        /scope|Unrecognized/i,
+      );
+      assert.throws(
+        bad({ client_id: 'x', redirect_uris: ['https://x.example/cb'], tls_client_certificate: './missing.pem' }),
+        /cannot read .*missing\.pem \(ENOENT\)/,
+      );
+      writeFileSync(
+        join(dir, 'twice.json'),
+        JSON.stringify([
+          { client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp },
+          { client_id: 'x', redirect_uris: ['https://x.example/cb'], 'x5t#S256': fp },
+        ]),
+      );
       assert.throws(() => readClientFile(join(dir, 'twice.json')), /client_id x is registered twice/);
       assert.throws(() => parseClientOption('{client_id: x'), /--client is neither JSON nor YAML/);
       assert.throws(() => readClientFile(join(dir, 'absent.yaml')), /cannot read the clients file/);

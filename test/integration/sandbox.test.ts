@@ -9,7 +9,14 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, type JSONWebKeySet, type JWTPayload } from 'jose';
+import {
+  createLocalJWKSet,
+  decodeJwt,
+  decodeProtectedHeader,
+  jwtVerify,
+  type JSONWebKeySet,
+  type JWTPayload,
+} from 'jose';
 import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
 import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
 import {
@@ -46,7 +53,10 @@ function agent(files?: { certFile: string; keyFile: string }): HttpAgent {
 
 const rpAgent = (rp: RpRegistration = sandbox.rp) => agent(rp);
 const qtspAgent = () => agent({ certFile: pkiPaths(dataDir).clientCert, keyFile: pkiPaths(dataDir).clientKey });
-const fingerprint = (certFile: string) => createHash('sha256').update(fromPem(readFileSync(certFile, 'utf8'))[0]!).digest('base64url');
+const fingerprint = (certFile: string) =>
+  createHash('sha256')
+    .update(fromPem(readFileSync(certFile, 'utf8'))[0]!)
+    .digest('base64url');
 
 before(async () => {
   dataDir = mkdtempSync(join(tmpdir(), 'qtsp-sandbox-'));
@@ -57,7 +67,12 @@ before(async () => {
     platformPort: 0,
     qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
   });
-  endpoints = { serviceConfigurationUrl: sandbox.serviceConfigurationUrl, issuer: sandbox.issuer, tlsCaFile: sandbox.tlsCaFile, rp: sandbox.rp };
+  endpoints = {
+    serviceConfigurationUrl: sandbox.serviceConfigurationUrl,
+    issuer: sandbox.issuer,
+    tlsCaFile: sandbox.tlsCaFile,
+    rp: sandbox.rp,
+  };
 });
 
 after(async () => {
@@ -84,10 +99,21 @@ function assertError(res: HttpResponse, status: number, error: string): void {
   assert.doesNotMatch(res.body.toString(), /at .*\.ts:\d+/, 'stack trace in an error');
 }
 
-function postForm(url: string, params: Record<string, string | undefined>, a: HttpAgent, contentType = 'application/x-www-form-urlencoded'): Promise<HttpResponse> {
+function postForm(
+  url: string,
+  params: Record<string, string | undefined>,
+  a: HttpAgent,
+  contentType = 'application/x-www-form-urlencoded',
+): Promise<HttpResponse> {
   const form = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined) form.append(k, v);
-  return httpRequest(url, { method: 'POST', agent: a, timeoutMs: 5000, headers: { 'content-type': contentType }, body: form.toString() });
+  return httpRequest(url, {
+    method: 'POST',
+    agent: a,
+    timeoutMs: 5000,
+    headers: { 'content-type': contentType },
+    body: form.toString(),
+  });
 }
 
 function get(url: string, a: HttpAgent = agent()): Promise<HttpResponse> {
@@ -110,7 +136,10 @@ function signObject(change: Record<string, unknown> = {}): Record<string, unknow
   };
 }
 
-function parParams(change: Record<string, string | undefined> = {}, rp: RpRegistration = sandbox.rp): Record<string, string | undefined> {
+function parParams(
+  change: Record<string, string | undefined> = {},
+  rp: RpRegistration = sandbox.rp,
+): Record<string, string | undefined> {
   return {
     response_type: 'code',
     client_id: rp.clientId,
@@ -129,7 +158,10 @@ function par(params: Record<string, string | undefined>, a: HttpAgent = rpAgent(
   return postForm(`${sandbox.issuer}/par`, params, a);
 }
 
-async function pushed(params: Record<string, string | undefined> = parParams(), rp: RpRegistration = sandbox.rp): Promise<string> {
+async function pushed(
+  params: Record<string, string | undefined> = parParams(),
+  rp: RpRegistration = sandbox.rp,
+): Promise<string> {
   const res = await par(params, rpAgent(rp));
   assert.equal(res.status, 201, res.body.toString());
   return json(res)['request_uri'] as string;
@@ -153,10 +185,22 @@ async function code(params?: Record<string, string | undefined>, rp: RpRegistrat
   return cb.get('code')!;
 }
 
-function token(c: string, change: Record<string, string | undefined> = {}, a: HttpAgent = rpAgent(), rp: RpRegistration = sandbox.rp): Promise<HttpResponse> {
+function token(
+  c: string,
+  change: Record<string, string | undefined> = {},
+  a: HttpAgent = rpAgent(),
+  rp: RpRegistration = sandbox.rp,
+): Promise<HttpResponse> {
   return postForm(
     `${sandbox.issuer}/token`,
-    { grant_type: 'authorization_code', code: c, client_id: rp.clientId, redirect_uri: rp.redirectUri, code_verifier: VERIFIER, ...change },
+    {
+      grant_type: 'authorization_code',
+      code: c,
+      client_id: rp.clientId,
+      redirect_uri: rp.redirectUri,
+      code_verifier: VERIFIER,
+      ...change,
+    },
     a,
   );
 }
@@ -189,7 +233,11 @@ async function introspected(tokenValue: string): Promise<JWTPayload> {
 async function signFlow(claims?: Record<string, null | { essential: true }>, rp: RpRegistration = sandbox.rp) {
   return authorizeSigning(
     { ...endpoints, rp },
-    { documentDigests: [{ hash: DOC_HASH, label: 'contract.pdf' }], hashAlgorithmOID: SHA256_OID, ...(claims ? { identityAssuranceClaims: claims } : {}) },
+    {
+      documentDigests: [{ hash: DOC_HASH, label: 'contract.pdf' }],
+      hashAlgorithmOID: SHA256_OID,
+      ...(claims ? { identityAssuranceClaims: claims } : {}),
+    },
   );
 }
 
@@ -232,23 +280,48 @@ describe('the RP flow and introspection (happy path)', () => {
     assert.equal(typeof p['txn'], 'string');
     assert.notEqual(p['txn'], at.jti);
     assert.deepEqual(p['authorization_details'], [signObject()]);
-    assert.deepEqual(p[DOCUMENTS_CONSENTED_CLAIM], { policy_uri: 'https://qtsp.sandbox.localhost/policy/v1.0/', tos_uri: 'https://qtsp.sandbox.localhost/tos/v1.0/' });
+    assert.deepEqual(p[DOCUMENTS_CONSENTED_CLAIM], {
+      policy_uri: 'https://qtsp.sandbox.localhost/policy/v1.0/',
+      tos_uri: 'https://qtsp.sandbox.localhost/tos/v1.0/',
+    });
     const vc = p['verified_claims'] as { verification: { trust_framework: string; evidence: { type: string }[] } };
     assert.equal(vc.verification.trust_framework, 'de_aml');
     assert.equal(vc.verification.evidence[0]!.type, 'electronic_record');
-    assert.deepEqual(claimsOf(p), { given_name: 'Erika', family_name: 'Mustermann', birthdate: '1964-08-12', place_of_birth: { locality: 'Berlin', country: 'DE' } });
+    assert.deepEqual(claimsOf(p), {
+      given_name: 'Erika',
+      family_name: 'Mustermann',
+      birthdate: '1964-08-12',
+      place_of_birth: { locality: 'Berlin', country: 'DE' },
+    });
   });
 
   it('QESID: the requested identity claims appear in the introspection', async () => {
     const auth = await signFlow({ nationalities: null, address: { essential: true } });
     const claims = claimsOf(await introspected(auth.accessToken));
     assert.deepEqual(claims['nationalities'], ['DE']);
-    assert.deepEqual(claims['address'], { street_address: 'Heidestraße 17', locality: 'Köln', postal_code: '51147', country: 'DE' });
+    assert.deepEqual(claims['address'], {
+      street_address: 'Heidestraße 17',
+      locality: 'Köln',
+      postal_code: '51147',
+      country: 'DE',
+    });
     assert.equal(claims['given_name'], 'Erika');
   });
 
   it('QID: a default document with an empty label and identity_assurance_claims', async () => {
-    const c = await code(parParams(details(signObject({ documentDigests: [{ hash: DEFAULT_DOC_HASHES[1]!, label: '' }, { hash: DOC_HASH, label: 'contract.pdf' }], identity_assurance_claims: { birthdate: null } }))));
+    const c = await code(
+      parParams(
+        details(
+          signObject({
+            documentDigests: [
+              { hash: DEFAULT_DOC_HASHES[1]!, label: '' },
+              { hash: DOC_HASH, label: 'contract.pdf' },
+            ],
+            identity_assurance_claims: { birthdate: null },
+          }),
+        ),
+      ),
+    );
     const res = await token(c);
     assert.equal(res.status, 200, res.body.toString());
     const p = await introspected(json(res)['access_token'] as string);
@@ -256,12 +329,24 @@ describe('the RP flow and introspection (happy path)', () => {
   });
 
   it('a non-essential claim the user lacks is omitted; a missing essential one ends the authorization with an error', async () => {
-    const thin = await code(parParams({ login_hint: 'user-0815', ...details(signObject({ identity_assurance_claims: { nationalities: null } })) }));
+    const thin = await code(
+      parParams({
+        login_hint: 'user-0815',
+        ...details(signObject({ identity_assurance_claims: { nationalities: null } })),
+      }),
+    );
     const p = await introspected(json(await token(thin))['access_token'] as string);
     assert.equal(p.sub, 'user-0815');
     assert.deepEqual(Object.keys(claimsOf(p)).sort(), ['birthdate', 'family_name', 'given_name']);
 
-    const cb = await callback(await pushed(parParams({ login_hint: 'user-0815', ...details(signObject({ identity_assurance_claims: { address: { essential: true } } })) })));
+    const cb = await callback(
+      await pushed(
+        parParams({
+          login_hint: 'user-0815',
+          ...details(signObject({ identity_assurance_claims: { address: { essential: true } } })),
+        }),
+      ),
+    );
     assert.equal(cb.get('error'), 'unable_to_meet_service_requirements');
     assert.equal(cb.get('iss'), sandbox.issuer);
     assert.equal(cb.get('state'), 'state-1');
@@ -269,7 +354,11 @@ describe('the RP flow and introspection (happy path)', () => {
   });
 
   it('nonce instead of PKCE (usePkce false)', async () => {
-    const auth = await authorizeSigning(endpoints, { documentDigests: [{ hash: DOC_HASH, label: 'x' }], hashAlgorithmOID: SHA256_OID, usePkce: false });
+    const auth = await authorizeSigning(endpoints, {
+      documentDigests: [{ hash: DOC_HASH, label: 'x' }],
+      hashAlgorithmOID: SHA256_OID,
+      usePkce: false,
+    });
     assert.equal((await introspected(auth.accessToken))['active'], true);
   });
 
@@ -291,11 +380,19 @@ describe('introspection refuses (spec 5.8, 7.5)', () => {
   it('an unknown token, a forged one and one of an inactive RP: a signed {active: false} only', async () => {
     assert.deepEqual(await introspected('not-a-token'), { active: false });
     const now = Math.floor(Date.now() / 1000);
-    const forged = { iss: sandbox.issuer, iat: now, exp: now + 60, jti: 'never-issued', cnf: { 'x5t#S256': fingerprint(sandbox.rp.certFile) } };
+    const forged = {
+      iss: sandbox.issuer,
+      iat: now,
+      exp: now + 60,
+      jti: 'never-issued',
+      cnf: { 'x5t#S256': fingerprint(sandbox.rp.certFile) },
+    };
     assert.deepEqual(await introspected(await sandbox.mintAccessToken(forged)), { active: false });
     const auth = await signFlow();
     const real = decodeJwt(auth.accessToken);
-    assert.deepEqual(await introspected(await sandbox.mintAccessToken({ ...real }, { key: 'foreign' })), { active: false });
+    assert.deepEqual(await introspected(await sandbox.mintAccessToken({ ...real }, { key: 'foreign' })), {
+      active: false,
+    });
     assert.deepEqual(await introspected(await sandbox.mintAccessToken({ ...real, exp: now - 1 })), { active: false });
     const shortLived = await sandbox.registerClient({ clientId: 'soon-inactive-rp', state: 'active' });
     const token2 = (await signFlow(undefined, shortLived)).accessToken;
@@ -307,40 +404,142 @@ describe('introspection refuses (spec 5.8, 7.5)', () => {
 describe('PAR refuses (spec 2.4, 2.7, 7.2)', () => {
   const docs = (...d: unknown[]) => details(signObject({ documentDigests: d }));
   const cases: [string, () => Record<string, string | undefined>, number, string][] = [
-    ['missing PKCE and nonce', () => parParams({ code_challenge: undefined, code_challenge_method: undefined }), 400, 'invalid_request'],
+    [
+      'missing PKCE and nonce',
+      () => parParams({ code_challenge: undefined, code_challenge_method: undefined }),
+      400,
+      'invalid_request',
+    ],
     ['code_challenge_method plain', () => parParams({ code_challenge_method: 'plain' }), 400, 'invalid_request'],
     ['response_type token', () => parParams({ response_type: 'token' }), 400, 'invalid_request'],
-    ['an unregistered redirect_uri', () => parParams({ redirect_uri: 'https://evil.example/callback' }), 400, 'invalid_request'],
-    ['authorization_details that are not JSON', () => parParams({ authorization_details: '[{' }), 400, 'invalid_request'],
+    [
+      'an unregistered redirect_uri',
+      () => parParams({ redirect_uri: 'https://evil.example/callback' }),
+      400,
+      'invalid_request',
+    ],
+    [
+      'authorization_details that are not JSON',
+      () => parParams({ authorization_details: '[{' }),
+      400,
+      'invalid_request',
+    ],
     ['two sign objects', () => parParams(details(signObject(), signObject())), 400, 'invalid_request'],
-    ['a type the AS does not serve', () => parParams(details(signObject(), { type: 'payment_initiation' })), 400, 'invalid_authorization_details'],
-    ['a location that is no QTSP', () => parParams(details(signObject({ locations: ['sp:sandbox.qtsp.localhost:00000000-0000-4000-8000-000000000000'] }))), 400, 'invalid_request'],
+    [
+      'a type the AS does not serve',
+      () => parParams(details(signObject(), { type: 'payment_initiation' })),
+      400,
+      'invalid_authorization_details',
+    ],
+    [
+      'a location that is no QTSP',
+      () =>
+        parParams(
+          details(signObject({ locations: ['sp:sandbox.qtsp.localhost:00000000-0000-4000-8000-000000000000'] })),
+        ),
+      400,
+      'invalid_request',
+    ],
     ['two locations', () => parParams(details(signObject({ locations: [QTSP_ID, QTSP_ID] }))), 400, 'invalid_request'],
-    ['a missing credentialID', () => parParams(details(signObject({ credentialID: undefined }))), 400, 'invalid_request'],
-    ['a wrong credentialID', () => parParams(details(signObject({ credentialID: 'qes_other' }))), 400, 'invalid_authorization_details'],
+    [
+      'a missing credentialID',
+      () => parParams(details(signObject({ credentialID: undefined }))),
+      400,
+      'invalid_request',
+    ],
+    [
+      'a wrong credentialID',
+      () => parParams(details(signObject({ credentialID: 'qes_other' }))),
+      400,
+      'invalid_authorization_details',
+    ],
     ['empty documentDigests', () => parParams(docs()), 400, 'invalid_request'],
-    ['a hex hash', () => parParams(docs({ hash: createHash('sha256').update(DOC).digest('hex'), label: 'x' })), 400, 'invalid_authorization_details'],
-    ['a URL-safe Base64 hash', () => parParams(docs({ hash: Buffer.alloc(32, 0xfb).toString('base64url'), label: 'x' })), 400, 'invalid_authorization_details'],
-    ['Base64 of a hex string', () => parParams(docs({ hash: Buffer.from(createHash('sha256').update(DOC).digest('hex')).toString('base64'), label: 'x' })), 400, 'invalid_authorization_details'],
-    ['a hash of the wrong length', () => parParams(docs({ hash: Buffer.alloc(48, 1).toString('base64'), label: 'x' })), 400, 'invalid_authorization_details'],
-    ['an unknown hash OID', () => parParams(details(signObject({ hashAlgorithmOID: '1.3.14.3.2.26' }))), 400, 'invalid_authorization_details'],
+    [
+      'a hex hash',
+      () => parParams(docs({ hash: createHash('sha256').update(DOC).digest('hex'), label: 'x' })),
+      400,
+      'invalid_authorization_details',
+    ],
+    [
+      'a URL-safe Base64 hash',
+      () => parParams(docs({ hash: Buffer.alloc(32, 0xfb).toString('base64url'), label: 'x' })),
+      400,
+      'invalid_authorization_details',
+    ],
+    [
+      'Base64 of a hex string',
+      () =>
+        parParams(
+          docs({ hash: Buffer.from(createHash('sha256').update(DOC).digest('hex')).toString('base64'), label: 'x' }),
+        ),
+      400,
+      'invalid_authorization_details',
+    ],
+    [
+      'a hash of the wrong length',
+      () => parParams(docs({ hash: Buffer.alloc(48, 1).toString('base64'), label: 'x' })),
+      400,
+      'invalid_authorization_details',
+    ],
+    [
+      'an unknown hash OID',
+      () => parParams(details(signObject({ hashAlgorithmOID: '1.3.14.3.2.26' }))),
+      400,
+      'invalid_authorization_details',
+    ],
     ['a missing label', () => parParams(docs({ hash: DOC_HASH })), 400, 'invalid_authorization_details'],
-    ['an empty label of a custom document', () => parParams(docs({ hash: DOC_HASH, label: '' })), 400, 'invalid_authorization_details'],
+    [
+      'an empty label of a custom document',
+      () => parParams(docs({ hash: DOC_HASH, label: '' })),
+      400,
+      'invalid_authorization_details',
+    ],
     [
       'two default documents',
-      () => parParams(details(signObject({ documentDigests: DEFAULT_DOC_HASHES.map((hash) => ({ hash, label: '' })), identity_assurance_claims: { birthdate: null } }))),
+      () =>
+        parParams(
+          details(
+            signObject({
+              documentDigests: DEFAULT_DOC_HASHES.map((hash) => ({ hash, label: '' })),
+              identity_assurance_claims: { birthdate: null },
+            }),
+          ),
+        ),
       400,
       'invalid_authorization_details',
     ],
-    ['a default document without identity_assurance_claims', () => parParams(docs({ hash: DEFAULT_DOC_HASHES[0]!, label: '' })), 400, 'invalid_authorization_details'],
+    [
+      'a default document without identity_assurance_claims',
+      () => parParams(docs({ hash: DEFAULT_DOC_HASHES[0]!, label: '' })),
+      400,
+      'invalid_authorization_details',
+    ],
     [
       'a default document with a label',
-      () => parParams(details(signObject({ documentDigests: [{ hash: DEFAULT_DOC_HASHES[0]!, label: 'Bestätigung' }], identity_assurance_claims: {} }))),
+      () =>
+        parParams(
+          details(
+            signObject({
+              documentDigests: [{ hash: DEFAULT_DOC_HASHES[0]!, label: 'Bestätigung' }],
+              identity_assurance_claims: {},
+            }),
+          ),
+        ),
       400,
       'invalid_authorization_details',
     ],
-    ['a claim the QTSP does not support', () => parParams(details(signObject({ identity_assurance_claims: { email: null } }))), 400, 'unable_to_meet_service_requirements'],
-    ['identity_assurance_claims that are not a map', () => parParams(details(signObject({ identity_assurance_claims: ['address'] }))), 400, 'invalid_authorization_details'],
+    [
+      'a claim the QTSP does not support',
+      () => parParams(details(signObject({ identity_assurance_claims: { email: null } }))),
+      400,
+      'unable_to_meet_service_requirements',
+    ],
+    [
+      'identity_assurance_claims that are not a map',
+      () => parParams(details(signObject({ identity_assurance_claims: ['address'] }))),
+      400,
+      'invalid_authorization_details',
+    ],
   ];
   for (const [name, make, status, error] of cases) {
     it(name, async () => {
@@ -369,21 +568,40 @@ describe('PAR refuses (spec 2.4, 2.7, 7.2)', () => {
   it('an inactive RP, an RP without type sign: access_denied', async () => {
     const inactive = await sandbox.registerClient({ clientId: 'inactive-rp', state: 'inactive' });
     assertError(await par(parParams({}, inactive), rpAgent(inactive)), 400, 'access_denied');
-    const ais = await sandbox.registerClient({ clientId: 'ais-only-rp', state: 'active', allowedTypes: ['account_information'] });
+    const ais = await sandbox.registerClient({
+      clientId: 'ais-only-rp',
+      state: 'active',
+      allowedTypes: ['account_information'],
+    });
     assertError(await par(parParams({}, ais), rpAgent(ais)), 400, 'access_denied');
   });
 
   it('spec 7.4: claims outside allowed_claims_qes', async () => {
-    const narrow = await sandbox.registerClient({ clientId: 'narrow-rp', state: 'active', allowedClaimsQes: ['given_name', 'family_name'] });
-    const withClaims = (c: Record<string, unknown>) => parParams(details(signObject({ identity_assurance_claims: c })), narrow);
+    const narrow = await sandbox.registerClient({
+      clientId: 'narrow-rp',
+      state: 'active',
+      allowedClaimsQes: ['given_name', 'family_name'],
+    });
+    const withClaims = (c: Record<string, unknown>) =>
+      parParams(details(signObject({ identity_assurance_claims: c })), narrow);
     assertError(await par(withClaims({ address: null }), rpAgent(narrow)), 400, 'unable_to_meet_service_requirements');
-    assertError(await par(withClaims({ nationalities: { essential: true } }), rpAgent(narrow)), 400, 'unable_to_meet_service_requirements');
+    assertError(
+      await par(withClaims({ nationalities: { essential: true } }), rpAgent(narrow)),
+      400,
+      'unable_to_meet_service_requirements',
+    );
     assert.equal((await par(withClaims({ given_name: { essential: true } }), rpAgent(narrow))).status, 201);
   });
 
   it('a parameter sent twice', async () => {
-    const body = new URLSearchParams(parParams() as Record<string, string>).toString() + '&state=again';
-    const res = await httpRequest(`${sandbox.issuer}/par`, { method: 'POST', agent: rpAgent(), timeoutMs: 5000, headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
+    const body = `${new URLSearchParams(parParams() as Record<string, string>).toString()}&state=again`;
+    const res = await httpRequest(`${sandbox.issuer}/par`, {
+      method: 'POST',
+      agent: rpAgent(),
+      timeoutMs: 5000,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body,
+    });
     assertError(res, 400, 'invalid_request');
   });
 
@@ -398,14 +616,26 @@ describe('PAR refuses (spec 2.4, 2.7, 7.2)', () => {
 
 describe('authorization endpoint (spec 4.3, 3)', () => {
   it('rejects a traditional (non-PAR) request with 400 JSON', async () => {
-    const res = await get(authorizeUrl({ response_type: 'code', client_id: sandbox.rp.clientId, redirect_uri: sandbox.rp.redirectUri, code_challenge: CHALLENGE, code_challenge_method: 'S256' }));
+    const res = await get(
+      authorizeUrl({
+        response_type: 'code',
+        client_id: sandbox.rp.clientId,
+        redirect_uri: sandbox.rp.redirectUri,
+        code_challenge: CHALLENGE,
+        code_challenge_method: 'S256',
+      }),
+    );
     assertError(res, 400, 'invalid_request');
     assertError(await get(authorizeUrl({ client_id: sandbox.rp.clientId })), 400, 'invalid_request');
   });
 
   it('rejects inline parameters next to request_uri, a used request_uri and one of another client', async () => {
     const uri = await pushed();
-    assertError(await get(authorizeUrl({ client_id: sandbox.rp.clientId, request_uri: uri, scope: 'openid' })), 400, 'invalid_request');
+    assertError(
+      await get(authorizeUrl({ client_id: sandbox.rp.clientId, request_uri: uri, scope: 'openid' })),
+      400,
+      'invalid_request',
+    );
     assertError(await get(authorizeUrl({ client_id: 'demo-rp', request_uri: uri })), 400, 'invalid_request');
     await callback(uri);
     assertError(await get(authorizeUrl({ client_id: sandbox.rp.clientId, request_uri: uri })), 400, 'invalid_request');
@@ -437,7 +667,11 @@ describe('token endpoint (spec 2.9, 5.4)', () => {
   it('a code of another client, another redirect_uri, a missing verifier, a reused code', async () => {
     const other = await sandbox.registerClient({ clientId: 'other-rp', state: 'active' });
     assertError(await token(await code(), {}, rpAgent(other), other), 400, 'invalid_grant');
-    assertError(await token(await code(), { redirect_uri: 'https://rp.sandbox.localhost/elsewhere' }), 400, 'invalid_grant');
+    assertError(
+      await token(await code(), { redirect_uri: 'https://rp.sandbox.localhost/elsewhere' }),
+      400,
+      'invalid_grant',
+    );
     assertError(await token(await code(), { code_verifier: undefined }), 400, 'invalid_grant');
     assertError(await token(await code(), { grant_type: 'client_credentials' }), 400, 'unsupported_grant_type');
     const c = await code();
@@ -464,7 +698,10 @@ describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
     assertError(await get(`${sandbox.idpDirectoryUrl}?iss=`), 400, 'invalid_request');
     // without iss: the whole list (what the QTSP pulls periodically)
     const list = jsonBody(await get(sandbox.idpDirectoryUrl)) as Record<string, unknown>[];
-    assert.deepEqual(list.map((r) => [r['iss'], r['status']]), [[sandbox.issuer, 'inactive']]);
+    assert.deepEqual(
+      list.map((r) => [r['iss'], r['status']]),
+      [[sandbox.issuer, 'inactive']],
+    );
   });
 
   it('service configuration: 200, 400, 404, 423', async () => {
@@ -498,7 +735,9 @@ describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
     const file = JSON.parse(readFileSync(join(dataDir, 'sandbox', 'endpoints.json'), 'utf8'));
     assert.equal(file.issuer, sandbox.issuer);
     assert.equal(file.rp.clientId, sandbox.rp.clientId);
-    assert.ok(existsSync(file.tlsCaFile) && existsSync(sandbox.qtspServerCertFile) && existsSync(sandbox.qtspServerKeyFile));
+    assert.ok(
+      existsSync(file.tlsCaFile) && existsSync(sandbox.qtspServerCertFile) && existsSync(sandbox.qtspServerKeyFile),
+    );
   });
 
   it('refuses TLS below 1.2', async () => {
@@ -553,7 +792,10 @@ describe('misbehaviour switches', () => {
     assert.equal(decodeProtectedHeader(accessToken).kid, kid);
     assert.equal((await introspected(accessToken))['active'], true);
     const only = await sandbox.controls.rotateAsKey({ keepOld: false });
-    assert.deepEqual((await jwks()).keys.map((k) => k.kid), [only]);
+    assert.deepEqual(
+      (await jwks()).keys.map((k) => k.kid),
+      [only],
+    );
     assert.deepEqual(await introspected(accessToken), { active: false }, 'a token of an unpublished key is not active');
     sandbox.controls.jwks.mode = 'http500';
     assert.equal((await get(`${sandbox.issuer}/jwks`)).status, 500);

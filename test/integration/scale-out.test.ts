@@ -41,7 +41,9 @@ function haproxyBinary(): string {
   const found = spawnSync('sh', ['-c', 'command -v haproxy'], { encoding: 'utf8' }).stdout.trim();
   if (found) return found;
   if (existsSync('/usr/sbin/haproxy')) return '/usr/sbin/haproxy';
-  throw new Error('haproxy is not installed: `npm test` installs it (scripts/ensure-packages.mjs), or apt-get install haproxy');
+  throw new Error(
+    'haproxy is not installed: `npm test` installs it (scripts/ensure-packages.mjs), or apt-get install haproxy',
+  );
 }
 
 interface Ports {
@@ -55,7 +57,14 @@ interface Ports {
 
 async function choosePorts(): Promise<Ports> {
   const p = async () => freePort();
-  return { lb: await p(), lbPublication: await p(), lbStats: await p(), signDoc: [await p(), await p()], publication: [await p(), await p()], ops: [await p(), await p()] };
+  return {
+    lb: await p(),
+    lbPublication: await p(),
+    lbStats: await p(),
+    signDoc: [await p(), await p()],
+    publication: [await p(), await p()],
+    ops: [await p(), await p()],
+  };
 }
 
 /** HAProxy with the repository's configuration; the kernel stops it if this test process dies (setpriv). */
@@ -71,7 +80,10 @@ function startHaproxy(ports: Ports): { child: ChildProcess; output: () => string
     QTSP1_OPS_PORT: String(ports.ops[0]),
     QTSP2_OPS_PORT: String(ports.ops[1]),
   };
-  const child = spawn('setpriv', ['--pdeathsig', 'SIGTERM', haproxyBinary(), '-db', '-f', HAPROXY_CFG], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('setpriv', ['--pdeathsig', 'SIGTERM', haproxyBinary(), '-db', '-f', HAPROXY_CFG], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
   child.stderr!.on('data', (d: Buffer) => (out = (out + d.toString()).slice(-20_000)));
@@ -80,7 +92,9 @@ function startHaproxy(ports: Ports): { child: ChildProcess; output: () => string
 
 /** server name -> status (UP, DOWN, ...) of a backend, from HAProxy's CSV statistics */
 async function backendStatus(ports: Ports, backend: string): Promise<Map<string, string>> {
-  const res = await httpRequest(`http://127.0.0.1:${ports.lbStats}/stats;csv`, { timeoutMs: 2000 }).catch(() => undefined);
+  const res = await httpRequest(`http://127.0.0.1:${ports.lbStats}/stats;csv`, { timeoutMs: 2000 }).catch(
+    () => undefined,
+  );
   const status = new Map<string, string>();
   for (const line of res?.body.toString('utf8').split('\n') ?? []) {
     const f = line.split(',');
@@ -109,27 +123,56 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
     pg = await startPostgres();
     storeUrl = await pg.freshSchemaUrl();
     ports = await choosePorts();
-    shared = await startSharedParts({ signDocUrl: `https://127.0.0.1:${ports.lb}/signDoc`, publicBaseUrl: `http://127.0.0.1:${ports.lbPublication}` });
+    shared = await startSharedParts({
+      signDocUrl: `https://127.0.0.1:${ports.lb}/signDoc`,
+      publicBaseUrl: `http://127.0.0.1:${ports.lbPublication}`,
+    });
     const store_ = { driver: 'postgres' as const, url: storeUrl };
     // deliveries run in `qtsp worker`: an instance killed with SIGKILL then has no post of its own in flight
     const common = { QTSP_DELIVERY_IN_PROCESS_WORKER: 'false', QTSP_DELIVERY_RELAY_INTERVAL_MS: '200' };
     for (const i of [0, 1]) {
-      envs.push(shared.instanceEnv(`qtsp${i + 1}`, { port: ports.signDoc[i]!, publicationPort: ports.publication[i]!, opsPort: ports.ops[i]!, store: store_, extra: { ...common, QTSP_INSTANCE_ID: `qtsp${i + 1}` } }));
+      envs.push(
+        shared.instanceEnv(`qtsp${i + 1}`, {
+          port: ports.signDoc[i]!,
+          publicationPort: ports.publication[i]!,
+          opsPort: ports.ops[i]!,
+          store: store_,
+          extra: { ...common, QTSP_INSTANCE_ID: `qtsp${i + 1}` },
+        }),
+      );
     }
     // the first start creates the schema (the second would wait on the migration lock anyway)
     instances.push(await spawnServe(envs[0]!));
-    const workerEnv = shared.instanceEnv('worker', { port: 0, publicationPort: 0, store: store_, extra: { QTSP_DELIVERY_BACKOFF_MS: '200' } });
-    worker = spawn(process.execPath, [QTSP_BIN, 'worker'], { env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...workerEnv }, stdio: 'ignore' });
+    const workerEnv = shared.instanceEnv('worker', {
+      port: 0,
+      publicationPort: 0,
+      store: store_,
+      extra: { QTSP_DELIVERY_BACKOFF_MS: '200' },
+    });
+    worker = spawn(process.execPath, [QTSP_BIN, 'worker'], {
+      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...workerEnv },
+      stdio: 'ignore',
+    });
     instances.push(await spawnServe(envs[1]!));
     haproxy = startHaproxy(ports);
-    await waitFor('HAProxy to see both instances ready', async () => {
-      if (haproxy.child.exitCode !== null) throw new Error(`haproxy exited with ${haproxy.child.exitCode}`);
-      const s = await backendStatus(ports, 'qtsp_signdoc');
-      return s.get('qtsp1') === 'UP' && s.get('qtsp2') === 'UP';
-    }, 30_000, 200).catch(async (err: Error) => {
-      throw new Error(`${err.message}: ${JSON.stringify([...(await backendStatus(ports, 'qtsp_signdoc'))])}\n${haproxy.output()}`);
+    await waitFor(
+      'HAProxy to see both instances ready',
+      async () => {
+        if (haproxy.child.exitCode !== null) throw new Error(`haproxy exited with ${haproxy.child.exitCode}`);
+        const s = await backendStatus(ports, 'qtsp_signdoc');
+        return s.get('qtsp1') === 'UP' && s.get('qtsp2') === 'UP';
+      },
+      30_000,
+      200,
+    ).catch(async (err: Error) => {
+      throw new Error(
+        `${err.message}: ${JSON.stringify([...(await backendStatus(ports, 'qtsp_signdoc'))])}\n${haproxy.output()}`,
+      );
     });
-    store = await openStore({ dataDir: shared.root, store: { driver: 'postgres', url: storeUrl, pingIntervalMs: 5000 } });
+    store = await openStore({
+      dataDir: shared.root,
+      store: { driver: 'postgres', url: storeUrl, pingIntervalMs: 5000 },
+    });
   });
 
   after(async () => {
@@ -146,7 +189,10 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
   /** one consent for `documents` documents; a consent signs each document once (issue 11 item 3): call i signs hashes[i] */
   const authorizeAtLb = async (label: string, documents = 1) => {
     const hashes = Array.from({ length: documents }, (_, i) => sha256b64(i === 0 ? label : `${label} ${i}`));
-    const auth = await authorizeSigning(shared.endpoints, { documentDigests: hashes.map((hash, i) => ({ hash, label: `${label} ${i}` })), hashAlgorithmOID: SHA256_OID });
+    const auth = await authorizeSigning(shared.endpoints, {
+      documentDigests: hashes.map((hash, i) => ({ hash, label: `${label} ${i}` })),
+      hashAlgorithmOID: SHA256_OID,
+    });
     return { ...auth, hash: hashes[0]!, hashes };
   };
 
@@ -156,7 +202,10 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
       .toString('utf8')
       .split('\n')
       .find((l) => l.startsWith('qtsp_signdoc_requests_total{') && l.includes('status="200"'));
-    assert.ok(!line || line.includes(`qtsp_instance="qtsp${instance + 1}"`), `metrics carry the instance label: ${line}`);
+    assert.ok(
+      !line || line.includes(`qtsp_instance="qtsp${instance + 1}"`),
+      `metrics carry the instance label: ${line}`,
+    );
     return line ? Number(line.split(' ').pop()) : 0;
   }
 
@@ -166,11 +215,18 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
     assert.equal(auth.qtsp.signDoc, `https://127.0.0.1:${ports.lb}/signDoc`, 'the relying party is sent to HAProxy');
     const before = [await signDocCount(0), await signDocCount(1)];
     for (let i = 0; i < calls; i++) {
-      const res = await callSignDoc(auth.qtsp.signDoc, shared.endpoints, signDocBody(auth.accessToken, [auth.hashes[i]!]));
+      const res = await callSignDoc(
+        auth.qtsp.signDoc,
+        shared.endpoints,
+        signDocBody(auth.accessToken, [auth.hashes[i]!]),
+      );
       assert.equal(res.status, 200, JSON.stringify(res.body));
       if (i === 0) {
         const signature = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
-        assert.ok((await verifyCms(signature, Buffer.from('split'), shared.rootCaFile)).ok, 'openssl cms -verify -cades');
+        assert.ok(
+          (await verifyCms(signature, Buffer.from('split'), shared.rootCaFile)).ok,
+          'openssl cms -verify -cades',
+        );
       }
     }
     const served = [(await signDocCount(0)) - before[0]!, (await signDocCount(1)) - before[1]!];
@@ -181,7 +237,10 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
   it('OCSP and CRLs agree across instances: good, then revoked by `qtsp pki revoke`; cRLNumber never goes back', async () => {
     const auth = await authorizeAtLb('revocation');
     // signed by instance 1 directly
-    const res = await callSignDoc(`https://127.0.0.1:${ports.signDoc[0]}/signDoc`, shared.endpoints, { ...signDocBody(auth.accessToken, [auth.hash]), profile: PROFILE });
+    const res = await callSignDoc(`https://127.0.0.1:${ports.signDoc[0]}/signDoc`, shared.endpoints, {
+      ...signDocBody(auth.accessToken, [auth.hash]),
+      profile: PROFILE,
+    });
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const signature = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
     const leaf = (await cmsParts(signature)).certificates[0]!;
@@ -189,12 +248,29 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
     const s = scratch();
     try {
       const pki = join(envs[0]!.QTSP_DATA_DIR!, 'pki');
-      const files = { root: join(pki, 'root-ca.pem'), issuing: join(pki, 'issuing-ca.pem'), leaf: s.file('leaf.der', leaf) };
+      const files = {
+        root: join(pki, 'root-ca.pem'),
+        issuing: join(pki, 'issuing-ca.pem'),
+        leaf: s.file('leaf.der', leaf),
+      };
       const leafPem = s.file('leaf.pem');
       assert.ok((await run('openssl', ['x509', '-inform', 'DER', '-in', files.leaf, '-out', leafPem])).ok);
       const chain = s.file('chain.pem', readFileSync(files.root, 'utf8') + readFileSync(files.issuing, 'utf8'));
       const ocspAt = (instance: number) =>
-        run('openssl', ['ocsp', '-url', `http://127.0.0.1:${ports.publication[instance]}/ocsp`, '-issuer', files.issuing, '-cert', leafPem, '-CAfile', files.root, '-verify_other', files.issuing, '-no_nonce']);
+        run('openssl', [
+          'ocsp',
+          '-url',
+          `http://127.0.0.1:${ports.publication[instance]}/ocsp`,
+          '-issuer',
+          files.issuing,
+          '-cert',
+          leafPem,
+          '-CAfile',
+          files.root,
+          '-verify_other',
+          files.issuing,
+          '-no_nonce',
+        ]);
       const crlNumbers: bigint[] = [];
       const crlFrom = async (url: string): Promise<string> => {
         const crl = await httpRequest(url, { timeoutMs: 5000 });
@@ -202,7 +278,8 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
         const file = s.file(`crl-${crlNumbers.length}.der`, crl.body);
         const text = await run('openssl', ['crl', '-inform', 'DER', '-in', file, '-CAfile', chain, '-noout', '-text']);
         assert.ok(text.ok && /verify OK/.test(text.output), text.output);
-        const number = /X509v3 CRL Number:\s*\n\s*(\d+)/.exec(text.output)?.[1] ?? /crlNumber=(\S+)/.exec(text.output)?.[1];
+        const number =
+          /X509v3 CRL Number:\s*\n\s*(\d+)/.exec(text.output)?.[1] ?? /crlNumber=(\S+)/.exec(text.output)?.[1];
         assert.ok(number, text.output);
         crlNumbers.push(BigInt(number));
         return text.output;
@@ -215,7 +292,10 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
       for (let i = 0; i < 4; i++) await crlFrom(viaLb);
       const beforeRevocation = crlNumbers[crlNumbers.length - 1]!;
 
-      const revoke = spawnSync(process.execPath, [QTSP_BIN, 'pki', 'revoke', serialHex, '--reason', 'keyCompromise'], { env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...envs[1]! }, encoding: 'utf8' });
+      const revoke = spawnSync(process.execPath, [QTSP_BIN, 'pki', 'revoke', serialHex, '--reason', 'keyCompromise'], {
+        env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...envs[1]! },
+        encoding: 'utf8',
+      });
       assert.equal(revoke.status, 0, revoke.stderr);
 
       for (const instance of [1, 0]) {
@@ -223,11 +303,16 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
         assert.match(revoked.output, /leaf\.pem: revoked/, revoked.output);
         assert.match(revoked.output, /Reason: keyCompromise/);
         const listed = await crlFrom(`http://127.0.0.1:${ports.publication[instance]}/crl/issuing.crl`);
-        assert.match(listed.replace(/:/g, '').toLowerCase(), new RegExp(`serial number ${serialHex.replace(/^0+/, '')}`), `instance ${instance + 1} lists the certificate`);
+        assert.match(
+          listed.replace(/:/g, '').toLowerCase(),
+          new RegExp(`serial number ${serialHex.replace(/^0+/, '')}`),
+          `instance ${instance + 1} lists the certificate`,
+        );
       }
       for (let i = 0; i < 4; i++) await crlFrom(viaLb);
       assert.ok(crlNumbers[crlNumbers.length - 1]! > beforeRevocation, 'a revocation raises the CRL number');
-      for (let i = 1; i < crlNumbers.length; i++) assert.ok(crlNumbers[i]! >= crlNumbers[i - 1]!, `CRL number went back: ${crlNumbers.join(' ')}`);
+      for (let i = 1; i < crlNumbers.length; i++)
+        assert.ok(crlNumbers[i]! >= crlNumbers[i - 1]!, `CRL number went back: ${crlNumbers.join(' ')}`);
     } finally {
       s.remove();
     }
@@ -238,24 +323,54 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
     // one of them also as the command, to see the refusal reach the operator
     const p = async () => String(await freePort());
     const sqlite = shared.instanceEnv('sqlite', { port: 0, publicationPort: 0, extra: { QTSP_INSTANCE_ID: 'qtsp3' } });
-    assert.throws(() => loadConfig({}, sqlite), /sqlite serves one instance on one machine, but instance\.id \(QTSP_INSTANCE_ID=qtsp3\) declares one of several/);
-    const noRedis = { ...shared.instanceEnv('no-redis', { port: 0, publicationPort: 0, store: { driver: 'postgres', url: storeUrl }, extra: { QTSP_INSTANCE_ID: 'qtsp3' } }) };
+    assert.throws(
+      () => loadConfig({}, sqlite),
+      /sqlite serves one instance on one machine, but instance\.id \(QTSP_INSTANCE_ID=qtsp3\) declares one of several/,
+    );
+    const noRedis = {
+      ...shared.instanceEnv('no-redis', {
+        port: 0,
+        publicationPort: 0,
+        store: { driver: 'postgres', url: storeUrl },
+        extra: { QTSP_INSTANCE_ID: 'qtsp3' },
+      }),
+    };
     delete noRedis['QTSP_REDIS_URL'];
     assert.throws(() => refuseUnsharedRedis(loadConfig({}, noRedis), {}), /must share one Redis/);
-    const sameDir = { ...envs[0]!, QTSP_SERVER_PORT: await p(), QTSP_SERVER_PUBLICATION_PORT: await p(), QTSP_OPS_PORT: '0', QTSP_INSTANCE_ID: 'qtsp3' };
-    await assert.rejects(startQtsp(loadConfig({}, sameDir)), new RegExp(`${envs[0]!.QTSP_DATA_DIR} is in use by another running qtsp instance`));
-    const refused = spawnSync(process.execPath, [QTSP_BIN, 'serve'], { env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...sameDir }, encoding: 'utf8' });
+    const sameDir = {
+      ...envs[0]!,
+      QTSP_SERVER_PORT: await p(),
+      QTSP_SERVER_PUBLICATION_PORT: await p(),
+      QTSP_OPS_PORT: '0',
+      QTSP_INSTANCE_ID: 'qtsp3',
+    };
+    await assert.rejects(
+      startQtsp(loadConfig({}, sameDir)),
+      new RegExp(`${envs[0]!.QTSP_DATA_DIR} is in use by another running qtsp instance`),
+    );
+    const refused = spawnSync(process.execPath, [QTSP_BIN, 'serve'], {
+      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...sameDir },
+      encoding: 'utf8',
+    });
     assert.equal(refused.status, 1);
-    assert.match(refused.stderr, /^configuration error:\n.*is in use by another running qtsp instance .*; each instance needs its own data directory/);
+    assert.match(
+      refused.stderr,
+      /^configuration error:\n.*is in use by another running qtsp instance .*; each instance needs its own data directory/,
+    );
     assert.ok(alive(instances[0]!.pid), 'the instance holding the directory runs on');
   });
 
   it('one instance killed with SIGKILL mid-run: no evidence lost, every record delivered, none sent twice', async () => {
     // everything signed so far is delivered first, so the mediation service's count starts clean
-    await waitFor('earlier records delivered', async () => {
-      const c = await store.outboxCounts('mediation');
-      return c.pending + c.queued === 0;
-    }, 30_000, 100);
+    await waitFor(
+      'earlier records delivered',
+      async () => {
+        const c = await store.outboxCounts('mediation');
+        return c.pending + c.queued === 0;
+      },
+      30_000,
+      100,
+    );
     const requestsBefore = shared.sandbox.mediation.requests;
     const total = 30;
     const auth = await authorizeAtLb('kill one instance', total);
@@ -268,10 +383,21 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
       while (started < total) {
         const document = started++;
         try {
-          const res = await callSignDoc(auth.qtsp.signDoc, shared.endpoints, signDocBody(auth.accessToken, [auth.hashes[document]!]), { timeoutMs: 30_000 });
+          const res = await callSignDoc(
+            auth.qtsp.signDoc,
+            shared.endpoints,
+            signDocBody(auth.accessToken, [auth.hashes[document]!]),
+            { timeoutMs: 30_000 },
+          );
           const so = (res.body as { SignatureObject?: string[] }).SignatureObject;
-          const serialHex = so ? partsOf((await cmsParts(Buffer.from(so[0]!, 'base64'))).certificates[0]!).serialHex : undefined;
-          results.push({ status: res.status, txn: String(res.headers['x-transaction-id'] ?? ''), ...(serialHex ? { serialHex } : {}) });
+          const serialHex = so
+            ? partsOf((await cmsParts(Buffer.from(so[0]!, 'base64'))).certificates[0]!).serialHex
+            : undefined;
+          results.push({
+            status: res.status,
+            txn: String(res.headers['x-transaction-id'] ?? ''),
+            ...(serialHex ? { serialHex } : {}),
+          });
         } catch (err) {
           results.push({ error: (err as Error).message });
         }
@@ -290,24 +416,40 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
     // only calls in flight on the killed instance can be cut (a connection, not an HTTP error); the rest were
     // redispatched by HAProxy to the instance that lives
     assert.ok(failed.length <= concurrency, `at most the calls in flight fail: ${JSON.stringify(failed)}`);
-    for (const f of failed) assert.ok(f.error && f.status === undefined, `a cut connection, not an error answer: ${JSON.stringify(f)}`);
+    for (const f of failed)
+      assert.ok(f.error && f.status === undefined, `a cut connection, not an error answer: ${JSON.stringify(f)}`);
 
     const txn = results.find((r) => r.txn)?.txn;
     assert.ok(txn, 'the answers name their transaction');
     const rows = await store.getTransaction(txn);
     const stored = new Set(rows.map((r) => r.certificateSerialHex));
-    for (const r of results.filter((x) => x.status === 200)) assert.ok(stored.has(r.serialHex!), `evidence of ${r.serialHex} answered 200`);
+    for (const r of results.filter((x) => x.status === 200))
+      assert.ok(stored.has(r.serialHex!), `evidence of ${r.serialHex} answered 200`);
     assert.ok(rows.length >= total - failed.length && rows.length <= total);
 
     const expected = new Set(rows.map((r) => referenceId(r.txn, r.certificateSerialHex)));
-    await waitFor('every record at the mediation service', () => {
-      const have = new Set(shared.sandbox.mediation.records().map((r) => r.record.reference_id));
-      return [...expected].every((id) => have.has(id));
-    }, 60_000, 100);
-    await waitFor('the outbox delivered', async () => {
-      const c = await store.outboxCounts('mediation');
-      return c.pending + c.queued === 0;
-    }, 30_000, 100);
-    assert.equal(shared.sandbox.mediation.requests - requestsBefore, expected.size, 'each record was sent exactly once');
+    await waitFor(
+      'every record at the mediation service',
+      () => {
+        const have = new Set(shared.sandbox.mediation.records().map((r) => r.record.reference_id));
+        return [...expected].every((id) => have.has(id));
+      },
+      60_000,
+      100,
+    );
+    await waitFor(
+      'the outbox delivered',
+      async () => {
+        const c = await store.outboxCounts('mediation');
+        return c.pending + c.queued === 0;
+      },
+      30_000,
+      100,
+    );
+    assert.equal(
+      shared.sandbox.mediation.requests - requestsBefore,
+      expected.size,
+      'each record was sent exactly once',
+    );
   });
 });

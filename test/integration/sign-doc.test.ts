@@ -32,7 +32,12 @@ afterEach(() => {
   env.sandbox.controls.reset();
 });
 
-async function authorize(hashes: string[] = DOCS.map(sha256), hashAlgorithmOID = SHA256_OID, endpoints: RpEndpoints = env.endpoints, claims?: Record<string, null | { essential: true }>) {
+async function authorize(
+  hashes: string[] = DOCS.map(sha256),
+  hashAlgorithmOID = SHA256_OID,
+  endpoints: RpEndpoints = env.endpoints,
+  claims?: Record<string, null | { essential: true }>,
+) {
   return authorizeSigning(endpoints, {
     documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
     hashAlgorithmOID,
@@ -40,8 +45,19 @@ async function authorize(hashes: string[] = DOCS.map(sha256), hashAlgorithmOID =
   });
 }
 
-function body(SAD: string, hashes: string[] = DOCS.map(sha256), extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { SAD, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C', ...extra };
+function body(
+  SAD: string,
+  hashes: string[] = DOCS.map(sha256),
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    SAD,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes, hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+    ...extra,
+  };
 }
 
 async function post(payload: unknown, endpoints: RpEndpoints = env.endpoints) {
@@ -53,14 +69,20 @@ async function certificatesIssued(): Promise<number> {
 }
 
 /** The request fails with this status and a description containing `text`, and no certificate is minted. */
-async function expectRefused(payload: unknown, status: number, text: string | RegExp, endpoints?: RpEndpoints): Promise<void> {
+async function expectRefused(
+  payload: unknown,
+  status: number,
+  text: string | RegExp,
+  endpoints?: RpEndpoints,
+): Promise<void> {
   const before = await certificatesIssued();
   const res = await post(payload, endpoints);
   const b = res.body as { error?: string; error_description?: string; SignatureObject?: unknown };
   assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${JSON.stringify(b)}`);
   assert.equal(typeof b.error, 'string');
   assert.equal(b.SignatureObject, undefined);
-  if (typeof text === 'string') assert.ok(b.error_description?.includes(text), `description "${b.error_description}" lacks "${text}"`);
+  if (typeof text === 'string')
+    assert.ok(b.error_description?.includes(text), `description "${b.error_description}" lacks "${text}"`);
   else assert.match(b.error_description ?? '', text);
   assert.equal(await certificatesIssued(), before, 'a certificate was minted for a refused request');
 }
@@ -71,7 +93,14 @@ function rpFingerprint(): string {
 
 function sadClaims(extra: Record<string, unknown> = {}): Record<string, unknown> {
   const now = Math.floor(Date.now() / 1000);
-  return { iss: env.sandbox.issuer, iat: now - 5, exp: now + 300, jti: randomUUID(), cnf: { 'x5t#S256': rpFingerprint() }, ...extra };
+  return {
+    iss: env.sandbox.issuer,
+    iat: now - 5,
+    exp: now + 300,
+    jti: randomUUID(),
+    cnf: { 'x5t#S256': rpFingerprint() },
+    ...extra,
+  };
 }
 
 function unsignedJwt(header: Record<string, unknown>, payload: Record<string, unknown>): string {
@@ -107,7 +136,10 @@ describe('signDoc signs', () => {
     it(`with ${alg.name} document hashes`, async () => {
       const hash = b64(alg.node, DOCS[0]!);
       const auth = await authorize([hash], alg.oid);
-      const res = await post({ ...body(auth.accessToken, [hash]), documentDigests: { hashes: [hash], hashAlgorithmOID: alg.oid } });
+      const res = await post({
+        ...body(auth.accessToken, [hash]),
+        documentDigests: { hashes: [hash], hashAlgorithmOID: alg.oid },
+      });
       assert.equal(res.status, 200, JSON.stringify(res.body));
       const [sig] = (res.body as { SignatureObject: string[] }).SignatureObject;
       const ok = await opensslCmsVerify(Buffer.from(sig!, 'base64'), DOCS[0]!, env.rootCaFile);
@@ -124,18 +156,40 @@ describe('signDoc signs', () => {
   });
 
   it('QESID: the certificate carries the vouched identity (2.16)', async () => {
-    const auth = await authorize(undefined, undefined, undefined, { nationalities: null, address: { essential: true } });
+    const auth = await authorize(undefined, undefined, undefined, {
+      nationalities: null,
+      address: { essential: true },
+    });
     const res = await post(body(auth.accessToken));
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const sig = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
     const { mkdtempSync, writeFileSync, readFileSync: read, rmSync } = await import('node:fs');
     const dir = mkdtempSync('/tmp/qtsp-qesid-');
     writeFileSync(`${dir}/s.p7s`, sig);
-    const printed = await run('openssl', ['pkcs7', '-inform', 'DER', '-in', `${dir}/s.p7s`, '-print_certs', '-out', `${dir}/certs.pem`]);
+    const printed = await run('openssl', [
+      'pkcs7',
+      '-inform',
+      'DER',
+      '-in',
+      `${dir}/s.p7s`,
+      '-print_certs',
+      '-out',
+      `${dir}/certs.pem`,
+    ]);
     assert.ok(printed.ok, printed.output);
-    const leafPem = read(`${dir}/certs.pem`, 'utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/)![0];
+    const leafPem = read(`${dir}/certs.pem`, 'utf8').match(
+      /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/,
+    )![0];
     writeFileSync(`${dir}/leaf.pem`, leafPem);
-    const text = await run('openssl', ['x509', '-in', `${dir}/leaf.pem`, '-noout', '-text', '-nameopt', 'oneline,-esc_msb']);
+    const text = await run('openssl', [
+      'x509',
+      '-in',
+      `${dir}/leaf.pem`,
+      '-noout',
+      '-text',
+      '-nameopt',
+      'oneline,-esc_msb',
+    ]);
     assert.ok(text.ok, text.output);
     assert.match(text.output, /GN = Erika/);
     assert.match(text.output, /SN = Mustermann/);
@@ -159,28 +213,64 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
   const good = () => body('x.y.z');
   const cases: [string, () => unknown, string][] = [
     ['an unknown parameter', () => ({ ...good(), foo: 1 }), "unknown parameter 'foo'"],
-    ['an unknown parameter inside documentDigests', () => ({ ...good(), documentDigests: { hashes: [sha256(DOCS[0]!)], hashAlgorithmOID: SHA256_OID, extra: 1 } }), "unknown parameter 'extra'"],
+    [
+      'an unknown parameter inside documentDigests',
+      () => ({ ...good(), documentDigests: { hashes: [sha256(DOCS[0]!)], hashAlgorithmOID: SHA256_OID, extra: 1 } }),
+      "unknown parameter 'extra'",
+    ],
     ['a missing SAD', () => ({ ...good(), SAD: undefined }), "missing required parameter 'SAD'"],
     ['a missing credentialID', () => ({ ...good(), credentialID: undefined }), "'credentialID'"],
     ['a missing documentDigests', () => ({ ...good(), documentDigests: undefined }), "'documentDigests'"],
     ['a missing profile', () => ({ ...good(), profile: undefined }), "'profile'"],
     ['a missing signature_format', () => ({ ...good(), signature_format: undefined }), "'signature_format'"],
-    ['a missing hashAlgorithmOID', () => ({ ...good(), documentDigests: { hashes: [sha256(DOCS[0]!)] } }), "'hashAlgorithmOID'"],
+    [
+      'a missing hashAlgorithmOID',
+      () => ({ ...good(), documentDigests: { hashes: [sha256(DOCS[0]!)] } }),
+      "'hashAlgorithmOID'",
+    ],
     ['a wrong profile', () => ({ ...good(), profile: 'http://uri.etsi.org/19432/v1.1.1#/other#' }), 'profile'],
     ['a wrong credentialID', () => ({ ...good(), credentialID: 'other' }), 'credentialID'],
     ['signature_format Z', () => ({ ...good(), signature_format: 'Z' }), 'one of C, X, P'],
     ['an unknown conformance_level', () => ({ ...good(), conformance_level: 'AdES-B-Q' }), 'one of AdES-B-B'],
-    ['an unknown hash algorithm', () => ({ ...good(), documentDigests: { hashes: [sha256(DOCS[0]!)], hashAlgorithmOID: '1.3.14.3.2.26' } }), 'hashAlgorithmOID'],
-    ['an empty hash list', () => ({ ...good(), documentDigests: { hashes: [], hashAlgorithmOID: SHA256_OID } }), 'hashes'],
+    [
+      'an unknown hash algorithm',
+      () => ({ ...good(), documentDigests: { hashes: [sha256(DOCS[0]!)], hashAlgorithmOID: '1.3.14.3.2.26' } }),
+      'hashAlgorithmOID',
+    ],
+    [
+      'an empty hash list',
+      () => ({ ...good(), documentDigests: { hashes: [], hashAlgorithmOID: SHA256_OID } }),
+      'hashes',
+    ],
     ['a hex hash', () => body('x.y.z', [createHash('sha256').update(DOCS[0]!).digest('hex')]), 'hex'],
     ['a URL-safe Base64 hash', () => body('x.y.z', [Buffer.alloc(32, 0xfb).toString('base64url')]), 'Base64'],
-    ['Base64 of a hex string', () => body('x.y.z', [Buffer.from(createHash('sha256').update(DOCS[0]!).digest('hex')).toString('base64')]), 'hex string'],
-    ['a hash of the wrong length', () => body('x.y.z', [Buffer.alloc(20, 1).toString('base64')]), 'decodes to 20 bytes'],
+    [
+      'Base64 of a hex string',
+      () => body('x.y.z', [Buffer.from(createHash('sha256').update(DOCS[0]!).digest('hex')).toString('base64')]),
+      'hex string',
+    ],
+    [
+      'a hash of the wrong length',
+      () => body('x.y.z', [Buffer.alloc(20, 1).toString('base64')]),
+      'decodes to 20 bytes',
+    ],
     ['a hash that is not a string', () => body('x.y.z', [42 as unknown as string]), 'hashes'],
-    ['signAlgo we do not offer (DSA with SHA-256)', () => ({ ...good(), signAlgo: '2.16.840.1.101.3.4.3.2' }), 'signAlgo 2.16.840.1.101.3.4.3.2 is not offered'],
-    ['XAdES at B-LTA, not built', () => ({ ...good(), signature_format: 'X', conformance_level: 'AdES-B-LTA' }), 'not offered'],
+    [
+      'signAlgo we do not offer (DSA with SHA-256)',
+      () => ({ ...good(), signAlgo: '2.16.840.1.101.3.4.3.2' }),
+      'signAlgo 2.16.840.1.101.3.4.3.2 is not offered',
+    ],
+    [
+      'XAdES at B-LTA, not built',
+      () => ({ ...good(), signature_format: 'X', conformance_level: 'AdES-B-LTA' }),
+      'not offered',
+    ],
     ['a JSON array body', () => [good()], 'JSON object'],
-    ['the same hash twice (one consent, one signature per document)', () => body('x.y.z', [sha256(DOCS[0]!), sha256(DOCS[1]!), sha256(DOCS[0]!)]), 'documentDigests.hashes[2] repeats documentDigests.hashes[0]'],
+    [
+      'the same hash twice (one consent, one signature per document)',
+      () => body('x.y.z', [sha256(DOCS[0]!), sha256(DOCS[1]!), sha256(DOCS[0]!)]),
+      'documentDigests.hashes[2] repeats documentDigests.hashes[0]',
+    ],
   ];
   for (const [name, make, text] of cases) {
     it(name, async () => {
@@ -189,12 +279,28 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
   }
 
   it('a body that is not JSON, or not declared as JSON', async () => {
-    const agent = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
+    const agent = tlsAgent({
+      ca: readFileSync(env.endpoints.tlsCaFile),
+      cert: readFileSync(env.endpoints.rp.certFile),
+      key: readFileSync(env.endpoints.rp.keyFile),
+    });
     try {
-      const broken = await httpRequest(env.qtsp.signDocUrl, { method: 'POST', agent, timeoutMs: 5000, headers: { 'content-type': 'application/json' }, body: '{"SAD": ' });
+      const broken = await httpRequest(env.qtsp.signDocUrl, {
+        method: 'POST',
+        agent,
+        timeoutMs: 5000,
+        headers: { 'content-type': 'application/json' },
+        body: '{"SAD": ',
+      });
       assert.equal(broken.status, 400);
       assert.equal(JSON.parse(broken.body.toString()).error, 'invalid_request');
-      const form = await httpRequest(env.qtsp.signDocUrl, { method: 'POST', agent, timeoutMs: 5000, headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'SAD=x' });
+      const form = await httpRequest(env.qtsp.signDocUrl, {
+        method: 'POST',
+        agent,
+        timeoutMs: 5000,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'SAD=x',
+      });
       assert.equal(form.status, 400);
       assert.match(JSON.parse(form.body.toString()).error_description, /Content-Type/);
       const get = await httpRequest(env.qtsp.signDocUrl, { method: 'GET', agent, timeoutMs: 5000 });
@@ -207,10 +313,21 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
 
 describe('signDoc without express (the common request) answers exactly as the express route', () => {
   /** POST with a Content-Length (the direct path), or chunked (no Content-Length: always the express app) */
-  function send(body: Buffer, chunked: boolean, contentType = 'application/json'): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
-    const agent = new https.Agent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
+  function send(
+    body: Buffer,
+    chunked: boolean,
+    contentType = 'application/json',
+  ): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+    const agent = new https.Agent({
+      ca: readFileSync(env.endpoints.tlsCaFile),
+      cert: readFileSync(env.endpoints.rp.certFile),
+      key: readFileSync(env.endpoints.rp.keyFile),
+    });
     return new Promise((resolve, reject) => {
-      const headers: Record<string, string | number> = { 'content-type': contentType, ...(chunked ? {} : { 'content-length': body.length }) };
+      const headers: Record<string, string | number> = {
+        'content-type': contentType,
+        ...(chunked ? {} : { 'content-length': body.length }),
+      };
       const req = https.request(env.qtsp.signDocUrl, { method: 'POST', agent, headers }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -238,7 +355,10 @@ describe('signDoc without express (the common request) answers exactly as the ex
       ['an empty object', Buffer.from('{}')],
       ['a lone BOM', bom],
       ['a BOM and a request with a bad SAD', Buffer.concat([bom, Buffer.from(JSON.stringify(body('x.y.z')))])],
-      ['invalid UTF-8 inside a string', Buffer.concat([Buffer.from('{"SAD": "'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')])],
+      [
+        'invalid UTF-8 inside a string',
+        Buffer.concat([Buffer.from('{"SAD": "'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+      ],
       ['an unknown parameter', Buffer.from(JSON.stringify({ ...body('x.y.z'), foo: 1 }))],
     ];
     for (const [what, b] of bodies) {
@@ -272,7 +392,11 @@ describe('signDoc refuses a SAD that fails a check of spec 5.7 with 401, in the 
     await expectRefused(body('not-a-jwt'), 401, 'not a signed JWT');
   });
   it('1. iss is not an IDP of the directory', async () => {
-    await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims({ iss: 'https://unknown-bank.localhost' }))), 401, 'not an IDP');
+    await expectRefused(
+      body(await env.sandbox.mintAccessToken(sadClaims({ iss: 'https://unknown-bank.localhost' }))),
+      401,
+      'not an IDP',
+    );
   });
   it('1. iss is an inactive IDP (reported before an expired exp)', async () => {
     env.sandbox.controls.setIdpStatus('inactive');
@@ -283,21 +407,36 @@ describe('signDoc refuses a SAD that fails a check of spec 5.7 with 401, in the 
   });
   it('2. exp in the past (reported before a wrong binding)', async () => {
     const now = Math.floor(Date.now() / 1000);
-    await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims({ exp: now - 60, cnf: { 'x5t#S256': 'A'.repeat(43) } }))), 401, 'expired');
+    await expectRefused(
+      body(await env.sandbox.mintAccessToken(sadClaims({ exp: now - 60, cnf: { 'x5t#S256': 'A'.repeat(43) } }))),
+      401,
+      'expired',
+    );
   });
   it('2. iat in the future', async () => {
-    await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims({ iat: Math.floor(Date.now() / 1000) + 600 }))), 401, 'iat is in the future');
+    await expectRefused(
+      body(await env.sandbox.mintAccessToken(sadClaims({ iat: Math.floor(Date.now() / 1000) + 600 }))),
+      401,
+      'iat is in the future',
+    );
   });
   it('2. exp missing', async () => {
     await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims({ exp: undefined }))), 401, 'no numeric exp');
   });
   it('3. bound to another client certificate (reported before a bad signature)', async () => {
-    await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims({ cnf: { 'x5t#S256': 'A'.repeat(43) } }), { key: 'foreign' })), 401, 'bound to another TLS client certificate');
+    await expectRefused(
+      body(await env.sandbox.mintAccessToken(sadClaims({ cnf: { 'x5t#S256': 'A'.repeat(43) } }), { key: 'foreign' })),
+      401,
+      'bound to another TLS client certificate',
+    );
   });
   it('3. a real token presented over another RP certificate', async () => {
     const auth = await authorize();
     const other = await env.sandbox.registerClient({ clientId: 'other-rp', state: 'active' });
-    await expectRefused(body(auth.accessToken), 401, 'bound to another TLS client certificate', { ...env.endpoints, rp: other });
+    await expectRefused(body(auth.accessToken), 401, 'bound to another TLS client certificate', {
+      ...env.endpoints,
+      rp: other,
+    });
   });
   it('3. no cnf binding', async () => {
     await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims({ cnf: undefined }))), 401, 'no cnf');
@@ -306,7 +445,9 @@ describe('signDoc refuses a SAD that fails a check of spec 5.7 with 401, in the 
     await expectRefused(body(unsignedJwt({ alg: 'none', typ: 'JWT' }, sadClaims())), 401, 'must be signed RS256');
   });
   it('4. HS256 with a guessable secret', async () => {
-    const token = await new SignJWT(sadClaims()).setProtectedHeader({ alg: 'HS256', kid: 'x' }).sign(new TextEncoder().encode('secret-secret-secret-secret-32by'));
+    const token = await new SignJWT(sadClaims())
+      .setProtectedHeader({ alg: 'HS256', kid: 'x' })
+      .sign(new TextEncoder().encode('secret-secret-secret-secret-32by'));
     await expectRefused(body(token), 401, 'must be signed RS256');
   });
   it('4. ES256 with a key of our own', async () => {
@@ -315,16 +456,30 @@ describe('signDoc refuses a SAD that fails a check of spec 5.7 with 401, in the 
     await expectRefused(body(token), 401, 'must be signed RS256');
   });
   it('4. signed by a key the AS does not publish (unknown kid)', async () => {
-    await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims(), { key: 'foreign', kid: 'not-a-kid-of-the-as' })), 401, 'unknown kid');
+    await expectRefused(
+      body(await env.sandbox.mintAccessToken(sadClaims(), { key: 'foreign', kid: 'not-a-kid-of-the-as' })),
+      401,
+      'unknown kid',
+    );
   });
   it('4. signed by another key under the AS kid', async () => {
-    await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims(), { key: 'foreign' })), 401, 'signature does not verify');
+    await expectRefused(
+      body(await env.sandbox.mintAccessToken(sadClaims(), { key: 'foreign' })),
+      401,
+      'signature does not verify',
+    );
   });
   it('no TLS client certificate at all', async () => {
     const agent = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile) });
     try {
       const before = await certificatesIssued();
-      const res = await httpRequest(env.qtsp.signDocUrl, { method: 'POST', agent, timeoutMs: 5000, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body((await authorize()).accessToken)) });
+      const res = await httpRequest(env.qtsp.signDocUrl, {
+        method: 'POST',
+        agent,
+        timeoutMs: 5000,
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body((await authorize()).accessToken)),
+      });
       assert.equal(res.status, 401);
       assert.match(JSON.parse(res.body.toString()).error_description, /no TLS client certificate/);
       assert.equal(await certificatesIssued(), before);
@@ -338,20 +493,51 @@ describe('signDoc refuses when introspection or consent fails a check of spec 5.
   const mutations: [string, (p: Record<string, unknown>) => Record<string, unknown>, string][] = [
     ['the AS says the token is not active', () => ({ active: false }), 'not active'],
     ['iss is another issuer', (p) => ({ ...p, iss: 'https://other-bank.localhost' }), 'iss'],
-    ['aud is another QTSP', (p) => ({ ...p, aud: 'sp:sandbox.qtsp.localhost:00000000-0000-4000-8000-000000000000' }), 'aud'],
+    [
+      'aud is another QTSP',
+      (p) => ({ ...p, aud: 'sp:sandbox.qtsp.localhost:00000000-0000-4000-8000-000000000000' }),
+      'aud',
+    ],
     ['exp in the past', (p) => ({ ...p, exp: Math.floor(Date.now() / 1000) - 60 }), 'exp'],
     ['iat in the future', (p) => ({ ...p, iat: Math.floor(Date.now() / 1000) + 600 }), 'iat'],
-    ['the consent names another QTSP', (p) => ({ ...p, authorization_details: signDetail(p, { locations: ['sp:sandbox.qtsp.localhost:00000000-0000-4000-8000-000000000000'] }) }), 'another QTSP'],
-    ['two QTSPs in locations', (p) => ({ ...p, authorization_details: signDetail(p, { locations: [QTSP_ID, QTSP_ID] }) }), 'another QTSP'],
-    ['another credentialID', (p) => ({ ...p, authorization_details: signDetail(p, { credentialID: 'other' }) }), 'credentialID'],
-    ['another hashAlgorithmOID', (p) => ({ ...p, authorization_details: signDetail(p, { hashAlgorithmOID: '2.16.840.1.101.3.4.2.8' }) }), 'hashAlgorithmOID'],
+    [
+      'the consent names another QTSP',
+      (p) => ({
+        ...p,
+        authorization_details: signDetail(p, {
+          locations: ['sp:sandbox.qtsp.localhost:00000000-0000-4000-8000-000000000000'],
+        }),
+      }),
+      'another QTSP',
+    ],
+    [
+      'two QTSPs in locations',
+      (p) => ({ ...p, authorization_details: signDetail(p, { locations: [QTSP_ID, QTSP_ID] }) }),
+      'another QTSP',
+    ],
+    [
+      'another credentialID',
+      (p) => ({ ...p, authorization_details: signDetail(p, { credentialID: 'other' }) }),
+      'credentialID',
+    ],
+    [
+      'another hashAlgorithmOID',
+      (p) => ({ ...p, authorization_details: signDetail(p, { hashAlgorithmOID: '2.16.840.1.101.3.4.2.8' }) }),
+      'hashAlgorithmOID',
+    ],
     ['no sign object', (p) => ({ ...p, authorization_details: [] }), 'type sign'],
-    ['cnf of another certificate', (p) => ({ ...p, cnf: { 'x5t#S256': 'A'.repeat(43) } }), 'another TLS client certificate'],
+    [
+      'cnf of another certificate',
+      (p) => ({ ...p, cnf: { 'x5t#S256': 'A'.repeat(43) } }),
+      'another TLS client certificate',
+    ],
     ['an inactive client', (p) => ({ ...p, client_state: 'inactive' }), 'not active (client_state)'],
     ['no txn', (p) => ({ ...p, txn: undefined }), 'no txn'],
   ];
   function signDetail(p: Record<string, unknown>, change: Record<string, unknown>): unknown[] {
-    return (p.authorization_details as Record<string, unknown>[]).map((d) => (d.type === 'sign' ? { ...d, ...change } : d));
+    return (p.authorization_details as Record<string, unknown>[]).map((d) =>
+      d.type === 'sign' ? { ...d, ...change } : d,
+    );
   }
   for (const [name, mutate, text] of mutations) {
     it(name, async () => {
@@ -367,12 +553,23 @@ describe('signDoc refuses when introspection or consent fails a check of spec 5.
   });
   it('a requested hash is not among the consented ones', async () => {
     const auth = await authorize([sha256(DOCS[0]!)]);
-    await expectRefused(body(auth.accessToken, [sha256(DOCS[0]!), sha256(DOCS[1]!)]), 401, 'hashes[1] is not among the consented');
+    await expectRefused(
+      body(auth.accessToken, [sha256(DOCS[0]!), sha256(DOCS[1]!)]),
+      401,
+      'hashes[1] is not among the consented',
+    );
   });
   it('the request names another hash algorithm than the consent', async () => {
     const hash = sha256(DOCS[0]!);
     const auth = await authorize([hash]);
-    await expectRefused({ ...body(auth.accessToken, [hash]), documentDigests: { hashes: [hash], hashAlgorithmOID: '2.16.840.1.101.3.4.2.8' } }, 401, 'hashAlgorithmOID');
+    await expectRefused(
+      {
+        ...body(auth.accessToken, [hash]),
+        documentDigests: { hashes: [hash], hashAlgorithmOID: '2.16.840.1.101.3.4.2.8' },
+      },
+      401,
+      'hashAlgorithmOID',
+    );
   });
   it('a token the AS does not know (forged with its key, never issued)', async () => {
     await expectRefused(body(await env.sandbox.mintAccessToken(sadClaims())), 401, 'not active');
@@ -414,4 +611,3 @@ describe('operations', () => {
     }
   });
 });
-

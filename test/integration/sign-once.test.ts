@@ -25,27 +25,48 @@ const DOCS = [Buffer.from('the first document\n'), Buffer.from('the second docum
 const HASHES = DOCS.map((d) => createHash('sha256').update(d).digest('base64'));
 
 function body(SAD: string, hashes: readonly string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { SAD, credentialID: 'qes_eidas', documentDigests: { hashes, hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C', ...extra };
+  return {
+    SAD,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes, hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+    ...extra,
+  };
 }
 
 async function consent(endpoints: RpEndpoints, hashes: readonly string[] = HASHES): Promise<string> {
-  const auth = await authorizeSigning(endpoints, { documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })), hashAlgorithmOID: SHA256_OID });
+  const auth = await authorizeSigning(endpoints, {
+    documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
+    hashAlgorithmOID: SHA256_OID,
+  });
   return auth.accessToken;
 }
 
-type Answer = { status: number; body: { SignatureObject?: string[]; revocationInfo?: unknown; error?: string; error_description?: string }; headers: Record<string, unknown> };
+type Answer = {
+  status: number;
+  body: { SignatureObject?: string[]; revocationInfo?: unknown; error?: string; error_description?: string };
+  headers: Record<string, unknown>;
+};
 
 async function post(url: string, endpoints: RpEndpoints, payload: Record<string, unknown>): Promise<Answer> {
   return (await callSignDoc(url, endpoints, payload)) as Answer;
 }
 
 /** what a call costs: certificates minted (metrics), evidence rows of the txn, mediation records */
-async function costs(qtsps: readonly QtspService[], txn?: string): Promise<{ certificates: number; evidence: number; records: number }> {
+async function costs(
+  qtsps: readonly QtspService[],
+  txn?: string,
+): Promise<{ certificates: number; evidence: number; records: number }> {
   let certificates = 0;
   for (const q of qtsps) certificates += (await q.deps.metrics.certificates.get()).values[0]?.value ?? 0;
   const store = qtsps[0]!.deps.store;
   const counts = await store.outboxCounts(MEDIATION_TOPIC);
-  return { certificates, evidence: txn ? (await store.getTransaction(txn)).length : 0, records: Object.values(counts).reduce((a, b) => a + b, 0) };
+  return {
+    certificates,
+    evidence: txn ? (await store.getTransaction(txn)).length : 0,
+    records: Object.values(counts).reduce((a, b) => a + b, 0),
+  };
 }
 
 describe('signDoc signs each consented document once (SQLite, one instance)', () => {
@@ -91,15 +112,23 @@ describe('signDoc signs each consented document once (SQLite, one instance)', ()
     const otherLevel = await signDoc(body(SAD, [HASHES[0]!], { conformance_level: 'AdES-B-T' }));
     assert.equal(otherLevel.status, 400, JSON.stringify(otherLevel.body));
     assert.equal(otherLevel.body.error, 'invalid_request');
-    assert.match(otherLevel.body.error_description!, /hashes\[0\] was signed under this consent with signature_format C, AdES-B-B, ECDSA-P256 key/);
+    assert.match(
+      otherLevel.body.error_description!,
+      /hashes\[0\] was signed under this consent with signature_format C, AdES-B-B, ECDSA-P256 key/,
+    );
     const mixed = await signDoc(body(SAD, [HASHES[1]!, HASHES[0]!]));
     assert.equal(mixed.status, 400, JSON.stringify(mixed.body));
-    assert.match(mixed.body.error_description!, /hashes\[1\] was already signed under this consent by another request and others were not/);
+    assert.match(
+      mixed.body.error_description!,
+      /hashes\[1\] was already signed under this consent by another request and others were not/,
+    );
     assert.deepEqual(await costs([env.qtsp], txn), before);
     // the other consented document on its own is signed: once
     const second = await signDoc(body(SAD, [HASHES[1]!]));
     assert.equal(second.status, 200, JSON.stringify(second.body));
-    assert.ok((await opensslCmsVerify(Buffer.from(second.body.SignatureObject![0]!, 'base64'), DOCS[1]!, env.rootCaFile)).ok);
+    assert.ok(
+      (await opensslCmsVerify(Buffer.from(second.body.SignatureObject![0]!, 'base64'), DOCS[1]!, env.rootCaFile)).ok,
+    );
     const after = await costs([env.qtsp], txn);
     assert.deepEqual(after, { certificates: before.certificates + 1, evidence: 2, records: before.records + 1 });
   });
@@ -111,7 +140,11 @@ describe('signDoc signs each consented document once (SQLite, one instance)', ()
     for (const a of answers) assert.equal(a.status, 200, JSON.stringify(a.body));
     for (const a of answers.slice(1)) assert.deepEqual(a.body.SignatureObject, answers[0]!.body.SignatureObject);
     const txn = String(answers[0]!.headers['x-transaction-id']);
-    assert.deepEqual(await costs([env.qtsp], txn), { certificates: before.certificates + 1, evidence: 1, records: before.records + 1 });
+    assert.deepEqual(await costs([env.qtsp], txn), {
+      certificates: before.certificates + 1,
+      evidence: 1,
+      records: before.records + 1,
+    });
   });
 
   it('another consent for the same document signs it again (one signature per document per consent)', async () => {
@@ -141,7 +174,9 @@ describe('a request that fails after claiming gives its documents back', () => {
     // had the claim stayed, this would be a 400 (signed under this consent with other parameters) or a wait
     const signed = await post(env.qtsp.signDocUrl, env.endpoints, body(SAD, HASHES));
     assert.equal(signed.status, 200, JSON.stringify(signed.body));
-    assert.ok((await opensslCmsVerify(Buffer.from(signed.body.SignatureObject![0]!, 'base64'), DOCS[0]!, env.rootCaFile)).ok);
+    assert.ok(
+      (await opensslCmsVerify(Buffer.from(signed.body.SignatureObject![0]!, 'base64'), DOCS[0]!, env.rootCaFile)).ok,
+    );
   });
 });
 
@@ -157,7 +192,15 @@ describe('signDoc signs each consented document once across instances sharing Po
     // directory holding a copy of the CA material (each instance keeps its own files: key archive clone, lock)
     secondDir = mkdtempSync(join(tmpdir(), 'qtsp-second-'));
     cpSync(pkiPaths(env.dataDir).dir, pkiPaths(secondDir).dir, { recursive: true });
-    second = await startQtsp({ ...env.config, dataDir: secondDir, server: { ...env.config.server, port: 0, publicationPort: 0 }, ops: { ...env.config.ops, port: 0 } }, { defaultMetrics: false, logger: pino({ level: 'silent' }) });
+    second = await startQtsp(
+      {
+        ...env.config,
+        dataDir: secondDir,
+        server: { ...env.config.server, port: 0, publicationPort: 0 },
+        ops: { ...env.config.ops, port: 0 },
+      },
+      { defaultMetrics: false, logger: pino({ level: 'silent' }) },
+    );
   });
   after(async () => {
     await second?.close();
@@ -172,12 +215,23 @@ describe('signDoc signs each consented document once across instances sharing Po
     for (let round = 0; round < 3; round++) {
       const SAD = await consent(e.endpoints);
       const before = await costs(instances);
-      const answers = await Promise.all(Array.from({ length: 4 }, (_, i) => post(instances[i % 2]!.signDocUrl, e.endpoints, body(SAD, HASHES))));
+      const answers = await Promise.all(
+        Array.from({ length: 4 }, (_, i) => post(instances[i % 2]!.signDocUrl, e.endpoints, body(SAD, HASHES))),
+      );
       for (const a of answers) assert.equal(a.status, 200, JSON.stringify(a.body));
-      for (const a of answers.slice(1)) assert.deepEqual(a.body.SignatureObject, answers[0]!.body.SignatureObject, 'two callers got different signatures of one document');
+      for (const a of answers.slice(1))
+        assert.deepEqual(
+          a.body.SignatureObject,
+          answers[0]!.body.SignatureObject,
+          'two callers got different signatures of one document',
+        );
       const txn = String(answers[0]!.headers['x-transaction-id']);
       const after = await costs(instances, txn);
-      assert.deepEqual(after, { certificates: before.certificates + 1, evidence: 1, records: before.records + 1 }, `round ${round}`);
+      assert.deepEqual(
+        after,
+        { certificates: before.certificates + 1, evidence: 1, records: before.records + 1 },
+        `round ${round}`,
+      );
       for (const [i, sig] of answers[0]!.body.SignatureObject!.entries()) {
         assert.ok((await opensslCmsVerify(Buffer.from(sig, 'base64'), DOCS[i]!, e.rootCaFile)).ok);
       }

@@ -72,7 +72,11 @@ async function query<T extends pg.QueryResultRow>(url: string, sql: string): Pro
 describe('PostgreSQL store schema', () => {
   it('instances opening at the same time migrate once; a newer schema is refused', async () => {
     const url = await server().freshSchemaUrl();
-    const stores: Store[] = await Promise.all([1, 2, 3].map(() => openStore({ dataDir: '/nonexistent', store: { driver: 'postgres', url, pingIntervalMs: 1000 } })));
+    const stores: Store[] = await Promise.all(
+      [1, 2, 3].map(() =>
+        openStore({ dataDir: '/nonexistent', store: { driver: 'postgres', url, pingIntervalMs: 1000 } }),
+      ),
+    );
     await stores[0]!.recordSigning(signing('txn-pg-shared'));
     assert.equal((await stores[2]!.getTransaction('txn-pg-shared')).length, 1, 'every instance sees the same data');
     for (const s of stores) await s.close();
@@ -85,7 +89,10 @@ describe('PostgreSQL store schema', () => {
       { name: '0006_outbox_queued_since' },
     ]);
     await query(url, "INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', now()::text)");
-    await assert.rejects(openPostgresStore({ url }), /migration 0099_from_the_future\) is newer than this program knows/);
+    await assert.rejects(
+      openPostgresStore({ url }),
+      /migration 0099_from_the_future\) is newer than this program knows/,
+    );
   });
 
   it('an unreachable server fails the open with a clear error', async () => {
@@ -100,13 +107,25 @@ describe('signDoc with store.driver postgres', () => {
     try {
       const signed = await signAndCapture(env);
       assert.equal(signed.status, 200, JSON.stringify(signed.body));
-      const serial = await signerSerialByOpenssl(Buffer.from(signed.body.SignatureObject![0]!, 'base64'), signed.document, env.rootCaFile);
-      const rows = await query<{ txn: string; introspection_jwt: string; certificate_serial_hex: string; status: string }>(
+      const serial = await signerSerialByOpenssl(
+        Buffer.from(signed.body.SignatureObject![0]!, 'base64'),
+        signed.document,
+        env.rootCaFile,
+      );
+      const rows = await query<{
+        txn: string;
+        introspection_jwt: string;
+        certificate_serial_hex: string;
+        status: string;
+      }>(
         url,
         'SELECT t.txn, t.introspection_jwt, t.certificate_serial_hex, c.status FROM signing_transactions t JOIN certificates c ON c.serial_hex = t.certificate_serial_hex',
       );
       assert.equal(rows.length, 1);
-      assert.deepEqual({ ...rows[0], introspection_jwt: undefined }, { txn: signed.txn, certificate_serial_hex: serial, status: 'good', introspection_jwt: undefined });
+      assert.deepEqual(
+        { ...rows[0], introspection_jwt: undefined },
+        { txn: signed.txn, certificate_serial_hex: serial, status: 'good', introspection_jwt: undefined },
+      );
       await assertIsIntrospectionResponse(env, rows[0]!.introspection_jwt, signed.introspectionPayload);
     } finally {
       await env.close();

@@ -59,7 +59,15 @@ describe('SQLite store file', () => {
         { name: '0006_outbox_queued_since' },
       ]);
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
-      assert.deepEqual(tables, [{ name: 'certificates' }, { name: 'health_probe' }, { name: 'kysely_migration' }, { name: 'kysely_migration_lock' }, { name: 'outbox' }, { name: 'signed_documents' }, { name: 'signing_transactions' }]);
+      assert.deepEqual(tables, [
+        { name: 'certificates' },
+        { name: 'health_probe' },
+        { name: 'kysely_migration' },
+        { name: 'kysely_migration_lock' },
+        { name: 'outbox' },
+        { name: 'signed_documents' },
+        { name: 'signing_transactions' },
+      ]);
     } finally {
       db.close();
     }
@@ -84,14 +92,19 @@ describe('SQLite store file', () => {
     } finally {
       await store.close();
     }
-    assert.ok(!existsSync(`${file}-wal`) || statSync(`${file}-wal`).size === 0, 'the WAL is folded into the file at close');
+    assert.ok(
+      !existsSync(`${file}-wal`) || statSync(`${file}-wal`).size === 0,
+      'the WAL is folded into the file at close',
+    );
   });
 
   it('refuses to open a database whose schema is newer than the program', async () => {
     const file = join(dir, 'newer', 'qtsp.sqlite');
     await (await openSqliteStore(file)).close();
     const db = new Database(file);
-    db.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', ?)").run(new Date().toISOString());
+    db.prepare("INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', ?)").run(
+      new Date().toISOString(),
+    );
     db.close();
     await assert.rejects(openSqliteStore(file), /migration 0099_from_the_future\) is newer than this program knows/);
   });

@@ -34,7 +34,10 @@ let env: TestEnvironment;
 let agent: HttpAgent;
 
 before(async () => {
-  env = await startEnvironment({ introspection: { timeoutMs: 3000 }, trust: { idpCacheTtlSeconds: 0, idpMaxStaleSeconds: MAX_STALE_SECONDS, idpListPullSeconds: 0 } });
+  env = await startEnvironment({
+    introspection: { timeoutMs: 3000 },
+    trust: { idpCacheTtlSeconds: 0, idpMaxStaleSeconds: MAX_STALE_SECONDS, idpListPullSeconds: 0 },
+  });
   agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile) });
 });
 after(async () => {
@@ -47,13 +50,26 @@ afterEach(async () => {
 });
 
 async function authorize(): Promise<string> {
-  const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash: HASH, label: 'contract' }], hashAlgorithmOID: SHA256_OID });
+  const auth = await authorizeSigning(env.endpoints, {
+    documentDigests: [{ hash: HASH, label: 'contract' }],
+    hashAlgorithmOID: SHA256_OID,
+  });
   return auth.accessToken;
 }
 
 async function signDoc(SAD: string): Promise<{ status: number; body: Record<string, unknown>; txn: string }> {
-  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, { SAD, credentialID: 'qes_eidas', documentDigests: { hashes: [HASH], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' });
-  return { status: res.status, body: res.body as Record<string, unknown>, txn: String(res.headers['x-transaction-id'] ?? '') };
+  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
+    SAD,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes: [HASH], hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+  });
+  return {
+    status: res.status,
+    body: res.body as Record<string, unknown>,
+    txn: String(res.headers['x-transaction-id'] ?? ''),
+  };
 }
 
 async function expectStatus(SAD: string, status: number, description?: RegExp): Promise<string> {
@@ -66,7 +82,7 @@ async function expectStatus(SAD: string, status: number, description?: RegExp): 
 
 async function readiness(): Promise<{ status: number; reasons: string[] }> {
   const res = await httpRequest(`${env.qtsp.opsUrl}/health/ready`, { timeoutMs: 5000 });
-  return { status: res.status, reasons: ((jsonBody(res) as { reasons?: string[] }).reasons ?? []) };
+  return { status: res.status, reasons: (jsonBody(res) as { reasons?: string[] }).reasons ?? [] };
 }
 
 function kidOf(jwt: string): string {
@@ -77,12 +93,18 @@ function kidOf(jwt: string): string {
 async function mintSad(options: { key: 'as' | 'foreign'; kid?: string }): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   const fingerprint = x5tS256(fromPem(readFileSync(env.endpoints.rp.certFile, 'utf8'))[0]!);
-  return env.sandbox.mintAccessToken({ iss: env.sandbox.issuer, iat: now - 5, exp: now + 300, jti: randomUUID(), cnf: { 'x5t#S256': fingerprint } }, options);
+  return env.sandbox.mintAccessToken(
+    { iss: env.sandbox.issuer, iat: now - 5, exp: now + 300, jti: randomUUID(), cnf: { 'x5t#S256': fingerprint } },
+    options,
+  );
 }
 
 async function evidenceOptions() {
   return {
-    archive: { gitdir: env.qtsp.trust.keyArchive.gitdir, signerKeys: await loadSignerKeys(env.config.trust.keyArchiveSignerKeyFile) },
+    archive: {
+      gitdir: env.qtsp.trust.keyArchive.gitdir,
+      signerKeys: await loadSignerKeys(env.config.trust.keyArchiveSignerKeyFile),
+    },
     qtspId: QTSP_ID,
     skewSeconds: env.config.trust.clockSkewSeconds,
   };
@@ -107,7 +129,9 @@ describe('IDP directory (spec 4.6, 5.7 step 1)', () => {
     assert.equal(ready.status, 200);
     assert.match(ready.reasons.join('\n'), /IDP directory failing/);
     await sleep(answeredBy + MAX_STALE_SECONDS * 1000 + 100 - Date.now());
-    const description = new RegExp(`issuer ${env.sandbox.issuer.replace(/[.]/g, '\\.')} is \\d+ s old, beyond the maximum of ${MAX_STALE_SECONDS} s \\(trust\\.idpMaxStaleSeconds\\)`);
+    const description = new RegExp(
+      `issuer ${env.sandbox.issuer.replace(/[.]/g, '\\.')} is \\d+ s old, beyond the maximum of ${MAX_STALE_SECONDS} s \\(trust\\.idpMaxStaleSeconds\\)`,
+    );
     await expectStatus(sads[2]!, 502, description);
     env.sandbox.controls.idpDirectory.mode = 'http500';
     await expectStatus(sads[2]!, 502, /trust\.idpMaxStaleSeconds/);
@@ -125,7 +149,10 @@ describe('key resolution: archive first, then jwks_uri (spec 4.7, 5.7 step 4, 5.
     await expectStatus(sad, 502, /^the signing keys of the SAD issuer could not be obtained$/);
     assert.equal((await env.qtsp.trust.keyArchive.pull()).status, 'updated');
     await expectStatus(sad, 200);
-    assert.deepEqual(env.qtsp.trust.servers.keySource(env.sandbox.issuer, kid), { source: 'archive', commit: env.qtsp.trust.keyArchive.verifiedHead() });
+    assert.deepEqual(env.qtsp.trust.servers.keySource(env.sandbox.issuer, kid), {
+      source: 'archive',
+      commit: env.qtsp.trust.keyArchive.verifiedHead(),
+    });
   });
 
   it('a key known only to jwks_uri is taken from there, and the source says so', async () => {
@@ -150,7 +177,11 @@ describe('key resolution: archive first, then jwks_uri (spec 4.7, 5.7 step 4, 5.
     const old = await verifyEvidence(oldEvidence!, options);
     assert.equal(old.vouchedBy.commit, before, 'the old key is vouched for by the commit that was HEAD at its iat');
     assert.notEqual(old.vouchedBy.commit, head);
-    assert.equal((await keySetAt(options.archive.gitdir, head, env.sandbox.issuer))?.has(old.kid), false, 'and it is gone from HEAD');
+    assert.equal(
+      (await keySetAt(options.archive.gitdir, head, env.sandbox.issuer))?.has(old.kid),
+      false,
+      'and it is gone from HEAD',
+    );
     assert.equal(old.vouchedBy.currentAtIat, true);
     const [newEvidence] = await env.qtsp.deps.store.getTransaction(newTxn);
     assert.equal((await verifyEvidence(newEvidence!, options)).vouchedBy.commit, head);
@@ -159,8 +190,14 @@ describe('key resolution: archive first, then jwks_uri (spec 4.7, 5.7 step 4, 5.
     const [h, p, s] = oldEvidence!.introspectionJwt.split('.');
     const payload = JSON.parse(Buffer.from(p!, 'base64url').toString()) as Record<string, unknown>;
     const forged = `${h}.${Buffer.from(JSON.stringify({ ...payload, sub: 'someone-else' })).toString('base64url')}.${s}`;
-    await assert.rejects(verifyEvidence({ ...oldEvidence!, introspectionJwt: forged, sub: 'someone-else' }, options), (err: Error) => err instanceof EvidenceError && /was altered/.test(err.message));
-    await assert.rejects(verifyEvidence({ ...oldEvidence!, hashes: [createHash('sha256').update('other').digest('base64')] }, options), /not among the documentDigests/);
+    await assert.rejects(
+      verifyEvidence({ ...oldEvidence!, introspectionJwt: forged, sub: 'someone-else' }, options),
+      (err: Error) => err instanceof EvidenceError && /was altered/.test(err.message),
+    );
+    await assert.rejects(
+      verifyEvidence({ ...oldEvidence!, hashes: [createHash('sha256').update('other').digest('base64')] }, options),
+      /not among the documentDigests/,
+    );
   });
 });
 
@@ -174,7 +211,12 @@ describe('key archive refusals (spec 4.7)', () => {
     await expectStatus(await authorize(), 200);
     let ready = await readiness();
     assert.equal(ready.status, 200, 'the last good state keeps serving');
-    assert.match(ready.reasons.join('\n'), new RegExp(`key archive .*security event: update to ${foreign.commit} refused .*not signed by the operating party's key`));
+    assert.match(
+      ready.reasons.join('\n'),
+      new RegExp(
+        `key archive .*security event: update to ${foreign.commit} refused .*not signed by the operating party's key`,
+      ),
+    );
 
     const unsigned = await env.sandbox.controls.keyArchive.commit({ signedBy: 'none' });
     assert.equal((await env.qtsp.trust.keyArchive.pull()).status, 'refused');
@@ -191,9 +233,14 @@ describe('key archive refusals (spec 4.7)', () => {
 describe('qtsp evidence verify (spec 5.13)', () => {
   function qtsp(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
     return new Promise((resolve) => {
-      execFile(process.execPath, [QTSP, ...args], { encoding: 'utf8', env: { ...process.env, QTSP_LOG_LEVEL: 'silent' } }, (err, stdout, stderr) => {
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      });
+      execFile(
+        process.execPath,
+        [QTSP, ...args],
+        { encoding: 'utf8', env: { ...process.env, QTSP_LOG_LEVEL: 'silent' } },
+        (err, stdout, stderr) => {
+          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+        },
+      );
     });
   }
 
@@ -217,7 +264,9 @@ describe('qtsp evidence verify (spec 5.13)', () => {
 
       const db = new Database(sqlitePath(env.dataDir));
       try {
-        const { introspection_jwt: jwt } = db.prepare('SELECT introspection_jwt FROM signing_transactions WHERE txn = ?').get(txn) as { introspection_jwt: string };
+        const { introspection_jwt: jwt } = db
+          .prepare('SELECT introspection_jwt FROM signing_transactions WHERE txn = ?')
+          .get(txn) as { introspection_jwt: string };
         const [h, p, s] = jwt.split('.');
         const payload = JSON.parse(Buffer.from(p!, 'base64url').toString()) as Record<string, unknown>;
         const tampered = `${h}.${Buffer.from(JSON.stringify({ ...payload, client_state: 'demo' })).toString('base64url')}.${s}`;

@@ -35,14 +35,21 @@ let revokeRun: { code: number; stdout: string; stderr: string };
 before(async () => {
   env = await startEnvironment({ revocation: { crlRefreshSeconds: 1 } });
   // the mutual-TLS port serves the publication paths too, to clients with a certificate (a relying party's)
-  agent = tlsAgent({ ca: readFileSync(env.endpoints.tlsCaFile), cert: readFileSync(env.endpoints.rp.certFile), key: readFileSync(env.endpoints.rp.keyFile) });
+  agent = tlsAgent({
+    ca: readFileSync(env.endpoints.tlsCaFile),
+    cert: readFileSync(env.endpoints.rp.certFile),
+    key: readFileSync(env.endpoints.rp.keyFile),
+  });
   work = scratch();
   const p = pkiPaths(env.dataDir);
   files = {
     root: p.rootCert,
     issuing: p.issuingCert,
     tsa: p.tsaCert,
-    rootAndIssuing: work.file('root-and-issuing.pem', readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8')),
+    rootAndIssuing: work.file(
+      'root-and-issuing.pem',
+      readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8'),
+    ),
     doc: work.file('doc.txt', DOC),
   };
   good = await signerCertificate('good');
@@ -56,26 +63,57 @@ after(async () => {
 });
 
 function post(path: string, body: Buffer, contentType: string): Promise<HttpResponse> {
-  return httpRequest(env.qtsp.url + path, { method: 'POST', headers: { 'content-type': contentType }, body, agent, timeoutMs: 10_000 });
+  return httpRequest(env.qtsp.url + path, {
+    method: 'POST',
+    headers: { 'content-type': contentType },
+    body,
+    agent,
+    timeoutMs: 10_000,
+  });
 }
 
 function qtspCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [QTSP, ...args, '--data-dir', env.dataDir], { encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [QTSP, ...args, '--data-dir', env.dataDir],
+      { encoding: 'utf8' },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
 /** a signer certificate minted by signDoc (B-B), written as PEM; returns its file and serial (hex) */
 async function signerCertificate(name: string): Promise<{ file: string; serial: string }> {
   const hash = sha('sha256', DOC).toString('base64');
-  const auth = await authorizeSigning(env.endpoints, { documentDigests: [{ hash, label: 'd' }], hashAlgorithmOID: SHA256_OID });
-  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C' });
+  const auth = await authorizeSigning(env.endpoints, {
+    documentDigests: [{ hash, label: 'd' }],
+    hashAlgorithmOID: SHA256_OID,
+  });
+  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
+    SAD: auth.accessToken,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
+    profile: PROFILE,
+    signature_format: 'C',
+  });
   assert.equal(res.status, 200, JSON.stringify(res.body));
   const file = work.file(`${name}.pem`);
-  assert.ok((await verifyCms(Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64'), DOC, files.root, file)).ok);
-  const serial = /serial=([0-9A-F]+)/.exec((await run('openssl', ['x509', '-in', file, '-noout', '-serial'])).output)![1]!;
+  assert.ok(
+    (
+      await verifyCms(
+        Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64'),
+        DOC,
+        files.root,
+        file,
+      )
+    ).ok,
+  );
+  const serial = /serial=([0-9A-F]+)/.exec(
+    (await run('openssl', ['x509', '-in', file, '-noout', '-serial'])).output,
+  )![1]!;
   return { file, serial };
 }
 
@@ -96,7 +134,20 @@ describe('qtsp pki init: TSA and OCSP responder certificates', () => {
     const responder = await run('openssl', ['x509', '-in', p.ocspCert, '-noout', '-text']);
     assert.match(responder.output, /OCSP Signing/);
     assert.match(responder.output, /OCSP No Check/);
-    assert.ok((await run('openssl', ['verify', '-CAfile', p.rootCert, '-untrusted', p.issuingCert, '-purpose', 'ocsphelper', p.ocspCert])).ok);
+    assert.ok(
+      (
+        await run('openssl', [
+          'verify',
+          '-CAfile',
+          p.rootCert,
+          '-untrusted',
+          p.issuingCert,
+          '-purpose',
+          'ocsphelper',
+          p.ocspCert,
+        ])
+      ).ok,
+    );
   });
 });
 
@@ -104,7 +155,9 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
   for (const alg of HASH_ALGORITHMS.values()) {
     it(`grants a token over a ${alg.name} imprint that openssl ts -verify accepts, nonce echoed`, async () => {
       const query = work.file(`q-${alg.node}.tsq`);
-      assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, `-${alg.node}`, '-cert', '-out', query])).ok);
+      assert.ok(
+        (await run('openssl', ['ts', '-query', '-data', files.doc, `-${alg.node}`, '-cert', '-out', query])).ok,
+      );
       const res = await post('/tsa', readFileSync(query), 'application/timestamp-query');
       assert.equal(res.status, 200);
       assert.equal(res.headers['content-type'], 'application/timestamp-reply');
@@ -115,11 +168,31 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
       assert.match(text, /Accuracy: 0x01 seconds/);
       assert.match(text, /Nonce: 0x[0-9A-F]+/);
       // -queryfile: same imprint, the request's nonce, certReq honoured
-      const ok = await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root, '-untrusted', files.tsa]);
+      const ok = await run('openssl', [
+        'ts',
+        '-verify',
+        '-in',
+        reply,
+        '-queryfile',
+        query,
+        '-CAfile',
+        files.root,
+        '-untrusted',
+        files.tsa,
+      ]);
       assert.ok(ok.ok, ok.output);
       const data = await run('openssl', ['ts', '-verify', '-in', reply, '-data', files.doc, '-CAfile', files.root]);
       assert.ok(data.ok, data.output);
-      const other = await run('openssl', ['ts', '-verify', '-in', reply, '-data', work.file('other.txt', 'another document'), '-CAfile', files.root]);
+      const other = await run('openssl', [
+        'ts',
+        '-verify',
+        '-in',
+        reply,
+        '-data',
+        work.file('other.txt', 'another document'),
+        '-CAfile',
+        files.root,
+      ]);
       assert.equal(other.ok, false, 'openssl accepted a token over other data');
     });
   }
@@ -127,9 +200,30 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
   it('without certReq the token carries no certificate; verification then needs the TSA certificate', async () => {
     const query = work.file('q-nocert.tsq');
     assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, '-sha256', '-out', query])).ok);
-    const reply = work.file('r-nocert.tsr', (await post('/tsa', readFileSync(query), 'application/timestamp-query')).body);
-    assert.ok((await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root, '-untrusted', files.tsa])).ok);
-    assert.equal((await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok, false);
+    const reply = work.file(
+      'r-nocert.tsr',
+      (await post('/tsa', readFileSync(query), 'application/timestamp-query')).body,
+    );
+    assert.ok(
+      (
+        await run('openssl', [
+          'ts',
+          '-verify',
+          '-in',
+          reply,
+          '-queryfile',
+          query,
+          '-CAfile',
+          files.root,
+          '-untrusted',
+          files.tsa,
+        ])
+      ).ok,
+    );
+    assert.equal(
+      (await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok,
+      false,
+    );
   });
 
   it('a token with a flipped byte is rejected by openssl ts -verify', async () => {
@@ -137,14 +231,25 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
     assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, '-sha256', '-cert', '-out', query])).ok);
     const res = await post('/tsa', readFileSync(query), 'application/timestamp-query');
     const reply = work.file('r-tamper.tsr', tamper(res.body, -10));
-    assert.equal((await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok, false);
+    assert.equal(
+      (await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok,
+      false,
+    );
   });
 
   const rejections: [string, () => Promise<HttpResponse>, RegExp][] = [
     ['garbage', () => post('/tsa', Buffer.from('not a TimeStampReq'), 'application/timestamp-query'), /wrong format/],
     ['a wrong Content-Type', () => post('/tsa', Buffer.from('{}'), 'application/json'), /transaction not permitted/],
-    ['an unaccepted policy', async () => post('/tsa', await query(['-tspolicy', '1.2.3.4']), 'application/timestamp-query'), /policy is not supported/],
-    ['SHA-1', async () => post('/tsa', await query(['-sha1']), 'application/timestamp-query'), /unrecognized or unsupported algorithm identifier/],
+    [
+      'an unaccepted policy',
+      async () => post('/tsa', await query(['-tspolicy', '1.2.3.4']), 'application/timestamp-query'),
+      /policy is not supported/,
+    ],
+    [
+      'SHA-1',
+      async () => post('/tsa', await query(['-sha1']), 'application/timestamp-query'),
+      /unrecognized or unsupported algorithm identifier/,
+    ],
   ];
   async function query(extra: string[]): Promise<Buffer> {
     const file = work.file('q-reject.tsq');
@@ -170,7 +275,19 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
 });
 
 describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
-  const ocsp = (args: string[]) => run('openssl', ['ocsp', '-url', `${env.qtsp.publicationUrl}/ocsp`, '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, ...args]);
+  const ocsp = (args: string[]) =>
+    run('openssl', [
+      'ocsp',
+      '-url',
+      `${env.qtsp.publicationUrl}/ocsp`,
+      '-CAfile',
+      files.root,
+      '-verify_other',
+      files.issuing,
+      '-issuer',
+      files.issuing,
+      ...args,
+    ]);
 
   for (const digest of ['-sha1', '-sha256']) {
     it(`good, nonce echoed, signed by the delegated responder (${digest} CertID)`, async () => {
@@ -214,27 +331,74 @@ describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
 
   it('GET with the Base64 request in the path (RFC 6960 A.1), cacheable', async () => {
     const req = work.file('ocsp-get.req');
-    assert.ok((await run('openssl', ['ocsp', '-issuer', files.issuing, '-cert', good.file, '-no_nonce', '-reqout', req])).ok);
-    const res = await httpRequest(`${env.qtsp.url}/ocsp/${encodeURIComponent(readFileSync(req).toString('base64'))}`, { agent, timeoutMs: 5000 });
+    assert.ok(
+      (await run('openssl', ['ocsp', '-issuer', files.issuing, '-cert', good.file, '-no_nonce', '-reqout', req])).ok,
+    );
+    const res = await httpRequest(`${env.qtsp.url}/ocsp/${encodeURIComponent(readFileSync(req).toString('base64'))}`, {
+      agent,
+      timeoutMs: 5000,
+    });
     assert.equal(res.status, 200);
     assert.equal(res.headers['content-type'], 'application/ocsp-response');
     assert.match(String(res.headers['cache-control']), /max-age=\d+/);
     const resp = work.file('ocsp-get.der', res.body);
-    const check = await run('openssl', ['ocsp', '-respin', resp, '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, '-cert', good.file, '-no_nonce']);
+    const check = await run('openssl', [
+      'ocsp',
+      '-respin',
+      resp,
+      '-CAfile',
+      files.root,
+      '-verify_other',
+      files.issuing,
+      '-issuer',
+      files.issuing,
+      '-cert',
+      good.file,
+      '-no_nonce',
+    ]);
     assert.ok(check.ok && check.output.includes(`${good.file}: good`), check.output);
     // a flipped byte in producedAt: the responder's signature no longer verifies
     const at = res.body.indexOf(Buffer.from([0x18, 0x0f]));
-    const broken = await run('openssl', ['ocsp', '-respin', work.file('ocsp-bad.der', tamper(res.body, at + 2 + 13)), '-CAfile', files.root, '-verify_other', files.issuing, '-issuer', files.issuing, '-cert', good.file, '-no_nonce']);
+    const broken = await run('openssl', [
+      'ocsp',
+      '-respin',
+      work.file('ocsp-bad.der', tamper(res.body, at + 2 + 13)),
+      '-CAfile',
+      files.root,
+      '-verify_other',
+      files.issuing,
+      '-issuer',
+      files.issuing,
+      '-cert',
+      good.file,
+      '-no_nonce',
+    ]);
     assert.doesNotMatch(broken.output, /Response verify OK/);
   });
 
   it('malformedRequest (HTTP 400) for garbage, unauthorized for a CA it does not answer for', async () => {
     const bad = await post('/ocsp', Buffer.from('garbage'), 'application/ocsp-request');
     assert.equal(bad.status, 400);
-    const badText = await run('openssl', ['ocsp', '-respin', work.file('malformed.der', bad.body), '-resp_text', '-noverify']);
+    const badText = await run('openssl', [
+      'ocsp',
+      '-respin',
+      work.file('malformed.der', bad.body),
+      '-resp_text',
+      '-noverify',
+    ]);
     assert.match(badText.output, /malformedrequest/i);
     // the TSA certificate is the root's: no OCSP for it (CRL instead)
-    const res = await run('openssl', ['ocsp', '-url', `${env.qtsp.publicationUrl}/ocsp`, '-issuer', files.root, '-cert', files.tsa, '-CAfile', files.root]);
+    const res = await run('openssl', [
+      'ocsp',
+      '-url',
+      `${env.qtsp.publicationUrl}/ocsp`,
+      '-issuer',
+      files.root,
+      '-cert',
+      files.tsa,
+      '-CAfile',
+      files.root,
+    ]);
     assert.match(res.output, /unauthorized/i);
   });
 });
@@ -264,7 +428,10 @@ describe('CRLs and CA certificates', () => {
   });
 
   it('/ca/root.crt and /ca/issuing.crt serve the CA certificates (AIA caIssuers)', async () => {
-    for (const [path, file] of [['/ca/root.crt', files.root], ['/ca/issuing.crt', files.issuing]] as const) {
+    for (const [path, file] of [
+      ['/ca/root.crt', files.root],
+      ['/ca/issuing.crt', files.issuing],
+    ] as const) {
       const res = await get(path);
       assert.equal(res.status, 200);
       assert.equal(res.headers['content-type'], 'application/pkix-cert');
@@ -290,8 +457,11 @@ describe('an external TSA (tsa.url)', () => {
         if (mode === 'error') return void res.writeHead(500).end();
         if (mode === 'hang') return;
         if (mode === 'reset') return void req.socket.destroy();
-        if (mode === 'garbage') return void res.writeHead(200, { 'content-type': 'application/timestamp-reply' }).end('garbage');
-        post('/tsa', Buffer.concat(chunks), String(req.headers['content-type'])).then((r) => res.writeHead(r.status, { 'content-type': String(r.headers['content-type']) }).end(r.body));
+        if (mode === 'garbage')
+          return void res.writeHead(200, { 'content-type': 'application/timestamp-reply' }).end('garbage');
+        post('/tsa', Buffer.concat(chunks), String(req.headers['content-type'])).then((r) =>
+          res.writeHead(r.status, { 'content-type': String(r.headers['content-type']) }).end(r.body),
+        );
       });
     });
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
@@ -306,8 +476,18 @@ describe('an external TSA (tsa.url)', () => {
 
   async function signB_T(): Promise<{ status: number; body: Record<string, unknown> }> {
     const hash = sha('sha256', DOC).toString('base64');
-    const auth = await authorizeSigning(env2.endpoints, { documentDigests: [{ hash, label: 'd' }], hashAlgorithmOID: SHA256_OID });
-    const res = await callSignDoc(env2.qtsp.signDocUrl, env2.endpoints, { SAD: auth.accessToken, credentialID: 'qes_eidas', documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID }, profile: PROFILE, signature_format: 'C', conformance_level: 'AdES-B-T' });
+    const auth = await authorizeSigning(env2.endpoints, {
+      documentDigests: [{ hash, label: 'd' }],
+      hashAlgorithmOID: SHA256_OID,
+    });
+    const res = await callSignDoc(env2.qtsp.signDocUrl, env2.endpoints, {
+      SAD: auth.accessToken,
+      credentialID: 'qes_eidas',
+      documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
+      profile: PROFILE,
+      signature_format: 'C',
+      conformance_level: 'AdES-B-T',
+    });
     return { status: res.status, body: res.body as Record<string, unknown> };
   }
 

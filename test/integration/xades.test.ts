@@ -24,7 +24,10 @@ import { externalReferenceUris, xmlsecVerify } from '../helpers/xmlsec.ts';
 
 let env: TestEnvironment;
 let dir: string;
-const DOCS = [Buffer.from('<invoice>first document</invoice>\n'), Buffer.from('second document, with ünïcödé\r\n\x00\xff', 'latin1')];
+const DOCS = [
+  Buffer.from('<invoice>first document</invoice>\n'),
+  Buffer.from('second document, with ünïcödé\r\n\x00\xff', 'latin1'),
+];
 const SHA2 = ['SHA-256', 'SHA-384', 'SHA-512'].map((n) => hashByName(n)!);
 
 before(async () => {
@@ -45,7 +48,10 @@ async function certificatesIssued(): Promise<number> {
 /** PAR -> authorize -> token for these documents, then signDoc with signature_format X. */
 async function signX(alg: HashAlgorithm, docs: readonly Buffer[], extra: Record<string, unknown> = {}) {
   const hashes = docs.map((d) => hashOf(alg, d));
-  const auth = await authorizeSigning(env.endpoints, { documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })), hashAlgorithmOID: alg.oid });
+  const auth = await authorizeSigning(env.endpoints, {
+    documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
+    hashAlgorithmOID: alg.oid,
+  });
   return callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
     SAD: auth.accessToken,
     credentialID: 'qes_eidas',
@@ -61,7 +67,8 @@ function signatures(res: { status: number; body: unknown }): Buffer[] {
   return (res.body as { SignatureObject: string[] }).SignatureObject.map((s) => Buffer.from(s, 'base64'));
 }
 
-const verify = (xml: Buffer, doc: Buffer) => xmlsecVerify(xml, doc, { trustedPem: env.rootCaFile, untrustedPem: pkiPaths(env.dataDir).issuingCert });
+const verify = (xml: Buffer, doc: Buffer) =>
+  xmlsecVerify(xml, doc, { trustedPem: env.rootCaFile, untrustedPem: pkiPaths(env.dataDir).issuingCert });
 
 function assertVerified(result: { ok: boolean; output: string }): void {
   assert.ok(result.ok, result.output);
@@ -79,7 +86,9 @@ describe('signDoc signs XAdES-B-B (signature_format X) that xmlsec1 verifies', (
         assert.match(text, /^<\?xml version="1\.0" encoding="UTF-8"\?>\n<ds:Signature /);
         // the detached reference carries the digest we sent, and names the document by it
         const uri = externalReferenceUris(text);
-        assert.deepEqual(uri, [`ni:///${alg.name.toLowerCase()};${Buffer.from(hashOf(alg, DOCS[i]!), 'base64').toString('base64url')}`]);
+        assert.deepEqual(uri, [
+          `ni:///${alg.name.toLowerCase()};${Buffer.from(hashOf(alg, DOCS[i]!), 'base64').toString('base64url')}`,
+        ]);
         assert.ok(text.includes(`<ds:DigestValue>${hashOf(alg, DOCS[i]!)}</ds:DigestValue>`));
         assertVerified(await verify(xml, DOCS[i]!));
         const swapped = await verify(xml, DOCS[1 - i]!);
@@ -90,7 +99,9 @@ describe('signDoc signs XAdES-B-B (signature_format X) that xmlsec1 verifies', (
 
   it('openssl verifies the signer certificate from KeyInfo up to our root', async () => {
     const [xml] = signatures(await signX(SHA2[0]!, [DOCS[0]!]));
-    const certificates = [...xml!.toString('utf8').matchAll(/<ds:X509Certificate>([^<]+)<\/ds:X509Certificate>/g)].map((m) => Buffer.from(m[1]!, 'base64'));
+    const certificates = [...xml!.toString('utf8').matchAll(/<ds:X509Certificate>([^<]+)<\/ds:X509Certificate>/g)].map(
+      (m) => Buffer.from(m[1]!, 'base64'),
+    );
     assert.equal(certificates.length, 2, 'KeyInfo: the signer certificate and the issuing CA');
     const leaf = join(dir, 'leaf.pem');
     const issuing = join(dir, 'issuing.pem');
@@ -112,7 +123,9 @@ describe('signDoc signs XAdES-B-B (signature_format X) that xmlsec1 verifies', (
     const badValue = Buffer.from(text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1));
     const r1 = await verify(badValue, DOCS[1]!);
     assert.equal(r1.ok, false, r1.output);
-    const badTime = Buffer.from(text.replace(/<xades:SigningTime>(\d{4})/, (_m, y: string) => `<xades:SigningTime>${Number(y) + 1}`));
+    const badTime = Buffer.from(
+      text.replace(/<xades:SigningTime>(\d{4})/, (_m, y: string) => `<xades:SigningTime>${Number(y) + 1}`),
+    );
     assert.notDeepEqual(badTime, xml);
     const r2 = await verify(badTime, DOCS[1]!);
     assert.equal(r2.ok, false, r2.output);
@@ -122,7 +135,10 @@ describe('signDoc signs XAdES-B-B (signature_format X) that xmlsec1 verifies', (
 /** ds:SignatureValue exclusive-canonicalised by hand (no attributes, one namespace): the time-stamp imprint input. */
 function canonicalSignatureValue(xml: string): Buffer {
   const value = /<ds:SignatureValue>([^<]*)<\/ds:SignatureValue>/.exec(xml)![1]!;
-  return Buffer.from(`<ds:SignatureValue xmlns:ds="http://www.w3.org/2000/09/xmldsig#">${value}</ds:SignatureValue>`, 'utf8');
+  return Buffer.from(
+    `<ds:SignatureValue xmlns:ds="http://www.w3.org/2000/09/xmldsig#">${value}</ds:SignatureValue>`,
+    'utf8',
+  );
 }
 
 describe('signDoc signs XAdES-B-T: xmlsec1 verifies the signature, openssl ts -verify the signature time-stamp', () => {
@@ -133,7 +149,10 @@ describe('signDoc signs XAdES-B-T: xmlsec1 verifies the signature, openssl ts -v
       const text = xml!.toString('utf8');
       const stamp = /<xades:SignatureTimeStamp\b[^>]*>([\s\S]*?)<\/xades:SignatureTimeStamp>/.exec(text);
       assert.ok(stamp, 'no xades:SignatureTimeStamp');
-      assert.match(stamp[1]!, /<ds:CanonicalizationMethod Algorithm="http:\/\/www\.w3\.org\/2001\/10\/xml-exc-c14n#"\/>/);
+      assert.match(
+        stamp[1]!,
+        /<ds:CanonicalizationMethod Algorithm="http:\/\/www\.w3\.org\/2001\/10\/xml-exc-c14n#"\/>/,
+      );
       const token = Buffer.from(/<xades:EncapsulatedTimeStamp>([^<]+)</.exec(stamp[1]!)![1]!, 'base64');
       const tokenFile = join(dir, `token-${alg.node}.tst`);
       const dataFile = join(dir, `signature-value-${alg.node}.xml`);
@@ -149,7 +168,15 @@ describe('signDoc signs XAdES-B-T: xmlsec1 verifies the signature, openssl ts -v
       const signingTime = Date.parse(/<xades:SigningTime>([^<]+)</.exec(text)![1]!);
       assert.ok(Math.abs(genTime - signingTime) < 60_000, `genTime ${genTime} far from SigningTime ${signingTime}`);
 
-      writeFileSync(dataFile, canonicalSignatureValue(text.replace(/<ds:SignatureValue>./, '<ds:SignatureValue>' + (text.includes('<ds:SignatureValue>A') ? 'B' : 'A'))));
+      writeFileSync(
+        dataFile,
+        canonicalSignatureValue(
+          text.replace(
+            /<ds:SignatureValue>./,
+            `<ds:SignatureValue>${text.includes('<ds:SignatureValue>A') ? 'B' : 'A'}`,
+          ),
+        ),
+      );
       const bad = await run('openssl', [...tsVerify, '-data', dataFile]);
       assert.equal(bad.ok, false, `openssl accepted the time-stamp over another signature value: ${bad.output}`);
     });
@@ -157,11 +184,27 @@ describe('signDoc signs XAdES-B-T: xmlsec1 verifies the signature, openssl ts -v
 });
 
 describe('signDoc signs XAdES with the signer key the request names (signAlgo)', () => {
-  const curveParam = (oid: string) => Buffer.from(new asn1js.ObjectIdentifier({ value: oid }).toBER()).toString('base64');
+  const curveParam = (oid: string) =>
+    Buffer.from(new asn1js.ObjectIdentifier({ value: oid }).toBER()).toString('base64');
   const cases: [string, HashAlgorithm, Record<string, string>, string][] = [
-    ['ECDSA P-384 (ecPublicKey, namedCurve secp384r1)', SHA2[0]!, { signAlgo: '1.2.840.10045.2.1', signAlgoParams: curveParam('1.3.132.0.34') }, 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256'],
-    ['ECDSA P-384 (ecdsa-with-SHA512)', SHA2[2]!, { signAlgo: '1.2.840.10045.4.3.4' }, 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha512'],
-    ['RSA-3072 PKCS#1 v1.5 (rsaEncryption)', SHA2[1]!, { signAlgo: '1.2.840.113549.1.1.1' }, 'http://www.w3.org/2001/04/xmldsig-more#rsa-sha384'],
+    [
+      'ECDSA P-384 (ecPublicKey, namedCurve secp384r1)',
+      SHA2[0]!,
+      { signAlgo: '1.2.840.10045.2.1', signAlgoParams: curveParam('1.3.132.0.34') },
+      'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256',
+    ],
+    [
+      'ECDSA P-384 (ecdsa-with-SHA512)',
+      SHA2[2]!,
+      { signAlgo: '1.2.840.10045.4.3.4' },
+      'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha512',
+    ],
+    [
+      'RSA-3072 PKCS#1 v1.5 (rsaEncryption)',
+      SHA2[1]!,
+      { signAlgo: '1.2.840.113549.1.1.1' },
+      'http://www.w3.org/2001/04/xmldsig-more#rsa-sha384',
+    ],
   ];
   for (const [name, alg, signAlgo, method] of cases) {
     it(`${name} with ${alg.name}: xmlsec1 verifies`, async () => {
@@ -172,7 +215,6 @@ describe('signDoc signs XAdES with the signer key the request names (signAlgo)',
       assert.equal(other.ok, false, other.output);
     });
   }
-
 });
 
 describe('signDoc refuses XAdES it does not offer with 400 and mints nothing', () => {
@@ -184,7 +226,12 @@ describe('signDoc refuses XAdES it does not offer with 400 and mints nothing', (
       const body = res.body as { error?: string; error_description?: string };
       assert.equal(res.status, 400, JSON.stringify(body));
       assert.equal(body.error, 'invalid_request');
-      assert.match(body.error_description ?? '', new RegExp(`signature_format X is offered with SHA-256, SHA-384, SHA-512 document hashes .*xmlsec1.*, not with ${name} document hashes`));
+      assert.match(
+        body.error_description ?? '',
+        new RegExp(
+          `signature_format X is offered with SHA-256, SHA-384, SHA-512 document hashes .*xmlsec1.*, not with ${name} document hashes`,
+        ),
+      );
       assert.equal(await certificatesIssued(), before);
     });
   }
@@ -192,10 +239,16 @@ describe('signDoc refuses XAdES it does not offer with 400 and mints nothing', (
   // the one rule of offer.ts: xmlsec1 1.2 cannot verify the RFC 6931 RSASSA-PSS URIs, so X is not offered with them
   it('RSA-3072 RSASSA-PSS signer keys (id-RSASSA-PSS with its parameters)', async () => {
     const before = await certificatesIssued();
-    const res = await signX(SHA2[2]!, [DOCS[0]!], { signAlgo: '1.2.840.113549.1.1.10', signAlgoParams: rsaPssParams('sha512').toString('base64') });
+    const res = await signX(SHA2[2]!, [DOCS[0]!], {
+      signAlgo: '1.2.840.113549.1.1.10',
+      signAlgoParams: rsaPssParams('sha512').toString('base64'),
+    });
     const body = res.body as { error?: string; error_description?: string };
     assert.equal(res.status, 400, JSON.stringify(body));
-    assert.match(body.error_description ?? '', /signature_format X is offered with .* signer keys \(what xmlsec1 .*\), not with RSA-3072 RSASSA-PSS signer keys/);
+    assert.match(
+      body.error_description ?? '',
+      /signature_format X is offered with .* signer keys \(what xmlsec1 .*\), not with RSA-3072 RSASSA-PSS signer keys/,
+    );
     assert.equal(await certificatesIssued(), before);
   });
 });

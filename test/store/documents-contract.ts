@@ -15,7 +15,16 @@ const SHA256 = '2.16.840.1.101.3.4.2.1';
 const hash = () => randomBytes(32).toString('base64');
 
 function claimOf(hashes: string[], extra: Partial<DocumentClaim> = {}): DocumentClaim {
-  return { iss: 'https://bank.sandbox.localhost', txn: randomUUID(), hashAlgorithmOid: SHA256, hashes, claimId: randomUUID(), requestKey: 'C AdES-B-B ECDSA-P256', claimedAt: new Date(), ...extra };
+  return {
+    iss: 'https://bank.sandbox.localhost',
+    txn: randomUUID(),
+    hashAlgorithmOid: SHA256,
+    hashes,
+    claimId: randomUUID(),
+    requestKey: 'C AdES-B-B ECDSA-P256',
+    claimedAt: new Date(),
+    ...extra,
+  };
 }
 
 /** the same documents asked by another request (a retry, or a concurrent call) */
@@ -24,7 +33,11 @@ function again(claim: DocumentClaim, extra: Partial<DocumentClaim> = {}): Docume
 }
 
 function signatures(claim: DocumentClaim): KeptSignature[] {
-  return claim.hashes.map((h) => ({ hash: h, signature: randomBytes(64).toString('base64'), revocation: { ocsp: [randomBytes(8).toString('base64')], crl: [] } }));
+  return claim.hashes.map((h) => ({
+    hash: h,
+    signature: randomBytes(64).toString('base64'),
+    revocation: { ocsp: [randomBytes(8).toString('base64')], crl: [] },
+  }));
 }
 
 const FRESH = () => new Date(Date.now() - 120_000); // staleBefore: claims younger than two minutes are live
@@ -47,7 +60,10 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
       const reversed = await store.claimDocuments(again(claim, { hashes: [...claim.hashes].reverse() }), FRESH());
       assert.deepEqual(reversed, { kind: 'signed', signatures: [...kept].reverse() });
       // a subset of the documents signed before: their signatures
-      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [claim.hashes[1]!] }), FRESH()), { kind: 'signed', signatures: [kept[1]] });
+      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [claim.hashes[1]!] }), FRESH()), {
+        kind: 'signed',
+        signatures: [kept[1]],
+      });
     });
 
     it('documents are per consent and per hash algorithm: another txn or issuer claims the same hash afresh', async () => {
@@ -55,8 +71,14 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
       const claim = claimOf([hash()]);
       assert.equal((await store.claimDocuments(claim, FRESH())).kind, 'claimed');
       assert.equal((await store.claimDocuments(again(claim, { txn: randomUUID() }), FRESH())).kind, 'claimed');
-      assert.equal((await store.claimDocuments(again(claim, { iss: 'https://other-bank.sandbox.localhost' }), FRESH())).kind, 'claimed');
-      assert.equal((await store.claimDocuments(again(claim, { hashAlgorithmOid: '2.16.840.1.101.3.4.2.8' }), FRESH())).kind, 'claimed');
+      assert.equal(
+        (await store.claimDocuments(again(claim, { iss: 'https://other-bank.sandbox.localhost' }), FRESH())).kind,
+        'claimed',
+      );
+      assert.equal(
+        (await store.claimDocuments(again(claim, { hashAlgorithmOid: '2.16.840.1.101.3.4.2.8' }), FRESH())).kind,
+        'claimed',
+      );
     });
 
     it('a document being signed is in progress for others; another request key or a partial overlap is refused', async () => {
@@ -64,12 +86,25 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
       const [a, b] = [hash(), hash()];
       const claim = claimOf([a, b]);
       assert.equal((await store.claimDocuments(claim, FRESH())).kind, 'claimed');
-      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [b, a] }), FRESH()), { kind: 'in_progress', index: 0 });
-      assert.deepEqual(await store.claimDocuments(again(claim, { requestKey: 'X AdES-B-T RSA-3072' }), FRESH()), { kind: 'other_request', index: 0, requestKey: claim.requestKey });
-      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [hash(), b] }), FRESH()), { kind: 'mixed', index: 1 });
+      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [b, a] }), FRESH()), {
+        kind: 'in_progress',
+        index: 0,
+      });
+      assert.deepEqual(await store.claimDocuments(again(claim, { requestKey: 'X AdES-B-T RSA-3072' }), FRESH()), {
+        kind: 'other_request',
+        index: 0,
+        requestKey: claim.requestKey,
+      });
+      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [hash(), b] }), FRESH()), {
+        kind: 'mixed',
+        index: 1,
+      });
       // nothing of the refused claims was written: the new hash is still free
       await store.keepSignatures({ claim, signatures: signatures(claim), outbox: [] });
-      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [hash(), b] }), FRESH()), { kind: 'mixed', index: 1 });
+      assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [hash(), b] }), FRESH()), {
+        kind: 'mixed',
+        index: 1,
+      });
     });
 
     it('a released claim is free again; an abandoned one is taken over, and its old holder can no longer keep', async () => {
@@ -80,14 +115,26 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
       const second = again(claim);
       assert.equal((await store.claimDocuments(second, FRESH())).kind, 'claimed');
       const third = again(claim);
-      assert.equal((await store.claimDocuments(third, EVERYTHING_STALE())).kind, 'claimed', 'an abandoned claim is taken over');
+      assert.equal(
+        (await store.claimDocuments(third, EVERYTHING_STALE())).kind,
+        'claimed',
+        'an abandoned claim is taken over',
+      );
       const record = { id: `rsc-${randomUUID()}`, topic: 'mediation', payload: {} };
       await assert.rejects(store.keepSignatures({ claim: second, signatures: signatures(second), outbox: [record] }));
-      assert.equal(await store.getOutbox(record.id), undefined, 'the record was written although the signatures were not kept');
+      assert.equal(
+        await store.getOutbox(record.id),
+        undefined,
+        'the record was written although the signatures were not kept',
+      );
       await store.releaseDocuments(second); // not its claim anymore: no effect
       const kept = signatures(third);
       await store.keepSignatures({ claim: third, signatures: kept, outbox: [] });
-      assert.deepEqual(await store.claimDocuments(again(claim), EVERYTHING_STALE()), { kind: 'signed', signatures: kept }, 'a kept signature is never taken over');
+      assert.deepEqual(
+        await store.claimDocuments(again(claim), EVERYTHING_STALE()),
+        { kind: 'signed', signatures: kept },
+        'a kept signature is never taken over',
+      );
     });
 
     it('concurrent claims of one document, on one store and on two stores sharing the database: exactly one wins', async () => {
@@ -95,9 +142,14 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
       const stores = [await open(location), await open(location)];
       for (let round = 0; round < 5; round++) {
         const claim = claimOf([hash(), hash()]);
-        const outcomes = await Promise.all(Array.from({ length: 8 }, (_, i) => stores[i % 2]!.claimDocuments(again(claim), FRESH())));
+        const outcomes = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => stores[i % 2]!.claimDocuments(again(claim), FRESH())),
+        );
         assert.equal(outcomes.filter((o) => o.kind === 'claimed').length, 1, JSON.stringify(outcomes));
-        assert.ok(outcomes.every((o) => o.kind === 'claimed' || o.kind === 'in_progress'), JSON.stringify(outcomes));
+        assert.ok(
+          outcomes.every((o) => o.kind === 'claimed' || o.kind === 'in_progress'),
+          JSON.stringify(outcomes),
+        );
       }
     });
   });

@@ -6,7 +6,13 @@ import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { StoreInputError } from '../../src/store/records.ts';
-import type { IssuedCertificate, NewOutboxEntry, RecordSigningInput, SigningTransaction, Store } from '../../src/store/types.ts';
+import type {
+  IssuedCertificate,
+  NewOutboxEntry,
+  RecordSigningInput,
+  SigningTransaction,
+  Store,
+} from '../../src/store/types.ts';
 
 export interface StoreFactory {
   /** a new, empty place for a store (a file path, a database schema URL) */
@@ -110,7 +116,10 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       await store.recordSigning(earlier);
       await store.recordSigning(signing('txn-other'));
       const got = await store.getTransaction('txn-many');
-      assert.deepEqual(got.map((t) => t.certificateSerialHex), [earlier.certificate.serialHex, later.certificate.serialHex]);
+      assert.deepEqual(
+        got.map((t) => t.certificateSerialHex),
+        [earlier.certificate.serialHex, later.certificate.serialHex],
+      );
     });
 
     it('certificate status: unknown, good, revoked; by issuer key and serial, any hex case', async () => {
@@ -120,12 +129,24 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       await store.recordSigning(input);
       assert.deepEqual(await store.certificateStatus(ISSUER, serial), { status: 'good' });
       assert.deepEqual(await store.certificateStatus(ISSUER.toUpperCase(), serial.toUpperCase()), { status: 'good' });
-      assert.deepEqual(await store.certificateStatus(OTHER_ISSUER, serial), { status: 'unknown' }, 'another CA key never issued it');
+      assert.deepEqual(
+        await store.certificateStatus(OTHER_ISSUER, serial),
+        { status: 'unknown' },
+        'another CA key never issued it',
+      );
       assert.deepEqual(await store.certificateStatus(ISSUER, serial.slice(2)), { status: 'unknown' });
       const at = new Date(Math.floor(Date.now() / 1000) * 1000 - 5000);
       assert.equal(await store.revokeCertificate(serial, 'keyCompromise', at), true);
-      assert.deepEqual(await store.certificateStatus(ISSUER, serial), { status: 'revoked', revokedAt: at, reason: 'keyCompromise' });
-      assert.deepEqual((await store.getCertificate(serial))!.status, { status: 'revoked', revokedAt: at, reason: 'keyCompromise' });
+      assert.deepEqual(await store.certificateStatus(ISSUER, serial), {
+        status: 'revoked',
+        revokedAt: at,
+        reason: 'keyCompromise',
+      });
+      assert.deepEqual((await store.getCertificate(serial))!.status, {
+        status: 'revoked',
+        revokedAt: at,
+        reason: 'keyCompromise',
+      });
     });
 
     it('revocation is permanent and the first one stays; unknown serials and bad reasons are refused', async () => {
@@ -136,15 +157,22 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       const first = now(-1000);
       assert.equal(await store.revokeCertificate(serial, 'superseded', first), true);
       assert.equal(await store.revokeCertificate(serial, 'keyCompromise', now()), false);
-      assert.deepEqual(await store.certificateStatus(ISSUER, serial), { status: 'revoked', revokedAt: first, reason: 'superseded' });
+      assert.deepEqual(await store.certificateStatus(ISSUER, serial), {
+        status: 'revoked',
+        revokedAt: first,
+        reason: 'superseded',
+      });
       assert.equal(await store.revokeCertificate('7f00', 'unspecified', now()), false);
       const other = signing();
       await store.recordSigning(other);
-      await assert.rejects(store.revokeCertificate(other.certificate.serialHex, 'removeFromCRL' as never, now()), StoreInputError);
+      await assert.rejects(
+        store.revokeCertificate(other.certificate.serialHex, 'removeFromCRL' as never, now()),
+        StoreInputError,
+      );
       assert.deepEqual(await store.certificateStatus(ISSUER, other.certificate.serialHex), { status: 'good' });
     });
 
-    it('revokedCertificates lists one CA key\'s revoked certificates, by serial', async () => {
+    it("revokedCertificates lists one CA key's revoked certificates, by serial", async () => {
       const store = await open();
       const mine = [signing(), signing(), signing()];
       for (const s of mine) await store.recordSigning(s);
@@ -159,7 +187,9 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
         { serialHex: mine[2]!.certificate.serialHex, revokedAt: t, reason: 'cessationOfOperation' },
       ].sort((a, b) => (a.serialHex < b.serialHex ? -1 : 1));
       assert.deepEqual(await store.revokedCertificates(ISSUER), expected);
-      assert.deepEqual(await store.revokedCertificates(OTHER_ISSUER), [{ serialHex: foreign.serialHex, revokedAt: t, reason: 'unspecified' }]);
+      assert.deepEqual(await store.revokedCertificates(OTHER_ISSUER), [
+        { serialHex: foreign.serialHex, revokedAt: t, reason: 'unspecified' },
+      ]);
     });
 
     it('addCertificate keeps certificates issued outside signDoc (no txn); a serial is issued once', async () => {
@@ -209,14 +239,24 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
     it('refuses inconsistent input before writing anything', async () => {
       const store = await open();
       const input = signing('txn-mismatch');
-      await assert.rejects(store.recordSigning({ ...input, transaction: { ...input.transaction, certificateSerialHex: '4b' } }), StoreInputError);
-      await assert.rejects(store.recordSigning({ ...input, certificate: { ...input.certificate, txn: 'other' } }), StoreInputError);
+      await assert.rejects(
+        store.recordSigning({ ...input, transaction: { ...input.transaction, certificateSerialHex: '4b' } }),
+        StoreInputError,
+      );
+      await assert.rejects(
+        store.recordSigning({ ...input, certificate: { ...input.certificate, txn: 'other' } }),
+        StoreInputError,
+      );
       assert.deepEqual(await store.getTransaction('txn-mismatch'), []);
     });
 
     it('outbox lifecycle: pending in order, queued, failed attempts, delivered, counts', async () => {
       const store = await open();
-      const payload = { type: 'remote_signature_creation', count: 2, nested: { list: [1, 'zwei', null], text: 'Ünïcödé ✓' } };
+      const payload = {
+        type: 'remote_signature_creation',
+        count: 2,
+        nested: { list: [1, 'zwei', null], text: 'Ünïcödé ✓' },
+      };
       await store.recordSigning({ ...signing(), outbox: [{ id: 'ref-1', topic: 'mediation', payload }] });
       await store.addOutbox([
         { id: 'ref-2', topic: 'mediation', payload: { n: 2 } },
@@ -224,12 +264,21 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
         { id: 'mail-1', topic: 'notification', payload: 'text' },
       ]);
       const pending = await store.outboxPending('mediation', 10);
-      assert.deepEqual(pending.map((e) => e.id), ['ref-1', 'ref-2', 'ref-3']);
+      assert.deepEqual(
+        pending.map((e) => e.id),
+        ['ref-1', 'ref-2', 'ref-3'],
+      );
       assert.deepEqual(pending[0]!.payload, payload);
       assert.equal(pending[0]!.attempts, 0);
       assert.equal(pending[0]!.lastError, null);
-      assert.deepEqual((await store.outboxPending('mediation', 2)).map((e) => e.id), ['ref-1', 'ref-2']);
-      assert.deepEqual((await store.outboxPending('notification', 10)).map((e) => e.payload), ['text']);
+      assert.deepEqual(
+        (await store.outboxPending('mediation', 2)).map((e) => e.id),
+        ['ref-1', 'ref-2'],
+      );
+      assert.deepEqual(
+        (await store.outboxPending('notification', 10)).map((e) => e.payload),
+        ['text'],
+      );
 
       // adding an existing id changes nothing
       await store.addOutbox([{ id: 'ref-1', topic: 'mediation', payload: { replaced: true } }]);
@@ -243,10 +292,19 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       // compare-and-set: a failed entry is not turned into queued by a relay that only moves pending/queued ones
       assert.equal(await store.markOutbox('ref-3', 'queued', undefined, ['pending', 'queued']), false);
       assert.equal((await store.getOutbox('ref-3'))!.state, 'failed');
-      assert.deepEqual((await store.outboxPending('mediation', 10)).map((e) => e.id), ['ref-2']);
+      assert.deepEqual(
+        (await store.outboxPending('mediation', 10)).map((e) => e.id),
+        ['ref-2'],
+      );
       // a queued entry not touched since `queuedBefore` is listed again (its job may be lost); a recent one is not
-      assert.deepEqual((await store.outboxPending('mediation', 10, new Date(Date.now() + 60_000))).map((e) => e.id), ['ref-1', 'ref-2']);
-      assert.deepEqual((await store.outboxPending('mediation', 10, new Date(Date.now() - 60_000))).map((e) => e.id), ['ref-2']);
+      assert.deepEqual(
+        (await store.outboxPending('mediation', 10, new Date(Date.now() + 60_000))).map((e) => e.id),
+        ['ref-1', 'ref-2'],
+      );
+      assert.deepEqual(
+        (await store.outboxPending('mediation', 10, new Date(Date.now() - 60_000))).map((e) => e.id),
+        ['ref-2'],
+      );
       const retried = (await store.getOutbox('ref-2'))!;
       assert.equal(retried.attempts, 2);
       assert.equal(retried.lastError, 'connection refused');
@@ -266,7 +324,10 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       await store.markOutbox('q-4', 'failed', 'refused');
       const before = (await store.getOutbox('q-1'))!.updatedAt.getTime();
       assert.equal(await store.markOutboxQueued(['q-1', 'q-2', 'q-3', 'q-4', 'unknown']), 2);
-      assert.deepEqual(await Promise.all(['q-1', 'q-2', 'q-3', 'q-4'].map(async (id) => (await store.getOutbox(id))!.state)), ['queued', 'queued', 'delivered', 'failed']);
+      assert.deepEqual(
+        await Promise.all(['q-1', 'q-2', 'q-3', 'q-4'].map(async (id) => (await store.getOutbox(id))!.state)),
+        ['queued', 'queued', 'delivered', 'failed'],
+      );
       assert.ok((await store.getOutbox('q-1'))!.updatedAt.getTime() >= before);
       // an ordered write is visible at once, to the relay's next read too
       assert.deepEqual(await store.outboxPending('mediation', 10), []);
@@ -280,7 +341,10 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
 
     it('concurrent recordSigning calls all land, and a clashing serial lands once', async () => {
       const store = await open();
-      const inputs = Array.from({ length: 40 }, (_, i) => ({ ...signing(`txn-concurrent-${i % 10}`), outbox: [{ id: `ref-c-${i}`, topic: 'mediation', payload: { i } }] }));
+      const inputs = Array.from({ length: 40 }, (_, i) => ({
+        ...signing(`txn-concurrent-${i % 10}`),
+        outbox: [{ id: `ref-c-${i}`, topic: 'mediation', payload: { i } }],
+      }));
       await Promise.all(inputs.map((s) => store.recordSigning(s)));
       for (let i = 0; i < 10; i++) assert.equal((await store.getTransaction(`txn-concurrent-${i}`)).length, 4);
       assert.equal((await store.outboxCounts('mediation')).pending, 40);
@@ -288,7 +352,10 @@ export function registerStoreContract(name: string, factory: StoreFactory): void
       const base = signing('txn-race-0');
       const racers = Array.from({ length: 8 }, (_, i) => {
         const s = signing(`txn-race-${i}`);
-        return { certificate: { ...s.certificate, serialHex: base.certificate.serialHex }, transaction: { ...s.transaction, certificateSerialHex: base.certificate.serialHex } };
+        return {
+          certificate: { ...s.certificate, serialHex: base.certificate.serialHex },
+          transaction: { ...s.transaction, certificateSerialHex: base.certificate.serialHex },
+        };
       });
       const results = await Promise.allSettled(racers.map((s) => store.recordSigning(s)));
       assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);

@@ -57,14 +57,21 @@ const RSA_OIDS: Record<string, string> = {
   'sha3-384': '2.16.840.1.101.3.4.3.15',
   'sha3-512': '2.16.840.1.101.3.4.3.16',
 };
-const SIGNATURE_ALGORITHM_OIDS: Record<KeyAlgorithm, Record<string, string>> = { 'P-256': ECDSA_OIDS, 'P-384': ECDSA_OIDS, 'RSA-3072': RSA_OIDS };
+const SIGNATURE_ALGORITHM_OIDS: Record<KeyAlgorithm, Record<string, string>> = {
+  'P-256': ECDSA_OIDS,
+  'P-384': ECDSA_OIDS,
+  'RSA-3072': RSA_OIDS,
+};
 
 let dir: string;
 let ca: CaMaterial;
 let rootCa: string;
 let docFile: string;
 const keys = new Map<KeyAlgorithm, KeyPair>();
-const DOCUMENT = Buffer.from('%PDF-1.7\nnot really a PDF, but bytes with \r\n and \n line ends and \x00\xff binary\n', 'latin1');
+const DOCUMENT = Buffer.from(
+  '%PDF-1.7\nnot really a PDF, but bytes with \r\n and \n line ends and \x00\xff binary\n',
+  'latin1',
+);
 let fileCount = 0;
 
 before(() => {
@@ -80,7 +87,11 @@ before(() => {
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-async function signerInput(keyAlgorithm: KeyAlgorithm, hashAlgorithm: HashAlgorithm, signingTime?: Date): Promise<CmsSignerInput> {
+async function signerInput(
+  keyAlgorithm: KeyAlgorithm,
+  hashAlgorithm: HashAlgorithm,
+  signingTime?: Date,
+): Promise<CmsSignerInput> {
   const keyPair = keys.get(keyAlgorithm)!;
   const signerCertificate = await mintTestSignerCertificate(ca.issuing, keyPair.publicKey, 'test-txn');
   return {
@@ -100,8 +111,27 @@ function save(der: Buffer, name = 'sig'): string {
 }
 
 /** Runs the oracle; resolves with whether OpenSSL accepted the signature, and its output. */
-async function opensslVerify(cmsFile: string, contentFile = docFile, cades = true): Promise<{ ok: boolean; output: string }> {
-  const args = ['cms', '-verify', ...(cades ? ['-cades'] : []), '-binary', '-inform', 'DER', '-in', cmsFile, '-content', contentFile, '-CAfile', rootCa, '-out', '/dev/null'];
+async function opensslVerify(
+  cmsFile: string,
+  contentFile = docFile,
+  cades = true,
+): Promise<{ ok: boolean; output: string }> {
+  const args = [
+    'cms',
+    '-verify',
+    ...(cades ? ['-cades'] : []),
+    '-binary',
+    '-inform',
+    'DER',
+    '-in',
+    cmsFile,
+    '-content',
+    contentFile,
+    '-CAfile',
+    rootCa,
+    '-out',
+    '/dev/null',
+  ];
   try {
     const { stdout, stderr } = await run('openssl', args);
     return { ok: true, output: stdout + stderr };
@@ -146,7 +176,10 @@ describe('buildCadesBaselineB: OpenSSL verifies every hash x key combination', (
         assert.equal(signedData.digestAlgorithms.length, 1);
         assert.equal(signedData.digestAlgorithms[0]!.algorithmId, hashAlgorithm.oid);
         assert.equal(signerInfo.digestAlgorithm.algorithmId, hashAlgorithm.oid);
-        assert.equal(signerInfo.signatureAlgorithm.algorithmId, SIGNATURE_ALGORITHM_OIDS[keyAlgorithm][hashAlgorithm.node]);
+        assert.equal(
+          signerInfo.signatureAlgorithm.algorithmId,
+          SIGNATURE_ALGORITHM_OIDS[keyAlgorithm][hashAlgorithm.node],
+        );
         // RFC 4055: sha*WithRSAEncryption carries NULL parameters; RFC 5758: ECDSA carries none
         const params = signerInfo.signatureAlgorithm.algorithmParams as asn1js.AsnType | undefined;
         if (keyAlgorithm === 'RSA-3072') assert.ok(params instanceof asn1js.Null);
@@ -163,7 +196,9 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
     assert.equal(signedData.version, 1);
     assert.equal(signedData.encapContentInfo.eContentType, CMS_OID.data);
     assert.equal(signedData.encapContentInfo.eContent, undefined, 'detached: no eContent');
-    const certificates = (signedData.certificates ?? []).map((c) => Buffer.from((c as pkijs.Certificate).toSchema().toBER()));
+    const certificates = (signedData.certificates ?? []).map((c) =>
+      Buffer.from((c as pkijs.Certificate).toSchema().toBER()),
+    );
     assert.deepEqual(certificates, [input.signerCertificate.der, ca.issuing.der]);
     const signerInfo = signedData.signerInfos[0]!;
     assert.equal(signedData.signerInfos.length, 1);
@@ -175,13 +210,18 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
 
   test('signed attributes are DER-sorted (X.690 11.6), each exactly once', async () => {
     for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
-      const signedData = parseSignedData(await buildCadesBaselineB(await signerInput('P-256', hashAlgorithm, new Date())));
+      const signedData = parseSignedData(
+        await buildCadesBaselineB(await signerInput('P-256', hashAlgorithm, new Date())),
+      );
       const signerInfo = signedData.signerInfos[0]!;
       const encodings = signedAttributeEncodings(signerInfo);
       const sorted = [...encodings].sort(Buffer.compare);
       assert.deepEqual(encodings, sorted, hashAlgorithm.name);
       const types = signerInfo.signedAttrs!.attributes.map((a) => a.type).sort();
-      assert.deepEqual(types, [CMS_OID.contentType, CMS_OID.messageDigest, CMS_OID.signingTime, CMS_OID.signingCertificateV2].sort());
+      assert.deepEqual(
+        types,
+        [CMS_OID.contentType, CMS_OID.messageDigest, CMS_OID.signingTime, CMS_OID.signingCertificateV2].sort(),
+      );
     }
   });
 
@@ -197,7 +237,10 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
     const [signingTime] = attributeValue(signerInfo, CMS_OID.signingTime);
     assert.ok(signingTime instanceof asn1js.UTCTime, 'UTCTime until 2049 (RFC 5652 11.3)');
     // the exact DER: whole seconds, no fraction
-    assert.deepEqual(Buffer.from(signingTime.valueBeforeDecodeView), Buffer.concat([Buffer.from([0x17, 13]), Buffer.from('310517102030Z')]));
+    assert.deepEqual(
+      Buffer.from(signingTime.valueBeforeDecodeView),
+      Buffer.concat([Buffer.from([0x17, 13]), Buffer.from('310517102030Z')]),
+    );
   });
 
   test('signing-certificate-v2: SHA-256 certHash, hashAlgorithm omitted, issuerSerial directoryName + serial', async () => {
@@ -210,12 +253,22 @@ describe('buildCadesBaselineB: structure (EN 319 122-1 B-B)', () => {
     assert.equal(essCertIds.length, 1);
     const [certHash, issuerSerial, ...rest] = (essCertIds[0] as asn1js.Sequence).valueBlock.value;
     assert.equal(rest.length, 0);
-    assert.ok(certHash instanceof asn1js.OctetString, 'first element is certHash: hashAlgorithm (DEFAULT sha256) omitted');
-    assert.deepEqual(Buffer.from(certHash.valueBlock.valueHexView), createHash('sha256').update(input.signerCertificate.der).digest());
+    assert.ok(
+      certHash instanceof asn1js.OctetString,
+      'first element is certHash: hashAlgorithm (DEFAULT sha256) omitted',
+    );
+    assert.deepEqual(
+      Buffer.from(certHash.valueBlock.valueHexView),
+      createHash('sha256').update(input.signerCertificate.der).digest(),
+    );
     const parsed = new pkijs.IssuerSerial({ schema: issuerSerial });
     assert.equal(parsed.issuer.names.length, 1);
     assert.equal(parsed.issuer.names[0]!.type, 4, 'directoryName');
-    assert.ok((parsed.issuer.names[0]!.value as pkijs.RelativeDistinguishedNames).isEqual(input.signerCertificate.certificate.issuer));
+    assert.ok(
+      (parsed.issuer.names[0]!.value as pkijs.RelativeDistinguishedNames).isEqual(
+        input.signerCertificate.certificate.issuer,
+      ),
+    );
     assert.ok(parsed.serialNumber.isEqual(input.signerCertificate.certificate.serialNumber));
   });
 
@@ -277,9 +330,17 @@ describe('the oracle rejects what it must', () => {
     const input = await signerInput('P-256', hashByName('sha-256')!, new Date());
     // the ESSCertIDv2 names the issuing CA instead of the signer: a valid signature over the wrong reference
     const wrongReference = signingCertificateV2Attribute({ der: ca.issuing.der });
-    const attributes = baselineSignedAttributes(input).map((a) => (a.type === CMS_OID.signingCertificateV2 ? wrongReference : a));
+    const attributes = baselineSignedAttributes(input).map((a) =>
+      a.type === CMS_OID.signingCertificateV2 ? wrongReference : a,
+    );
     const signed = await signSignerInfo({ ...input, signedAttributes: attributes });
-    const file = save(encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo: signerInfo(signed), certificates: [input.signerCertificate.der, ...input.chain] }));
+    const file = save(
+      encodeSignedData({
+        hashAlgorithm: input.hashAlgorithm,
+        signerInfo: signerInfo(signed),
+        certificates: [input.signerCertificate.der, ...input.chain],
+      }),
+    );
     assert.ok((await opensslVerify(file, docFile, false)).ok, 'plain CMS verification does not look at it');
     const result = await opensslVerify(file);
     assert.equal(result.ok, false, 'CAdES verification does');
@@ -288,7 +349,11 @@ describe('the oracle rejects what it must', () => {
   test('the building blocks alone give the same verifiable result as buildCadesBaselineB', async () => {
     const input = await signerInput('RSA-3072', hashByName('sha3-384')!, new Date());
     const signed = await signSignerInfo({ ...input, signedAttributes: [...baselineSignedAttributes(input)].reverse() });
-    const cms = encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo: signerInfo(signed), certificates: [input.signerCertificate.der, ...input.chain] });
+    const cms = encodeSignedData({
+      hashAlgorithm: input.hashAlgorithm,
+      signerInfo: signerInfo(signed),
+      certificates: [input.signerCertificate.der, ...input.chain],
+    });
     const encodings = signedAttributeEncodings(parseSignedData(cms).signerInfos[0]!);
     assert.deepEqual(encodings, [...encodings].sort(Buffer.compare), 'sorted whatever the input order');
     assert.ok((await opensslVerify(save(cms))).ok);
@@ -296,10 +361,16 @@ describe('the oracle rejects what it must', () => {
     const wrong = await signSignerInfo({
       ...input,
       signedAttributes: baselineSignedAttributes(input).map((a) =>
-        a.type === CMS_OID.messageDigest ? messageDigestAttribute(digest(input.hashAlgorithm, Buffer.from('other'))) : a,
+        a.type === CMS_OID.messageDigest
+          ? messageDigestAttribute(digest(input.hashAlgorithm, Buffer.from('other')))
+          : a,
       ),
     });
-    const wrongCms = encodeSignedData({ hashAlgorithm: input.hashAlgorithm, signerInfo: signerInfo(wrong), certificates: [input.signerCertificate.der, ...input.chain] });
+    const wrongCms = encodeSignedData({
+      hashAlgorithm: input.hashAlgorithm,
+      signerInfo: signerInfo(wrong),
+      certificates: [input.signerCertificate.der, ...input.chain],
+    });
     const result = await opensslVerify(save(wrongCms));
     assert.equal(result.ok, false);
     assert.match(result.output, /content verify error/i);

@@ -21,7 +21,8 @@ function read(der: Buffer): pkijs.SignedData {
   const info = new pkijs.ContentInfo({ schema: asn1js.fromBER(new Uint8Array(der)).result });
   return new pkijs.SignedData({ schema: info.content });
 }
-const certificatesOf = (sd: pkijs.SignedData) => (sd.certificates ?? []).map((c) => Buffer.from((c as pkijs.Certificate).toSchema().toBER()).toString('hex'));
+const certificatesOf = (sd: pkijs.SignedData) =>
+  (sd.certificates ?? []).map((c) => Buffer.from((c as pkijs.Certificate).toSchema().toBER()).toString('hex'));
 function signingTimeOf(sd: pkijs.SignedData): Date | undefined {
   const attr = sd.signerInfos[0]!.signedAttrs?.attributes.find((a) => a.type === CMS_OID.signingTime);
   return attr ? (attr.values[0] as asn1js.UTCTime).toDate() : undefined;
@@ -34,7 +35,14 @@ test('kept CMS pieces: each signature carries its own chain, signing time and di
   const signer = await mintTestSignerCertificate(ca2, keys.publicKey, randomUUID());
   const key = new SoftwareSigningKey(keys.privateKey);
   const sign = (chain: Buffer[], signingTime: Date, hashAlgorithm = SHA256) =>
-    buildCadesBaselineB({ hash: createHash(hashAlgorithm.node).update('doc').digest(), hashAlgorithm, signerCertificate: signer, chain, key, signingTime });
+    buildCadesBaselineB({
+      hash: createHash(hashAlgorithm.node).update('doc').digest(),
+      hashAlgorithm,
+      signerCertificate: signer,
+      chain,
+      key,
+      signingTime,
+    });
   const t0 = new Date('2026-11-25T10:00:00.100Z');
   const t1 = new Date('2026-11-25T10:00:01.000Z');
   const hex = (b: Buffer) => b.toString('hex');
@@ -51,7 +59,10 @@ test('kept CMS pieces: each signature carries its own chain, signing time and di
   assert.equal(signingTimeOf(a)?.toISOString(), '2026-11-25T10:00:00.000Z');
   assert.equal(signingTimeOf(c)?.toISOString(), '2026-11-25T10:00:01.000Z');
   assert.equal(signingTimeOf(d)?.toISOString(), '2026-11-25T10:00:00.000Z');
-  assert.deepEqual([a, b, c].map((sd) => sd.digestAlgorithms[0]!.algorithmId), [SHA256.oid, SHA256.oid, SHA256.oid]);
+  assert.deepEqual(
+    [a, b, c].map((sd) => sd.digestAlgorithms[0]!.algorithmId),
+    [SHA256.oid, SHA256.oid, SHA256.oid],
+  );
   assert.equal(d.digestAlgorithms[0]!.algorithmId, '2.16.840.1.101.3.4.2.2');
   assert.equal(d.signerInfos[0]!.digestAlgorithm.algorithmId, '2.16.840.1.101.3.4.2.2');
 });

@@ -28,19 +28,39 @@ describe('cRLNumber', () => {
   });
 
   it('is the same for the same second and list on every instance', () => {
-    assert.equal(crlNumber(new Date('2026-11-23T02:00:07.001Z'), 3), crlNumber(new Date('2026-11-23T02:00:07.999Z'), 3));
+    assert.equal(
+      crlNumber(new Date('2026-11-23T02:00:07.001Z'), 3),
+      crlNumber(new Date('2026-11-23T02:00:07.999Z'), 3),
+    );
   });
 
   it('two issuers over one store build CRLs with the same number and thisUpdate (openssl crl)', async () => {
     const ca = createRootCa([{ type: OID.commonName, value: 'CRL number test CA' }], 'P-256');
-    const list: RevokedCertificate[] = [{ serialHex: '0a', revokedAt: new Date('2026-11-23T01:00:00Z'), reason: 'keyCompromise' }];
+    const list: RevokedCertificate[] = [
+      { serialHex: '0a', revokedAt: new Date('2026-11-23T01:00:00Z'), reason: 'keyCompromise' },
+    ];
     const clock = () => new Date('2026-11-23T02:00:07.500Z');
-    const options = { ca, revoked: { revokedCertificates: async () => list }, validitySeconds: 86400, refreshSeconds: 300, clock };
+    const options = {
+      ca,
+      revoked: { revokedCertificates: async () => list },
+      validitySeconds: 86400,
+      refreshSeconds: 300,
+      clock,
+    };
     const s = scratch();
     try {
       const texts = [];
       for (const issuer of [new CrlIssuer(options), new CrlIssuer(options)]) {
-        const text = await run('openssl', ['crl', '-inform', 'DER', '-in', s.file(`crl${texts.length}.der`, await issuer.current()), '-noout', '-crlnumber', '-lastupdate']);
+        const text = await run('openssl', [
+          'crl',
+          '-inform',
+          'DER',
+          '-in',
+          s.file(`crl${texts.length}.der`, await issuer.current()),
+          '-noout',
+          '-crlnumber',
+          '-lastupdate',
+        ]);
         assert.ok(text.ok, text.output);
         texts.push(text.output);
       }

@@ -13,6 +13,9 @@ test('tlv writes the same TLV as asn1js for short and long lengths, content whol
     const expected = Buffer.from(new asn1js.OctetString({ valueHex: new Uint8Array(bytes) }).toBER());
     assert.ok(tlv(0x04, bytes).equals(expected), `length ${n}`);
     const half = Math.floor(n / 2);
-    assert.ok(tlv(0x04, bytes.subarray(0, half), Buffer.alloc(0), bytes.subarray(half)).equals(expected), `length ${n} in parts`);
+    assert.ok(
+      tlv(0x04, bytes.subarray(0, half), Buffer.alloc(0), bytes.subarray(half)).equals(expected),
+      `length ${n} in parts`,
+    );
   }
 });

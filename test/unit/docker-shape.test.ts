@@ -26,11 +26,15 @@ interface Service {
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }>;
 }
-const compose = parse(read('compose.yaml'), { merge: true }) as { services: Record<string, Service>; volumes: Record<string, unknown> };
+const compose = parse(read('compose.yaml'), { merge: true }) as {
+  services: Record<string, Service>;
+  volumes: Record<string, unknown>;
+};
 const services = compose.services;
 
 /** compose's own interpolation: ${NAME:-default} and $$ */
-const interpolate = (value: string) => value.replace(/\$\{([A-Z_]+):-([^}]*)\}/g, (_m, _n, d: string) => d).replace(/\$\$/g, '$');
+const interpolate = (value: string) =>
+  value.replace(/\$\{([A-Z_]+):-([^}]*)\}/g, (_m, _n, d: string) => d).replace(/\$\$/g, '$');
 
 function haproxyBinary(): string {
   const found = spawnSync('sh', ['-c', 'command -v haproxy'], { encoding: 'utf8' }).stdout.trim();
@@ -39,25 +43,38 @@ function haproxyBinary(): string {
 
 describe('docker/compose.yaml', () => {
   it('has two instances, the worker, PostgreSQL, Redis, HAProxy and the sandbox, each with a health check', () => {
-    for (const name of ['qtsp1', 'qtsp2', 'worker', 'postgres', 'redis', 'haproxy', 'sandbox', 'pki-init']) assert.ok(services[name], name);
-    for (const name of ['qtsp1', 'qtsp2', 'postgres', 'redis', 'haproxy', 'sandbox']) assert.ok(services[name]!.healthcheck?.test.length, `${name} has a health check`);
+    for (const name of ['qtsp1', 'qtsp2', 'worker', 'postgres', 'redis', 'haproxy', 'sandbox', 'pki-init'])
+      assert.ok(services[name], name);
+    for (const name of ['qtsp1', 'qtsp2', 'postgres', 'redis', 'haproxy', 'sandbox'])
+      assert.ok(services[name]!.healthcheck?.test.length, `${name} has a health check`);
     assert.deepEqual(services['qtsp1']!.healthcheck!.test, ['CMD', 'node', 'docker/healthcheck.mjs']);
-    assert.ok(existsSync(DOCKER + 'healthcheck.mjs'));
+    assert.ok(existsSync(`${DOCKER}healthcheck.mjs`));
   });
 
   it('instances share PostgreSQL and Redis, have their own ids and data volumes, and pass the configuration schema', () => {
     const instances = ['qtsp1', 'qtsp2'].map((n) => services[n]!);
-    const env = instances.map((s) => Object.fromEntries(Object.entries(s.environment!).map(([k, v]) => [k, interpolate(String(v))])));
+    const env = instances.map((s) =>
+      Object.fromEntries(Object.entries(s.environment!).map(([k, v]) => [k, interpolate(String(v))])),
+    );
     assert.equal(env[0]!['QTSP_STORE_DRIVER'], 'postgres');
     assert.equal(env[0]!['QTSP_STORE_URL'], env[1]!['QTSP_STORE_URL']);
     assert.match(env[0]!['QTSP_STORE_URL']!, /@postgres:5432\//);
     assert.equal(env[0]!['QTSP_REDIS_URL'], 'redis://redis:6379');
     assert.equal(env[0]!['QTSP_REDIS_URL'], env[1]!['QTSP_REDIS_URL']);
-    assert.deepEqual(env.map((e) => e['QTSP_INSTANCE_ID']), ['qtsp1', 'qtsp2']);
+    assert.deepEqual(
+      env.map((e) => e['QTSP_INSTANCE_ID']),
+      ['qtsp1', 'qtsp2'],
+    );
     assert.equal(env[0]!['QTSP_DELIVERY_IN_PROCESS_WORKER'], 'false', 'deliveries run in the worker service');
     const dataVolumes = instances.map((s) => s.volumes!.find((v) => v.endsWith(':/data')));
-    assert.ok(dataVolumes[0] && dataVolumes[1] && dataVolumes[0] !== dataVolumes[1], `own data volumes: ${dataVolumes.join(', ')}`);
-    for (const e of [...env, Object.fromEntries(Object.entries(services['worker']!.environment!).map(([k, v]) => [k, interpolate(String(v))]))]) {
+    assert.ok(
+      dataVolumes[0] && dataVolumes[1] && dataVolumes[0] !== dataVolumes[1],
+      `own data volumes: ${dataVolumes.join(', ')}`,
+    );
+    for (const e of [
+      ...env,
+      Object.fromEntries(Object.entries(services['worker']!.environment!).map(([k, v]) => [k, interpolate(String(v))])),
+    ]) {
       const config = loadConfig({}, { ...e, QTSP_DATA_DIR: '/data' });
       assert.equal(config.store.driver, 'postgres');
     }
@@ -88,7 +105,10 @@ describe('docker/compose.yaml', () => {
     assert.equal(env['QTSP1_OPS_PORT'], String(defaults.ops.port), 'health checks ask the operations listener');
     assert.equal(services['qtsp1']!.environment!['QTSP_OPS_HOST'], '0.0.0.0', 'which HAProxy must reach');
     assert.match(cfg, /^\s*mode tcp$/m);
-    const check = spawnSync(haproxyBinary(), ['-c', '-f', DOCKER + 'haproxy.cfg'], { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' });
+    const check = spawnSync(haproxyBinary(), ['-c', '-f', `${DOCKER}haproxy.cfg`], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      encoding: 'utf8',
+    });
     assert.equal(check.status, 0, check.stdout + check.stderr);
   });
 });

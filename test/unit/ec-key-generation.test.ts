@@ -18,9 +18,15 @@ for (const algorithm of ['P-256', 'P-384'] as const) {
       const data = randomBytes(64);
       assert.ok(verify('sha256', data, keys.publicKey, sign('sha256', data, keys.privateKey)));
       const jwk = keys.publicKey.export({ format: 'jwk' });
-      assert.deepEqual(ecPublicPoint(keys.publicKey), Buffer.concat([Buffer.from([4]), Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]));
+      assert.deepEqual(
+        ecPublicPoint(keys.publicKey),
+        Buffer.concat([Buffer.from([4]), Buffer.from(jwk.x!, 'base64url'), Buffer.from(jwk.y!, 'base64url')]),
+      );
       assert.ok(spkiDer(keys.publicKey).equals(keys.publicKey.export({ type: 'spki', format: 'der' })));
-      assert.equal(keys.privateKey.export({ format: 'jwk' }).d!.length, Math.ceil(((algorithm === 'P-256' ? 32 : 48) * 4) / 3));
+      assert.equal(
+        keys.privateKey.export({ format: 'jwk' }).d!.length,
+        Math.ceil(((algorithm === 'P-256' ? 32 : 48) * 4) / 3),
+      );
     }
   });
 }

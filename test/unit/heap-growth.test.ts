@@ -13,7 +13,11 @@ import { applyHeapGrowth } from '../../src/util/heap-growth.ts';
 const PROBE = fileURLToPath(new URL('../helpers/heap-limit-probe.ts', import.meta.url));
 
 async function growthBeforeFullCollection(percent: number): Promise<{ liveMb: number; grownMb: number }> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', '--import', 'tsx', PROBE, String(percent)], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--expose-gc', '--import', 'tsx', PROBE, String(percent)],
+    { timeout: 60_000 },
+  );
   return JSON.parse(stdout) as { liveMb: number; grownMb: number };
 }
 
@@ -27,7 +31,10 @@ test('the percentage reaches V8: at 10 the old generation grows less than twice 
   const wide = await growthBeforeFullCollection(400);
   const narrow = await growthBeforeFullCollection(10);
   assert.ok(wide.liveMb > 20, `a live heap to grow from: ${wide.liveMb} MB`);
-  assert.ok(narrow.grownMb < 2 * narrow.liveMb, `10 %: grew ${narrow.grownMb} MB on ${narrow.liveMb.toFixed(0)} MB live`);
+  assert.ok(
+    narrow.grownMb < 2 * narrow.liveMb,
+    `10 %: grew ${narrow.grownMb} MB on ${narrow.liveMb.toFixed(0)} MB live`,
+  );
   assert.ok(wide.grownMb > 3.5 * wide.liveMb, `400 %: grew ${wide.grownMb} MB on ${wide.liveMb.toFixed(0)} MB live`);
 });
 

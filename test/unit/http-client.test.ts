@@ -12,7 +12,11 @@ import { httpRequest, HttpTimeoutError, HttpTransportError, tlsAgent } from '../
  * A tiny HTTP/1.1 server on raw sockets: on each connection it answers the first `answerPerConnection`
  * requests (keep-alive) and resets the connection on the next one, without answering it.
  */
-function droppingServer(answerPerConnection: number): { server: Server; connections: () => number; requests: () => number } {
+function droppingServer(answerPerConnection: number): {
+  server: Server;
+  connections: () => number;
+  requests: () => number;
+} {
   let connections = 0;
   let requests = 0;
   const server = createServer((socket: Socket) => {
@@ -21,7 +25,8 @@ function droppingServer(answerPerConnection: number): { server: Server; connecti
     socket.on('data', (chunk) => {
       for (const _ of chunk.toString('latin1').matchAll(/\r\n\r\n/g)) {
         requests++;
-        if (answered++ < answerPerConnection) socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok');
+        if (answered++ < answerPerConnection)
+          socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok');
         else socket.resetAndDestroy();
       }
     });
@@ -52,20 +57,35 @@ describe('httpRequest and a kept-alive socket the server dropped', () => {
   });
 
   it('the request reset on the reused socket is sent again once, on a new connection', async () => {
-    assert.equal((await httpRequest(urlDropsSecond, { agent, timeoutMs: 5000, repeatOnStaleSocket: true })).body.toString(), 'ok');
+    assert.equal(
+      (await httpRequest(urlDropsSecond, { agent, timeoutMs: 5000, repeatOnStaleSocket: true })).body.toString(),
+      'ok',
+    );
     const second = await httpRequest(urlDropsSecond, { agent, timeoutMs: 5000, repeatOnStaleSocket: true });
     assert.equal(second.status, 200);
-    assert.deepEqual({ connections: dropsSecond.connections(), requests: dropsSecond.requests() }, { connections: 2, requests: 3 });
+    assert.deepEqual(
+      { connections: dropsSecond.connections(), requests: dropsSecond.requests() },
+      { connections: 2, requests: 3 },
+    );
   });
 
   it('a reset on a fresh connection is sent again once (undici cannot tell it from a reused one), and the second reset is the error', async () => {
-    await assert.rejects(httpRequest(urlDropsFirst, { agent, timeoutMs: 5000, repeatOnStaleSocket: true }), HttpTransportError);
-    assert.deepEqual({ connections: dropsFirst.connections(), requests: dropsFirst.requests() }, { connections: 2, requests: 2 });
+    await assert.rejects(
+      httpRequest(urlDropsFirst, { agent, timeoutMs: 5000, repeatOnStaleSocket: true }),
+      HttpTransportError,
+    );
+    assert.deepEqual(
+      { connections: dropsFirst.connections(), requests: dropsFirst.requests() },
+      { connections: 2, requests: 2 },
+    );
   });
 
   it('without repeatOnStaleSocket a reset is the error at once', async () => {
     await assert.rejects(httpRequest(urlDropsFirst, { agent, timeoutMs: 5000 }), HttpTransportError);
-    assert.deepEqual({ connections: dropsFirst.connections(), requests: dropsFirst.requests() }, { connections: 3, requests: 3 });
+    assert.deepEqual(
+      { connections: dropsFirst.connections(), requests: dropsFirst.requests() },
+      { connections: 3, requests: 3 },
+    );
   });
 });
 
@@ -88,14 +108,23 @@ describe('httpRequest limits', () => {
   });
 
   it('an answer larger than maxResponseBytes is an error naming the limit', async () => {
-    await assert.rejects(httpRequest(`${url}large`, { agent, timeoutMs: 5000, maxResponseBytes: 1000 }), (err: Error) => err instanceof HttpTransportError && /exceeds 1000 bytes/.test(err.message));
-    assert.equal((await httpRequest(`${url}large`, { agent, timeoutMs: 5000, maxResponseBytes: 2000 })).body.length, 2000);
+    await assert.rejects(
+      httpRequest(`${url}large`, { agent, timeoutMs: 5000, maxResponseBytes: 1000 }),
+      (err: Error) => err instanceof HttpTransportError && /exceeds 1000 bytes/.test(err.message),
+    );
+    assert.equal(
+      (await httpRequest(`${url}large`, { agent, timeoutMs: 5000, maxResponseBytes: 2000 })).body.length,
+      2000,
+    );
   });
 
   it('no answer, or a body that stops half-way, within timeoutMs is a timeout', async () => {
     for (const path of ['silent', 'slow-body']) {
       const started = Date.now();
-      await assert.rejects(httpRequest(`${url}${path}`, { agent, timeoutMs: 200 }), (err: Error) => err instanceof HttpTimeoutError && /within 200 ms/.test(err.message));
+      await assert.rejects(
+        httpRequest(`${url}${path}`, { agent, timeoutMs: 200 }),
+        (err: Error) => err instanceof HttpTimeoutError && /within 200 ms/.test(err.message),
+      );
       assert.ok(Date.now() - started < 2000, `${path}: the deadline held`);
     }
   });

@@ -27,13 +27,24 @@ let agent: HttpAgent;
 let clock = 1_000_000;
 
 function directory(): IdpDirectory {
-  return new IdpDirectory({ url: sandbox.idpDirectoryUrl, agent, ttlMs: TTL, maxStaleMs: MAX_STALE, timeoutMs: 3000, now: () => clock });
+  return new IdpDirectory({
+    url: sandbox.idpDirectoryUrl,
+    agent,
+    ttlMs: TTL,
+    maxStaleMs: MAX_STALE,
+    timeoutMs: 3000,
+    now: () => clock,
+  });
 }
 
 before(async () => {
   dataDir = fs.mkdtempSync(join(tmpdir(), 'qtsp-idps-'));
   pkiInit({ dataDir, qtspId: QTSP_ID });
-  sandbox = await startSandbox({ dataDir, ...FREE_PORTS, qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' } });
+  sandbox = await startSandbox({
+    dataDir,
+    ...FREE_PORTS,
+    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
+  });
   agent = tlsAgent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
 });
 

@@ -13,7 +13,9 @@ const other = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const payload = { iss: 'https://as.test', aud: 'qtsp', exp: 2_000_000_000, name: 'Jürgen' };
 
 async function sign(claims: unknown, key: KeyObject = rsa.privateKey, alg = 'RS256'): Promise<string> {
-  return new CompactSign(new TextEncoder().encode(JSON.stringify(claims))).setProtectedHeader({ alg, kid: 'k1' }).sign(key);
+  return new CompactSign(new TextEncoder().encode(JSON.stringify(claims)))
+    .setProtectedHeader({ alg, kid: 'k1' })
+    .sign(key);
 }
 
 async function joseAccepts(token: string, key: KeyObject): Promise<boolean> {
@@ -66,11 +68,15 @@ describe('verifyRs256 agrees with jose compactVerify', () => {
 
   test('keys RS256 must not use: RSA below 2048 bits, RSA-PSS, EC', async () => {
     const weak = generateKeyPairSync('rsa', { modulusLength: 1024 });
-    const weakToken = await new CompactSign(new TextEncoder().encode('{}')).setProtectedHeader({ alg: 'RS256' }).sign(weak.privateKey).catch(() => undefined);
+    const weakToken = await new CompactSign(new TextEncoder().encode('{}'))
+      .setProtectedHeader({ alg: 'RS256' })
+      .sign(weak.privateKey)
+      .catch(() => undefined);
     // jose refuses to sign with a 1024-bit key as well; build the token with node:crypto then
     const { sign: rawSign } = await import('node:crypto');
     const input = `${Buffer.from('{"alg":"RS256"}').toString('base64url')}.${Buffer.from('{}').toString('base64url')}`;
-    const token = weakToken ?? `${input}.${rawSign('sha256', Buffer.from(input), weak.privateKey).toString('base64url')}`;
+    const token =
+      weakToken ?? `${input}.${rawSign('sha256', Buffer.from(input), weak.privateKey).toString('base64url')}`;
     assert.equal(oursAccepts(token, weak.publicKey), false);
     assert.equal(await joseAccepts(token, weak.publicKey), false);
     const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048 });

@@ -18,7 +18,14 @@ import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
 import { startSandbox, type Sandbox } from '../../src/sandbox/index.ts';
 import { keyArchivePaths } from '../../src/sandbox/key-archive/repository.ts';
 import { loadOrCreateOperatorSigner } from '../../src/sandbox/key-archive/signer.ts';
-import { archiveFileName, KeyArchive, keySetAt, loadSignerKeys, verifyCommitSignature, VERIFIED_REF } from '../../src/trust/key-archive.ts';
+import {
+  archiveFileName,
+  KeyArchive,
+  keySetAt,
+  loadSignerKeys,
+  verifyCommitSignature,
+  VERIFIED_REF,
+} from '../../src/trust/key-archive.ts';
 import type { Logger } from '../../src/util/logger.ts';
 
 const QTSP_ID = 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31';
@@ -30,14 +37,26 @@ let sandbox: Sandbox;
 let agent: HttpAgent;
 let signerKeys: openpgp.PublicKey[];
 let logs: Record<string, unknown>[] = [];
-const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) }) as unknown as Logger;
+const logger = pino(
+  { level: 'info' },
+  { write: (line: string) => void logs.push(JSON.parse(line) as Record<string, unknown>) },
+) as unknown as Logger;
 let n = 0;
 
-function run(cmd: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string } = {}): Promise<{ code: number; output: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string } = {},
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
-    const child = execFile(cmd, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr });
-    });
+    const child = execFile(
+      cmd,
+      args,
+      { cwd: options.cwd, env: { ...process.env, ...options.env }, encoding: 'utf8' },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr });
+      },
+    );
     if (options.input !== undefined) child.stdin!.end(options.input);
   });
 }
@@ -55,7 +74,11 @@ const sandboxGitdir = () => keyArchivePaths(join(dataDir, 'sandbox')).gitdir;
 before(async () => {
   dataDir = fs.mkdtempSync(join(tmpdir(), 'qtsp-archive-'));
   pkiInit({ dataDir, qtspId: QTSP_ID });
-  sandbox = await startSandbox({ dataDir, ...FREE_PORTS, qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' } });
+  sandbox = await startSandbox({
+    dataDir,
+    ...FREE_PORTS,
+    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
+  });
   agent = tlsAgent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
   signerKeys = await loadSignerKeys(sandbox.keyArchiveSignerKeyFile);
 });
@@ -79,7 +102,10 @@ describe('key archive: clone and signed updates', () => {
     assert.equal(outcome.status, 'updated');
     assert.equal(archive.verifiedHead(), await sandbox.controls.keyArchive.head());
     const { tree } = await git.readTree({ fs, gitdir: archive.gitdir, oid: archive.verifiedHead()! });
-    assert.deepEqual(tree.map((e) => e.path), [archiveFileName(sandbox.issuer)]);
+    assert.deepEqual(
+      tree.map((e) => e.path),
+      [archiveFileName(sandbox.issuer)],
+    );
     assert.match(tree[0]!.path, /^https%3A%2F%2F127\.0\.0\.1%3A\d+$/);
     const found = archive.key(sandbox.issuer, await currentKid());
     assert.ok(found, 'the AS key is in the archive');
@@ -116,7 +142,10 @@ describe('key archive: updates refused as a whole', () => {
     const foreign = await sandbox.controls.keyArchive.commit({ signedBy: 'foreign', addForeignKey: true });
     let outcome = await archive.pull();
     assert.equal(outcome.status, 'refused');
-    assert.match((outcome as { reason: string }).reason, new RegExp(`commit ${foreign.commit} is not signed by the operating party's key`));
+    assert.match(
+      (outcome as { reason: string }).reason,
+      new RegExp(`commit ${foreign.commit} is not signed by the operating party's key`),
+    );
     assert.equal(archive.verifiedHead(), good);
     assert.equal(await git.resolveRef({ fs, gitdir: archive.gitdir, ref: VERIFIED_REF }), good, 'our ref did not move');
     assert.equal(archive.key(sandbox.issuer, foreign.foreignKid!), undefined, 'the slipped-in key is not trusted');
@@ -142,7 +171,11 @@ describe('key archive: updates refused as a whole', () => {
     await sandbox.controls.reset(); // the operating party drops the bad commits
     outcome = await archive.pull();
     assert.ok(outcome.status === 'unchanged' || outcome.status === 'updated', JSON.stringify(outcome));
-    assert.deepEqual(archive.readiness(), { ready: true, reasons: [] }, 'the refusal clears once the archive is sound again');
+    assert.deepEqual(
+      archive.readiness(),
+      { ready: true, reasons: [] },
+      'the refusal clears once the archive is sound again',
+    );
   });
 
   it('a rewritten history (not a fast-forward of our verified head) is refused even when every commit is signed', async () => {
@@ -168,7 +201,10 @@ describe('key archive: updates refused as a whole', () => {
     assert.equal((await verifyCommitSignature(gitdir, sibling, signerKeys)).ok, true, 'the sibling is properly signed');
     const outcome = await archive.pull();
     assert.equal(outcome.status, 'refused');
-    assert.match((outcome as { reason: string }).reason, /does not descend from our verified commit .* \(history was rewritten\)/);
+    assert.match(
+      (outcome as { reason: string }).reason,
+      /does not descend from our verified commit .* \(history was rewritten\)/,
+    );
     assert.equal(archive.verifiedHead(), ours);
   });
 
@@ -216,7 +252,9 @@ describe('key archive: GnuPG with git as the independent oracle', () => {
 
   it('git verify-commit accepts the sandbox commits and rejects one signed with a foreign key', async () => {
     const gitdir = sandboxGitdir();
-    const good = await run('git', ['--git-dir', gitdir, 'verify-commit', (await sandbox.controls.keyArchive.head())!], { env: { GNUPGHOME: gnupg } });
+    const good = await run('git', ['--git-dir', gitdir, 'verify-commit', (await sandbox.controls.keyArchive.head())!], {
+      env: { GNUPGHOME: gnupg },
+    });
     assert.equal(good.code, 0, good.output);
     assert.match(good.output, /Good signature/);
     const foreign = await sandbox.controls.keyArchive.commit({ signedBy: 'foreign' });
@@ -225,13 +263,24 @@ describe('key archive: GnuPG with git as the independent oracle', () => {
   });
 
   it('our verifier accepts a commit made by `git commit -S` with GnuPG, and rejects it once altered (as gpg does)', async () => {
-    const env = { GNUPGHOME: gnupg, GIT_CONFIG_NOSYSTEM: '1', GIT_AUTHOR_NAME: 't', GIT_AUTHOR_EMAIL: 't@example.org', GIT_COMMITTER_NAME: 't', GIT_COMMITTER_EMAIL: 't@example.org' };
+    const env = {
+      GNUPGHOME: gnupg,
+      GIT_CONFIG_NOSYSTEM: '1',
+      GIT_AUTHOR_NAME: 't',
+      GIT_AUTHOR_EMAIL: 't@example.org',
+      GIT_COMMITTER_NAME: 't',
+      GIT_COMMITTER_EMAIL: 't@example.org',
+    };
     const work = join(dataDir, 'gpg-work');
     assert.equal((await run('git', ['init', '-q', '-b', 'main', work], { env })).code, 0);
     fs.writeFileSync(join(work, archiveFileName(sandbox.issuer)), '{"keys":[]}\n');
     await run('git', ['add', '.'], { cwd: work, env });
     const fingerprint = (await loadSignerKeys(sandbox.keyArchiveSignerKeyFile))[0]!.getFingerprint().toUpperCase();
-    const committed = await run('git', ['-c', `user.signingkey=${fingerprint}`, 'commit', '-q', '-S', '-m', 'signed by gpg'], { cwd: work, env });
+    const committed = await run(
+      'git',
+      ['-c', `user.signingkey=${fingerprint}`, 'commit', '-q', '-S', '-m', 'signed by gpg'],
+      { cwd: work, env },
+    );
     assert.equal(committed.code, 0, committed.output);
     const gitdir = join(work, '.git');
     const oid = (await run('git', ['rev-parse', 'HEAD'], { cwd: work })).output.trim();
@@ -239,9 +288,18 @@ describe('key archive: GnuPG with git as the independent oracle', () => {
     assert.equal(check.ok, true, JSON.stringify(check));
 
     const raw = (await run('git', ['cat-file', 'commit', oid], { cwd: work })).output;
-    const altered = (await run('git', ['hash-object', '-t', 'commit', '-w', '--stdin'], { cwd: work, input: raw.replace('signed by gpg', 'signed by gpq') })).output.trim();
+    const altered = (
+      await run('git', ['hash-object', '-t', 'commit', '-w', '--stdin'], {
+        cwd: work,
+        input: raw.replace('signed by gpg', 'signed by gpq'),
+      })
+    ).output.trim();
     assert.match(altered, /^[0-9a-f]{40}$/);
-    assert.notEqual((await run('git', ['verify-commit', altered], { cwd: work, env })).code, 0, 'gpg rejects the altered commit');
+    assert.notEqual(
+      (await run('git', ['verify-commit', altered], { cwd: work, env })).code,
+      0,
+      'gpg rejects the altered commit',
+    );
     const ours = await verifyCommitSignature(gitdir, altered, signerKeys);
     assert.equal(ours.ok, false, 'and so do we');
   });

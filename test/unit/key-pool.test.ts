@@ -23,7 +23,11 @@ function assertFreshRsa(keys: KeyPair): void {
   assert.equal(keys.privateKey.type, 'private');
   assert.equal(keys.privateKey.asymmetricKeyType, 'rsa');
   assert.equal(keys.privateKey.asymmetricKeyDetails?.modulusLength, 3072);
-  assert.equal(spki(createPublicKey(keys.privateKey)), spki(keys.publicKey), 'the public key belongs to the private key');
+  assert.equal(
+    spki(createPublicKey(keys.privateKey)),
+    spki(keys.publicKey),
+    'the public key belongs to the private key',
+  );
   const data = Buffer.from('pool');
   assert.ok(verify('sha256', data, keys.publicKey, sign('sha256', data, keys.privateKey)));
 }
@@ -84,7 +88,15 @@ describe('RsaKeyPool', () => {
     }
     await assert.rejects(p.take(), KeyPoolClosedError);
     await p.filled(); // resolves, does not hang
-    assert.deepEqual({ ready: p.stats().ready, generating: p.stats().generating, waiting: p.stats().waiting, threads: p.stats().threads }, { ready: 0, generating: 0, waiting: 0, threads: 0 });
+    assert.deepEqual(
+      {
+        ready: p.stats().ready,
+        generating: p.stats().generating,
+        waiting: p.stats().waiting,
+        threads: p.stats().threads,
+      },
+      { ready: 0, generating: 0, waiting: 0, threads: 0 },
+    );
     await p.close(); // idempotent
     assertFreshRsa(taken); // the key outlives the worker thread that generated it
   });

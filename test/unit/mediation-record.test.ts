@@ -2,13 +2,33 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { customDocumentCount, mediationOutboxEntries, referenceId, REFERENCE_ID_PATTERN, remoteSignatureCreationRecord, type SignatureReport } from '../../src/mediation/record.ts';
+import {
+  customDocumentCount,
+  mediationOutboxEntries,
+  referenceId,
+  REFERENCE_ID_PATTERN,
+  remoteSignatureCreationRecord,
+  type SignatureReport,
+} from '../../src/mediation/record.ts';
 
-const QTSP = { qtspId: 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31', ownerId: 'owner-qtsp-sandbox' };
+const QTSP = {
+  qtspId: 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31',
+  ownerId: 'owner-qtsp-sandbox',
+};
 const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
 const CUSTOM = digest('contract.pdf');
 const DEFAULT_DOC = digest('I confirm my identity herewith.');
-const BASE_FIELDS = ['client_id', 'count', 'credentialID', 'delivery_time', 'issuer', 'owner_id', 'reference_id', 'service_provider_id', 'transaction_id'];
+const BASE_FIELDS = [
+  'client_id',
+  'count',
+  'credentialID',
+  'delivery_time',
+  'issuer',
+  'owner_id',
+  'reference_id',
+  'service_provider_id',
+  'transaction_id',
+];
 
 function report(over: Partial<SignatureReport> = {}): SignatureReport {
   return {
@@ -16,7 +36,15 @@ function report(over: Partial<SignatureReport> = {}): SignatureReport {
     issuer: 'https://bank.example',
     clientId: 'rp-1',
     clientState: 'active',
-    authorizationDetails: [{ type: 'sign', locations: [QTSP.qtspId], credentialID: 'qes_eidas', hashAlgorithmOID: '2.16.840.1.101.3.4.2.1', documentDigests: [{ hash: CUSTOM.toString('base64'), label: 'contract' }] }],
+    authorizationDetails: [
+      {
+        type: 'sign',
+        locations: [QTSP.qtspId],
+        credentialID: 'qes_eidas',
+        hashAlgorithmOID: '2.16.840.1.101.3.4.2.1',
+        documentDigests: [{ hash: CUSTOM.toString('base64'), label: 'contract' }],
+      },
+    ],
     credentialID: 'qes_eidas',
     hashes: [CUSTOM],
     providedClaims: ['given_name', 'family_name'],
@@ -27,7 +55,15 @@ function report(over: Partial<SignatureReport> = {}): SignatureReport {
 }
 
 function withSign(extra: Record<string, unknown>, digests: { hash: Buffer; label: string }[]) {
-  return [{ type: 'account_information' }, { type: 'sign', credentialID: 'qes_eidas', documentDigests: digests.map((d) => ({ hash: d.hash.toString('base64'), label: d.label })), ...extra }];
+  return [
+    { type: 'account_information' },
+    {
+      type: 'sign',
+      credentialID: 'qes_eidas',
+      documentDigests: digests.map((d) => ({ hash: d.hash.toString('base64'), label: d.label })),
+      ...extra,
+    },
+  ];
 }
 
 describe('remote_signature_creation record (6.2)', () => {
@@ -45,11 +81,32 @@ describe('remote_signature_creation record (6.2)', () => {
   });
 
   it('QESID: requested_claims keep only the essential flag, and every requested name', () => {
-    const details = withSign({ identity_assurance_claims: { address: { essential: true }, nationalities: null, birthdate: { essential: false, value: '1990-01-01' }, place_of_birth: { max_age: 5 } } }, [{ hash: CUSTOM, label: 'contract' }]);
-    const r = remoteSignatureCreationRecord(report({ authorizationDetails: details, providedClaims: ['given_name', 'family_name', 'nationalities'] }), QTSP)!;
+    const details = withSign(
+      {
+        identity_assurance_claims: {
+          address: { essential: true },
+          nationalities: null,
+          birthdate: { essential: false, value: '1990-01-01' },
+          place_of_birth: { max_age: 5 },
+        },
+      },
+      [{ hash: CUSTOM, label: 'contract' }],
+    );
+    const r = remoteSignatureCreationRecord(
+      report({ authorizationDetails: details, providedClaims: ['given_name', 'family_name', 'nationalities'] }),
+      QTSP,
+    )!;
     assert.deepEqual(Object.keys(r).sort(), [...BASE_FIELDS, 'provided_claim_names', 'requested_claims'].sort());
-    assert.deepEqual(r.requested_claims, { verified_claims: { claims: { address: { essential: true }, nationalities: null, birthdate: null, place_of_birth: null } } });
-    assert.deepEqual(r.provided_claim_names, ['verified_claims/claims/given_name', 'verified_claims/claims/family_name', 'verified_claims/claims/nationalities']);
+    assert.deepEqual(r.requested_claims, {
+      verified_claims: {
+        claims: { address: { essential: true }, nationalities: null, birthdate: null, place_of_birth: null },
+      },
+    });
+    assert.deepEqual(r.provided_claim_names, [
+      'verified_claims/claims/given_name',
+      'verified_claims/claims/family_name',
+      'verified_claims/claims/nationalities',
+    ]);
   });
 
   it('QID alone: the default document does not count', () => {
@@ -60,7 +117,10 @@ describe('remote_signature_creation record (6.2)', () => {
   });
 
   it('QID with a custom document: only the custom one counts', () => {
-    const details = withSign({ identity_assurance_claims: {} }, [{ hash: DEFAULT_DOC, label: '' }, { hash: CUSTOM, label: 'contract' }]);
+    const details = withSign({ identity_assurance_claims: {} }, [
+      { hash: DEFAULT_DOC, label: '' },
+      { hash: CUSTOM, label: 'contract' },
+    ]);
     assert.equal(customDocumentCount([DEFAULT_DOC, CUSTOM], details), 1);
     assert.equal(customDocumentCount([CUSTOM], details), 1);
   });

@@ -26,7 +26,13 @@ import type { SignatureInput } from '../../src/ades/types.ts';
 import { rsaPssParams, type SignHash } from '../../src/crypto/signature.ts';
 import { SignDocError } from '../../src/errors.ts';
 import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../src/pki/init.ts';
-import { generateKeyPair, signingKeyFor, SIGNER_ALGORITHMS, type KeyPair, type SignerAlgorithm } from '../../src/pki/keys.ts';
+import {
+  generateKeyPair,
+  signingKeyFor,
+  SIGNER_ALGORITHMS,
+  type KeyPair,
+  type SignerAlgorithm,
+} from '../../src/pki/keys.ts';
 import type { SignerCertificate } from '../../src/pki/signer-certificate.ts';
 import { mintTestSignerCertificate } from '../helpers/signer.ts';
 import { prepareSignature } from '../../src/rp/pdf.ts';
@@ -62,7 +68,10 @@ before(async () => {
   ca = loadCaMaterial(dir);
   nssDir = join(dir, 'nss');
   mkdirSync(nssDir);
-  for (const args of [['-N', '--empty-password'], ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', pkiPaths(dir).rootCert]]) {
+  for (const args of [
+    ['-N', '--empty-password'],
+    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', pkiPaths(dir).rootCert],
+  ]) {
     const r = await run('certutil', [...args, '-d', `sql:${nssDir}`]);
     assert.ok(r.ok, r.output);
   }
@@ -90,7 +99,11 @@ function input(algorithm: SignerAlgorithm, hashAlgorithm: HashAlgorithm, documen
 }
 
 /** Signs with our builder for the format and runs the format's validator; undefined when no builder can. */
-async function signAndValidate(format: SignatureFormat, algorithm: SignerAlgorithm, h: HashAlgorithm): Promise<ToolResult | undefined> {
+async function signAndValidate(
+  format: SignatureFormat,
+  algorithm: SignerAlgorithm,
+  h: HashAlgorithm,
+): Promise<ToolResult | undefined> {
   switch (format) {
     case 'C': {
       const cms = await buildCadesBaselineB(input(algorithm, h, DOCUMENT));
@@ -102,7 +115,9 @@ async function signAndValidate(format: SignatureFormat, algorithm: SignerAlgorit
       const file = join(dir, `${++n}.pdf`);
       writeFileSync(file, await prepared.complete(cms));
       const r = await run('pdfsig', ['-nssdir', `sql:${nssDir}`, file]);
-      const ok = /Signature Validation: Signature is Valid\./.test(r.output) && /Certificate Validation: Certificate is Trusted\./.test(r.output);
+      const ok =
+        /Signature Validation: Signature is Valid\./.test(r.output) &&
+        /Certificate Validation: Certificate is Trusted\./.test(r.output);
       return { ok, output: r.output };
     }
     case 'X': {
@@ -146,11 +161,16 @@ describe('the offer rule over format x hash x key', () => {
             (err: unknown) =>
               err instanceof SignDocError &&
               err.status === 400 &&
-              err.description.includes(`signature_format ${format} is offered with ${OFFER[format].hashes.join(', ')} document hashes`) &&
+              err.description.includes(
+                `signature_format ${format} is offered with ${OFFER[format].hashes.join(', ')} document hashes`,
+              ) &&
               err.description.includes(OFFER[format].validator),
           );
           const verdict = await signAndValidate(format, algorithm, h);
-          assert.ok(verdict === undefined || !verdict.ok, `${OFFER[format].validator} verifies ${format} ${h.name} ${algorithm}: widen OFFER? ${verdict?.output}`);
+          assert.ok(
+            verdict === undefined || !verdict.ok,
+            `${OFFER[format].validator} verifies ${format} ${h.name} ${algorithm}: widen OFFER? ${verdict?.output}`,
+          );
         });
       }
     }
@@ -158,8 +178,14 @@ describe('the offer rule over format x hash x key', () => {
 
   test('without signAlgo: the configured default where the format offers it, else ECDSA P-256', () => {
     const sha256 = HASHES[0]!;
-    assert.equal(chooseSigning('C', 'AdES-B-B', sha256, undefined, undefined, 'RSA-PSS-3072').algorithm, 'RSA-PSS-3072');
-    assert.equal(chooseSigning('P', 'AdES-B-B', sha256, undefined, undefined, 'RSA-PSS-3072').algorithm, 'RSA-PSS-3072');
+    assert.equal(
+      chooseSigning('C', 'AdES-B-B', sha256, undefined, undefined, 'RSA-PSS-3072').algorithm,
+      'RSA-PSS-3072',
+    );
+    assert.equal(
+      chooseSigning('P', 'AdES-B-B', sha256, undefined, undefined, 'RSA-PSS-3072').algorithm,
+      'RSA-PSS-3072',
+    );
     assert.equal(chooseSigning('X', 'AdES-B-B', sha256, undefined, undefined, 'RSA-PSS-3072').algorithm, 'ECDSA-P256');
     assert.equal(chooseSigning('X', 'AdES-B-B', sha256, undefined, undefined, 'ECDSA-P384').algorithm, 'ECDSA-P384');
   });
@@ -167,7 +193,11 @@ describe('the offer rule over format x hash x key', () => {
   test('an unknown signAlgo for X lists only what X offers (no RSASSA-PSS)', () => {
     assert.throws(
       () => chooseSigning('X', 'AdES-B-B', HASHES[0]!, '1.2.840.10040.4.3'),
-      (err: unknown) => err instanceof SignDocError && err.status === 400 && !err.description.includes('RSASSA-PSS') && err.description.includes('PKCS#1 v1.5'),
+      (err: unknown) =>
+        err instanceof SignDocError &&
+        err.status === 400 &&
+        !err.description.includes('RSASSA-PSS') &&
+        err.description.includes('PKCS#1 v1.5'),
     );
   });
 });

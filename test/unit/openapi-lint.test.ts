@@ -42,7 +42,15 @@ test('openapi.yaml: signDoc and the admin endpoint require mutual TLS; the publi
   };
   assert.deepEqual(schemeOf('/signDoc', 'post'), ['mutualTLS']);
   assert.deepEqual(schemeOf('/admin/v1/notifications', 'post'), ['mutualTLS']);
-  for (const [path, method] of [['/ocsp', 'post'], ['/tsa', 'post'], ['/crl/{ca}.crl', 'get'], ['/ca/{ca}.crt', 'get'], ['/health/live', 'get'], ['/health/ready', 'get'], ['/metrics', 'get']] as const) {
+  for (const [path, method] of [
+    ['/ocsp', 'post'],
+    ['/tsa', 'post'],
+    ['/crl/{ca}.crl', 'get'],
+    ['/ca/{ca}.crt', 'get'],
+    ['/health/live', 'get'],
+    ['/health/ready', 'get'],
+    ['/metrics', 'get'],
+  ] as const) {
     assert.deepEqual(schemeOf(path, method), [], `${path} is public`);
   }
 });

@@ -30,7 +30,10 @@ before(async () => {
   pkiInit({ dataDir: dir, qtspId: 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31' });
   ca = loadCaMaterial(dir);
   mkdirSync(join(dir, 'nss'));
-  for (const args of [['-N', '--empty-password'], ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', pkiPaths(dir).rootCert]]) {
+  for (const args of [
+    ['-N', '--empty-password'],
+    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', pkiPaths(dir).rootCert],
+  ]) {
     const r = await run('certutil', [...args, '-d', `sql:${join(dir, 'nss')}`]);
     assert.ok(r.ok, r.output);
   }
@@ -41,7 +44,15 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 async function sign(pdf: Buffer): Promise<{ pdf: Buffer; cms: Buffer }> {
   const prepared = await prepareSignature(pdf, { reason: 'unit test' });
   const keys = generateKeyPair('P-256');
-  const signerCertificate = await mintSignerCertificate({ claims: { given_name: 'Erika', family_name: 'Mustermann' }, publicKey: keys.publicKey, issuingCa: ca.issuing, validitySeconds: 600, profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }), keyInQscd: false, consent: { issuer: 'https://as.test', txn: 'test-txn' } });
+  const signerCertificate = await mintSignerCertificate({
+    claims: { given_name: 'Erika', family_name: 'Mustermann' },
+    publicKey: keys.publicKey,
+    issuingCa: ca.issuing,
+    validitySeconds: 600,
+    profile: signerProfile({ defaultCountry: 'DE', pdsUrls: {} }),
+    keyInQscd: false,
+    consent: { issuer: 'https://as.test', txn: 'test-txn' },
+  });
   const cms = await padesBaselineBCms({
     hash: digest(SHA256, prepared.covered),
     hashAlgorithm: SHA256,
@@ -58,7 +69,11 @@ async function pdfsig(pdf: Buffer): Promise<{ valid: number; total: number; outp
   writeFileSync(file, pdf);
   const r = await run('pdfsig', ['-nssdir', `sql:${join(dir, 'nss')}`, file]);
   const blocks = r.output.split(/^Signature #\d+:$/m).slice(1);
-  return { valid: blocks.filter((b) => /Signature is Valid\./.test(b) && /Certificate is Trusted\./.test(b)).length, total: blocks.length, output: r.output };
+  return {
+    valid: blocks.filter((b) => /Signature is Valid\./.test(b) && /Certificate is Trusted\./.test(b)).length,
+    total: blocks.length,
+    output: r.output,
+  };
 }
 
 describe('incremental updates', () => {
@@ -72,7 +87,10 @@ describe('incremental updates', () => {
     const verdict = await pdfsig(second.pdf);
     assert.equal(verdict.total, 2, verdict.output);
     assert.equal(verdict.valid, 2, verdict.output);
-    assert.deepEqual(readSignatures(second.pdf).map((s) => s.contents), [first.cms, second.cms]);
+    assert.deepEqual(
+      readSignatures(second.pdf).map((s) => s.contents),
+      [first.cms, second.cms],
+    );
   });
 
   it('after a cross-reference stream: the increment is a cross-reference stream too, and pdfsig accepts it', async () => {
@@ -92,7 +110,11 @@ describe('incremental updates', () => {
 
   it('the DSS grows without duplicates', async () => {
     const once = await addDss(SAMPLE, { certificates: [ca.issuing.der], ocsps: [Buffer.from('ocsp-1')], crls: [] });
-    const twice = await addDss(once, { certificates: [ca.issuing.der, ca.root.der], ocsps: [Buffer.from('ocsp-1'), Buffer.from('ocsp-2')], crls: [Buffer.from('crl')] });
+    const twice = await addDss(once, {
+      certificates: [ca.issuing.der, ca.root.der],
+      ocsps: [Buffer.from('ocsp-1'), Buffer.from('ocsp-2')],
+      crls: [Buffer.from('crl')],
+    });
     const dss = await readDss(twice);
     assert.deepEqual(dss.certificates, [ca.issuing.der, ca.root.der]);
     assert.deepEqual(dss.ocsps.map(String), ['ocsp-1', 'ocsp-2']);
@@ -101,6 +123,9 @@ describe('incremental updates', () => {
 
   it('refuses what is not a PDF, or a PDF that does not end with %%EOF', async () => {
     await assert.rejects(PdfIncrement.open(Buffer.from('hello')), PdfFormatError);
-    await assert.rejects(PdfIncrement.open(Buffer.concat([SAMPLE, Buffer.from('\ntrailing garbage\n')])), PdfFormatError);
+    await assert.rejects(
+      PdfIncrement.open(Buffer.concat([SAMPLE, Buffer.from('\ntrailing garbage\n')])),
+      PdfFormatError,
+    );
   });
 });

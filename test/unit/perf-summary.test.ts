@@ -8,14 +8,27 @@ import { parsePerfScript, summarisePerf } from '../../bench/perf-summary.ts';
 
 const MAIN = 100;
 const WRITER = 101;
-const sample = (tid: number, ...frames: string[]) => `${tid} \n${frames.map((f, i) => `\t    ${(0x1000 + i).toString(16)} ${f}`).join('\n')}\n`;
+const sample = (tid: number, ...frames: string[]) =>
+  `${tid} \n${frames.map((f, i) => `\t    ${(0x1000 + i).toString(16)} ${f}`).join('\n')}\n`;
 
 const text = [
   // RSA verify inlined into verifyRs256: charged to src/trust/jws.ts
-  sample(MAIN, '__bn_sqrx8x_reduction', 'JS:*verifyRs256 file:///w/src/trust/jws.ts:1:317', 'JS:^checkSignature file:///w/src/trust/sad.ts:1:10', 'JS:^validateSad file:///w/src/trust/sad.ts:1:2929', 'JS:^signDoc file:///w/src/signing/sign-doc.ts:1:5763'),
+  sample(
+    MAIN,
+    '__bn_sqrx8x_reduction',
+    'JS:*verifyRs256 file:///w/src/trust/jws.ts:1:317',
+    'JS:^checkSignature file:///w/src/trust/sad.ts:1:10',
+    'JS:^validateSad file:///w/src/trust/sad.ts:1:2929',
+    'JS:^signDoc file:///w/src/signing/sign-doc.ts:1:5763',
+  ),
   sample(MAIN, 'JS:*validateSad file:///w/src/trust/sad.ts:1:2929'),
   // a native call under node's own JavaScript
-  sample(MAIN, 'writev', 'JS:~writevGeneric node:internal/stream_base_commons:122:22', 'JS:^mintSigner file:///w/src/signing/sign-doc.ts:1:99'),
+  sample(
+    MAIN,
+    'writev',
+    'JS:~writevGeneric node:internal/stream_base_commons:122:22',
+    'JS:^mintSigner file:///w/src/signing/sign-doc.ts:1:99',
+  ),
   // no JavaScript frame at all
   sample(MAIN, '__ecp_nistz256_sqr_montx'),
   sample(MAIN, 'node::crypto::TLSWrap::ClearOut', 'node::LibuvStreamWrap::ReadStart()::{lambda}', 'uv__read', 'uv_run'),
@@ -35,13 +48,30 @@ test('perf script text: one sample per tid line, frames innermost first, address
 });
 
 test('a short tid, right-aligned by perf, starts a sample and is no frame', () => {
-  const samples = parsePerfScript(` 2875 \n\t          858a3 __GI___pthread_disable_asynccancel\n\n 2875 \n\t     ae1a01 JS:*signDoc file:///w/src/signing/sign-doc.ts:1:5\n`);
-  assert.deepEqual(samples.map((s) => [s.tid, s.frames.length]), [[2875, 1], [2875, 1]]);
+  const samples = parsePerfScript(
+    ` 2875 \n\t          858a3 __GI___pthread_disable_asynccancel\n\n 2875 \n\t     ae1a01 JS:*signDoc file:///w/src/signing/sign-doc.ts:1:5\n`,
+  );
+  assert.deepEqual(
+    samples.map((s) => [s.tid, s.frames.length]),
+    [
+      [2875, 1],
+      [2875, 1],
+    ],
+  );
 });
 
 test('CPU per call by thread, and on the event loop by module (native charged to its JavaScript caller)', () => {
   // 10 Hz and 2 calls: one sample is 100 ms of CPU, 50 ms per call
-  const out = summarisePerf(parsePerfScript(text), MAIN, new Map([[MAIN, 'node'], [WRITER, 'qtsp-store']]), 10, 2);
+  const out = summarisePerf(
+    parsePerfScript(text),
+    MAIN,
+    new Map([
+      [MAIN, 'node'],
+      [WRITER, 'qtsp-store'],
+    ]),
+    10,
+    2,
+  );
   const line = (label: string) => out.split('\n').find((l) => l.trimEnd().endsWith(label));
   assert.match(out, /^on-CPU\s+400\.000 ms per call in all threads \(2 calls, 8 samples at 10 Hz\)/);
   assert.match(line('event loop')!, /^\s+300\.000 ms/);

@@ -5,16 +5,47 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, SqliteAdapter, SqliteIntrospector, SqliteQueryCompiler, sql } from 'kysely';
+import {
+  DummyDriver,
+  Kysely,
+  PostgresAdapter,
+  PostgresIntrospector,
+  PostgresQueryCompiler,
+  SqliteAdapter,
+  SqliteIntrospector,
+  SqliteQueryCompiler,
+  sql,
+} from 'kysely';
 import { indexed, prepare, preparedByCount } from '../../src/store/prepared.ts';
 
 interface Db {
-  outbox: { id: string; topic: string; state: string; attempts: number; updated_at: number | Date; payload: Buffer | null };
+  outbox: {
+    id: string;
+    topic: string;
+    state: string;
+    attempts: number;
+    updated_at: number | Date;
+    payload: Buffer | null;
+  };
 }
 
 const compilers = {
-  sqlite: new Kysely<Db>({ dialect: { createAdapter: () => new SqliteAdapter(), createDriver: () => new DummyDriver(), createIntrospector: (db) => new SqliteIntrospector(db), createQueryCompiler: () => new SqliteQueryCompiler() } }),
-  postgres: new Kysely<Db>({ dialect: { createAdapter: () => new PostgresAdapter(), createDriver: () => new DummyDriver(), createIntrospector: (db) => new PostgresIntrospector(db), createQueryCompiler: () => new PostgresQueryCompiler() } }),
+  sqlite: new Kysely<Db>({
+    dialect: {
+      createAdapter: () => new SqliteAdapter(),
+      createDriver: () => new DummyDriver(),
+      createIntrospector: (db) => new SqliteIntrospector(db),
+      createQueryCompiler: () => new SqliteQueryCompiler(),
+    },
+  }),
+  postgres: new Kysely<Db>({
+    dialect: {
+      createAdapter: () => new PostgresAdapter(),
+      createDriver: () => new DummyDriver(),
+      createIntrospector: (db) => new PostgresIntrospector(db),
+      createQueryCompiler: () => new PostgresQueryCompiler(),
+    },
+  }),
 };
 
 for (const [name, db] of Object.entries(compilers)) {
@@ -46,7 +77,17 @@ for (const [name, db] of Object.entries(compilers)) {
     });
 
     test('a shape per count: IN lists and multi-row inserts', () => {
-      const marks = preparedByCount<Record<string, unknown>>((count) => (p) => db.updateTable('outbox').set({ state: 'queued' }).where('id', 'in', indexed('id', count).map((n) => p[n] as string)));
+      const marks = preparedByCount<Record<string, unknown>>(
+        (count) => (p) =>
+          db
+            .updateTable('outbox')
+            .set({ state: 'queued' })
+            .where(
+              'id',
+              'in',
+              indexed('id', count).map((n) => p[n] as string),
+            ),
+      );
       for (const ids of [['a'], ['a', 'b', 'c'], ['d', 'e']]) {
         const expected = db.updateTable('outbox').set({ state: 'queued' }).where('id', 'in', ids).compile();
         const args = Object.fromEntries(ids.map((id, i) => [`id${i}`, id]));

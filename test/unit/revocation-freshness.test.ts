@@ -11,7 +11,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CrlIssuer } from '../../src/pki/crl.ts';
-import { ensureTrustServiceCertificates, loadCaMaterial, loadTrustServiceMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../src/pki/init.ts';
+import {
+  ensureTrustServiceCertificates,
+  loadCaMaterial,
+  loadTrustServiceMaterial,
+  pkiInit,
+  pkiPaths,
+  type CaMaterial,
+} from '../../src/pki/init.ts';
 import { generateKeyPair } from '../../src/pki/keys.ts';
 import { OcspResponder } from '../../src/pki/ocsp.ts';
 import { pkiUrls } from '../../src/pki/publication.ts';
@@ -38,8 +45,19 @@ function placeClockAt(ms: number): void {
 function provider(): LocalRevocation {
   const material = loadTrustServiceMaterial(dir);
   const status = { certificateStatus: async () => ({ status: 'good' as const }) };
-  const ocsp = new OcspResponder({ responder: material.ocspResponder, ca: ca.issuing, status, validitySeconds: 3600, clock });
-  const crlOptions = { revoked: { revokedCertificates: async () => [] }, validitySeconds: 86400, refreshSeconds: 300, clock };
+  const ocsp = new OcspResponder({
+    responder: material.ocspResponder,
+    ca: ca.issuing,
+    status,
+    validitySeconds: 3600,
+    clock,
+  });
+  const crlOptions = {
+    revoked: { revokedCertificates: async () => [] },
+    validitySeconds: 86400,
+    refreshSeconds: 300,
+    clock,
+  };
   const crls = [new CrlIssuer({ ca: ca.root, ...crlOptions }), new CrlIssuer({ ca: ca.issuing, ...crlOptions })];
   return new LocalRevocation(ocsp, ca.issuing.der, status, crls, clock);
 }
@@ -64,7 +82,11 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
     const s = scratch();
     try {
       const p = pkiPaths(dir);
-      const checked = await verifyOcsp(response, { root: p.rootCert, issuing: p.issuingCert, cert: s.file('signer.pem', toPem(signerDer, 'CERTIFICATE')) });
+      const checked = await verifyOcsp(response, {
+        root: p.rootCert,
+        issuing: p.issuingCert,
+        cert: s.file('signer.pem', toPem(signerDer, 'CERTIFICATE')),
+      });
       assert.ok(checked.ok && /: good/.test(checked.output), checked.output);
       const text = await run('openssl', ['ocsp', '-respin', s.file('r.der', response), '-resp_text', '-noverify']);
       assert.match(text.output, /Hash Algorithm: sha1/);
@@ -102,7 +124,16 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
     const fresh = (await revocation.crl(ca.root.der, genTime))!;
     assert.ok(!fresh.equals(first));
     assert.equal(await assertIssuedAfter({ ocsp: [], crl: [fresh] }, genTime, 'root CRL'), 1);
-    const verified = await run('openssl', ['crl', '-inform', 'DER', '-in', scratch().file('c.der', fresh), '-CAfile', pkiPaths(dir).rootCert, '-noout']);
+    const verified = await run('openssl', [
+      'crl',
+      '-inform',
+      'DER',
+      '-in',
+      scratch().file('c.der', fresh),
+      '-CAfile',
+      pkiPaths(dir).rootCert,
+      '-noout',
+    ]);
     assert.match(verified.output, /verify OK/);
   });
 
@@ -110,8 +141,14 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
     const revocation = provider();
     placeClockAt(100);
     const ahead = new Date(clock().getTime() + 5000);
-    await assert.rejects(revocation.ocspResponse(signerDer, ca.issuing.der, ahead), (err: unknown) => err instanceof SignDocError && err.status === 502);
-    await assert.rejects(revocation.crl(ca.root.der, ahead), (err: unknown) => err instanceof SignDocError && err.status === 502);
+    await assert.rejects(
+      revocation.ocspResponse(signerDer, ca.issuing.der, ahead),
+      (err: unknown) => err instanceof SignDocError && err.status === 502,
+    );
+    await assert.rejects(
+      revocation.crl(ca.root.der, ahead),
+      (err: unknown) => err instanceof SignDocError && err.status === 502,
+    );
   });
 
   test('the root is among the authorities (issuer of the issuing CA, which a B-B signature does not carry)', async () => {

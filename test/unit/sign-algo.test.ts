@@ -11,7 +11,13 @@ import { HASH_ALGORITHMS, SIGNATURE_OIDS, type HashAlgorithm } from '../../src/c
 import { chooseSigning, resolveSignAlgo } from '../../src/ades/offer.ts';
 import { SignDocError } from '../../src/errors.ts';
 import { signingKeyFor, SIGNER_ALGORITHMS, type SignerAlgorithm } from '../../src/pki/keys.ts';
-import { algorithmIdentifier, rsaPssParams, signatureAlgorithm, signWith, type SignHash } from '../../src/crypto/signature.ts';
+import {
+  algorithmIdentifier,
+  rsaPssParams,
+  signatureAlgorithm,
+  signWith,
+  type SignHash,
+} from '../../src/crypto/signature.ts';
 
 const HASHES = [...HASH_ALGORITHMS.values()];
 const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
@@ -26,7 +32,8 @@ const b64 = (block: { toBER(): ArrayBuffer }) => Buffer.from(block.toBER()).toSt
 const oidParam = (oid: string) => b64(new asn1js.ObjectIdentifier({ value: oid }));
 const NULL_PARAM = b64(new asn1js.Null());
 const signHash = (h: HashAlgorithm) => h.node as SignHash;
-const other = (h: HashAlgorithm) => HASHES.find((x) => x.length !== h.length || x.node.startsWith('sha3-') !== h.node.startsWith('sha3-'))!;
+const other = (h: HashAlgorithm) =>
+  HASHES.find((x) => x.length !== h.length || x.node.startsWith('sha3-') !== h.node.startsWith('sha3-'))!;
 
 function refused(fn: () => unknown, text: string | RegExp): void {
   assert.throws(fn, (err: unknown) => {
@@ -40,12 +47,32 @@ function refused(fn: () => unknown, text: string | RegExp): void {
 }
 
 /** RSASSA-PSS-params built field by field, for the good and the bad cases. */
-function pssParams(o: { hash?: string; hashNull?: boolean; mgf?: string; mgfHash?: string; salt?: number; trailer?: number }): string {
-  const hashId = (oid: string, withNull = false) => new pkijs.AlgorithmIdentifier(withNull ? { algorithmId: oid, algorithmParams: new asn1js.Null() } : { algorithmId: oid });
+function pssParams(o: {
+  hash?: string;
+  hashNull?: boolean;
+  mgf?: string;
+  mgfHash?: string;
+  salt?: number;
+  trailer?: number;
+}): string {
+  const hashId = (oid: string, withNull = false) =>
+    new pkijs.AlgorithmIdentifier(
+      withNull ? { algorithmId: oid, algorithmParams: new asn1js.Null() } : { algorithmId: oid },
+    );
   const fields: asn1js.AsnType[] = [];
-  const tagged = (n: number, v: asn1js.AsnType) => new asn1js.Constructed({ idBlock: { tagClass: 3, tagNumber: n }, value: [v] });
+  const tagged = (n: number, v: asn1js.AsnType) =>
+    new asn1js.Constructed({ idBlock: { tagClass: 3, tagNumber: n }, value: [v] });
   if (o.hash) fields.push(tagged(0, hashId(o.hash, o.hashNull).toSchema()));
-  if (o.mgf) fields.push(tagged(1, new pkijs.AlgorithmIdentifier({ algorithmId: o.mgf, algorithmParams: hashId(o.mgfHash ?? o.hash!, o.hashNull).toSchema() }).toSchema()));
+  if (o.mgf)
+    fields.push(
+      tagged(
+        1,
+        new pkijs.AlgorithmIdentifier({
+          algorithmId: o.mgf,
+          algorithmParams: hashId(o.mgfHash ?? o.hash!, o.hashNull).toSchema(),
+        }).toSchema(),
+      ),
+    );
   if (o.salt !== undefined) fields.push(tagged(2, new asn1js.Integer({ value: o.salt })));
   if (o.trailer !== undefined) fields.push(tagged(3, new asn1js.Integer({ value: o.trailer })));
   return b64(new asn1js.Sequence({ value: fields }));
@@ -71,8 +98,16 @@ describe('ecPublicKey 1.2.840.10045.2.1', () => {
   for (const h of HASHES) {
     test(`with ${h.name} documents`, () => {
       assert.equal(resolveSignAlgo(h, EC_PUBLIC_KEY), 'ECDSA-P256');
-      assert.equal(resolveSignAlgo(h, EC_PUBLIC_KEY, undefined, 'ECDSA-P384'), 'ECDSA-P384', 'the configured default curve');
-      assert.equal(resolveSignAlgo(h, EC_PUBLIC_KEY, undefined, 'RSA-PSS-3072'), 'ECDSA-P256', 'P-256 when the default is RSA');
+      assert.equal(
+        resolveSignAlgo(h, EC_PUBLIC_KEY, undefined, 'ECDSA-P384'),
+        'ECDSA-P384',
+        'the configured default curve',
+      );
+      assert.equal(
+        resolveSignAlgo(h, EC_PUBLIC_KEY, undefined, 'RSA-PSS-3072'),
+        'ECDSA-P256',
+        'P-256 when the default is RSA',
+      );
       assert.equal(resolveSignAlgo(h, EC_PUBLIC_KEY, oidParam(P256), 'ECDSA-P384'), 'ECDSA-P256');
       assert.equal(resolveSignAlgo(h, EC_PUBLIC_KEY, oidParam(P384)), 'ECDSA-P384');
     });
@@ -81,7 +116,10 @@ describe('ecPublicKey 1.2.840.10045.2.1', () => {
     const h = HASHES[0]!;
     refused(() => resolveSignAlgo(h, EC_PUBLIC_KEY, oidParam(P521)), `got ${P521}`);
     refused(() => resolveSignAlgo(h, EC_PUBLIC_KEY, NULL_PARAM), 'namedCurve OID');
-    refused(() => resolveSignAlgo(h, EC_PUBLIC_KEY, b64(new asn1js.Sequence({ value: [new asn1js.Integer({ value: 1 })] }))), 'namedCurve OID');
+    refused(
+      () => resolveSignAlgo(h, EC_PUBLIC_KEY, b64(new asn1js.Sequence({ value: [new asn1js.Integer({ value: 1 })] }))),
+      'namedCurve OID',
+    );
   });
 });
 
@@ -121,25 +159,53 @@ describe('RSASSA-PSS 1.2.840.113549.1.1.10 with signAlgoParams', () => {
       assert.equal(resolveSignAlgo(h, RSASSA_PSS, rsaPssParams(signHash(h)).toString('base64')), 'RSA-PSS-3072');
       assert.equal(resolveSignAlgo(h, RSASSA_PSS, goodPss(h, true)), 'RSA-PSS-3072');
       assert.equal(resolveSignAlgo(h, RSASSA_PSS, goodPss(h, false)), 'RSA-PSS-3072');
-      assert.equal(resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, salt: h.length, trailer: 1 })), 'RSA-PSS-3072', 'trailer 1 written out');
+      assert.equal(
+        resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, salt: h.length, trailer: 1 })),
+        'RSA-PSS-3072',
+        'trailer 1 written out',
+      );
     });
     test(`${h.name}: parameters we do not offer`, () => {
       const o = other(h);
       refused(() => resolveSignAlgo(h, RSASSA_PSS), 'needs signAlgoParams');
-      refused(() => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: o.oid, mgf: MGF1, mgfHash: h.oid, salt: h.length })), `hashAlgorithm ${o.oid} is not the document hash`);
-      refused(() => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, mgfHash: o.oid, salt: h.length })), `maskGenAlgorithm is not MGF1 with ${h.name}`);
-      refused(() => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: '1.2.840.113549.1.1.9', salt: h.length })), 'maskGenAlgorithm is not MGF1');
-      refused(() => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, salt: 20 })), `saltLength 20 is not ${h.length}`);
-      refused(() => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1 })), `saltLength 20 is not ${h.length}`);
-      refused(() => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, salt: h.length, trailer: 2 })), 'trailerField 2 is not 1');
+      refused(
+        () => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: o.oid, mgf: MGF1, mgfHash: h.oid, salt: h.length })),
+        `hashAlgorithm ${o.oid} is not the document hash`,
+      );
+      refused(
+        () => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, mgfHash: o.oid, salt: h.length })),
+        `maskGenAlgorithm is not MGF1 with ${h.name}`,
+      );
+      refused(
+        () => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: '1.2.840.113549.1.1.9', salt: h.length })),
+        'maskGenAlgorithm is not MGF1',
+      );
+      refused(
+        () => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, salt: 20 })),
+        `saltLength 20 is not ${h.length}`,
+      );
+      refused(
+        () => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1 })),
+        `saltLength 20 is not ${h.length}`,
+      );
+      refused(
+        () => resolveSignAlgo(h, RSASSA_PSS, pssParams({ hash: h.oid, mgf: MGF1, salt: h.length, trailer: 2 })),
+        'trailerField 2 is not 1',
+      );
       refused(() => resolveSignAlgo(h, RSASSA_PSS, pssParams({})), 'hashAlgorithm 1.3.14.3.2.26'); // all DEFAULTs: SHA-1
     });
   }
   test('malformed signAlgoParams', () => {
     const h = HASHES[0]!;
     const good = Buffer.from(goodPss(h), 'base64');
-    refused(() => resolveSignAlgo(h, RSASSA_PSS, Buffer.concat([good, Buffer.from([0])]).toString('base64')), 'one DER-encoded ASN.1 value');
-    refused(() => resolveSignAlgo(h, RSASSA_PSS, good.subarray(0, good.length - 1).toString('base64')), 'one DER-encoded ASN.1 value');
+    refused(
+      () => resolveSignAlgo(h, RSASSA_PSS, Buffer.concat([good, Buffer.from([0])]).toString('base64')),
+      'one DER-encoded ASN.1 value',
+    );
+    refused(
+      () => resolveSignAlgo(h, RSASSA_PSS, good.subarray(0, good.length - 1).toString('base64')),
+      'one DER-encoded ASN.1 value',
+    );
     refused(() => resolveSignAlgo(h, RSASSA_PSS, good.toString('base64url')), 'standard Base64');
     refused(() => resolveSignAlgo(h, RSASSA_PSS, ''), 'standard Base64');
     refused(() => resolveSignAlgo(h, RSASSA_PSS, NULL_PARAM), 'is not RSASSA-PSS-params');
@@ -162,12 +228,23 @@ describe('algorithms we do not offer: 400 naming what we offer', () => {
   for (const [oid, name] of notOffered) {
     test(`${name} ${oid}`, () => {
       for (const h of HASHES) {
-        const offered = [EC_PUBLIC_KEY, SIGNATURE_OIDS.ecdsa[signHash(h)], RSA_ENCRYPTION, SIGNATURE_OIDS.rsa[signHash(h)], RSASSA_PSS];
+        const offered = [
+          EC_PUBLIC_KEY,
+          SIGNATURE_OIDS.ecdsa[signHash(h)],
+          RSA_ENCRYPTION,
+          SIGNATURE_OIDS.rsa[signHash(h)],
+          RSASSA_PSS,
+        ];
         assert.throws(
           () => resolveSignAlgo(h, oid),
           (err: SignDocError) => {
             assert.equal(err.status, 400);
-            assert.ok(err.description.startsWith(`signAlgo ${oid} is not offered; with ${h.name} document hashes this QTSP offers`), err.description);
+            assert.ok(
+              err.description.startsWith(
+                `signAlgo ${oid} is not offered; with ${h.name} document hashes this QTSP offers`,
+              ),
+              err.description,
+            );
             for (const o of offered) assert.ok(err.description.includes(o), `${err.description} does not name ${o}`);
             assert.ok(err.description.includes(`salt length ${h.length}`));
             return true;
@@ -181,10 +258,28 @@ describe('algorithms we do not offer: 400 naming what we offer', () => {
 describe('chooseSigning', () => {
   test('maps a signer algorithm to key type and scheme', () => {
     const h = HASHES[0]!;
-    assert.deepEqual(chooseSigning('C', 'AdES-B-B', h), { format: 'C', level: 'AdES-B-B', algorithm: 'ECDSA-P256', keyAlgorithm: 'P-256', scheme: 'ecdsa' });
+    assert.deepEqual(chooseSigning('C', 'AdES-B-B', h), {
+      format: 'C',
+      level: 'AdES-B-B',
+      algorithm: 'ECDSA-P256',
+      keyAlgorithm: 'P-256',
+      scheme: 'ecdsa',
+    });
     assert.deepEqual(chooseSigning('C', 'AdES-B-B', h, EC_PUBLIC_KEY, oidParam(P384)).keyAlgorithm, 'P-384');
-    assert.deepEqual(chooseSigning('C', 'AdES-B-B', h, RSA_ENCRYPTION), { format: 'C', level: 'AdES-B-B', algorithm: 'RSA-3072', keyAlgorithm: 'RSA-3072', scheme: 'rsa-pkcs1-v1_5' });
-    assert.deepEqual(chooseSigning('C', 'AdES-B-B', h, undefined, undefined, 'RSA-PSS-3072'), { format: 'C', level: 'AdES-B-B', algorithm: 'RSA-PSS-3072', keyAlgorithm: 'RSA-3072', scheme: 'rsa-pss' });
+    assert.deepEqual(chooseSigning('C', 'AdES-B-B', h, RSA_ENCRYPTION), {
+      format: 'C',
+      level: 'AdES-B-B',
+      algorithm: 'RSA-3072',
+      keyAlgorithm: 'RSA-3072',
+      scheme: 'rsa-pkcs1-v1_5',
+    });
+    assert.deepEqual(chooseSigning('C', 'AdES-B-B', h, undefined, undefined, 'RSA-PSS-3072'), {
+      format: 'C',
+      level: 'AdES-B-B',
+      algorithm: 'RSA-PSS-3072',
+      keyAlgorithm: 'RSA-3072',
+      scheme: 'rsa-pss',
+    });
   });
 });
 
@@ -202,10 +297,17 @@ describe('RSASSA-PSS parameters and keys (keys.ts)', () => {
       // RFC 4055 2.1: SHA-2 identifiers with NULL inside PSS params (as OpenSSL writes them); SHA-3 absent
       assert.equal(params.hashAlgorithm.algorithmParams instanceof asn1js.Null, !h.node.startsWith('sha3-'));
       assert.equal(params.maskGenAlgorithm.algorithmId, MGF1);
-      assert.equal(new pkijs.AlgorithmIdentifier({ schema: params.maskGenAlgorithm.algorithmParams }).algorithmId, h.oid);
+      assert.equal(
+        new pkijs.AlgorithmIdentifier({ schema: params.maskGenAlgorithm.algorithmParams }).algorithmId,
+        h.oid,
+      );
       assert.equal(params.saltLength, h.length);
       assert.equal(params.trailerField, 1);
-      assert.equal((asn1js.fromBER(der).result as asn1js.Sequence).valueBlock.value.length, 3, 'the DEFAULT trailer field is not encoded');
+      assert.equal(
+        (asn1js.fromBER(der).result as asn1js.Sequence).valueBlock.value.length,
+        3,
+        'the DEFAULT trailer field is not encoded',
+      );
     });
 
     test(`an rsa-pss key signs ${h.name} RSASSA-PSS as its AlgorithmIdentifier says`, () => {
@@ -215,7 +317,14 @@ describe('RSASSA-PSS parameters and keys (keys.ts)', () => {
       assert.equal(alg.oid, RSASSA_PSS);
       assert.deepEqual(alg.params, rsaPssParams(signHash(h)));
       const ai = algorithmIdentifier(alg);
-      assert.equal(Buffer.from(ai.toSchema().toBER()).toString('hex'), Buffer.from(new asn1js.Sequence({ value: [new asn1js.ObjectIdentifier({ value: RSASSA_PSS }), asn1js.fromBER(alg.params!).result] }).toBER()).toString('hex'));
+      assert.equal(
+        Buffer.from(ai.toSchema().toBER()).toString('hex'),
+        Buffer.from(
+          new asn1js.Sequence({
+            value: [new asn1js.ObjectIdentifier({ value: RSASSA_PSS }), asn1js.fromBER(alg.params!).result],
+          }).toBER(),
+        ).toString('hex'),
+      );
       const data = Buffer.from(`data for ${h.name}`);
       const sig = signWith(pss, signHash(h), data);
       const pub = { key: rsa.publicKey, padding: constants.RSA_PKCS1_PSS_PADDING };
@@ -225,11 +334,14 @@ describe('RSASSA-PSS parameters and keys (keys.ts)', () => {
     });
   }
 
-  test('the PSS key is the same key; its public half keeps the certificate\'s rsaEncryption SPKI', () => {
+  test("the PSS key is the same key; its public half keeps the certificate's rsaEncryption SPKI", () => {
     const pss = signingKeyFor(rsa.privateKey, 'rsa-pss');
     const bits = (k: KeyObject) => {
       const spki = pkijs.PublicKeyInfo.fromBER(k.export({ type: 'spki', format: 'der' }));
-      return { alg: spki.algorithm.algorithmId, key: Buffer.from(spki.subjectPublicKey.valueBlock.valueHexView).toString('hex') };
+      return {
+        alg: spki.algorithm.algorithmId,
+        key: Buffer.from(spki.subjectPublicKey.valueBlock.valueHexView).toString('hex'),
+      };
     };
     assert.equal(bits(createPublicKey(pss)).key, bits(rsa.publicKey).key);
     assert.equal(bits(createPublicKey(pss)).alg, RSASSA_PSS);
@@ -239,7 +351,10 @@ describe('RSASSA-PSS parameters and keys (keys.ts)', () => {
 
   test('an rsa-pss key refuses PKCS#1 v1.5, and keys refuse the wrong scheme', () => {
     const pss = signingKeyFor(rsa.privateKey, 'rsa-pss');
-    assert.throws(() => sign('sha256', Buffer.from('x'), { key: pss, padding: constants.RSA_PKCS1_PADDING }), /padding/);
+    assert.throws(
+      () => sign('sha256', Buffer.from('x'), { key: pss, padding: constants.RSA_PKCS1_PADDING }),
+      /padding/,
+    );
     assert.equal(signingKeyFor(rsa.privateKey, 'rsa-pkcs1-v1_5'), rsa.privateKey);
     assert.equal(signingKeyFor(pss, 'rsa-pss'), pss);
     assert.throws(() => signingKeyFor(rsa.privateKey, 'ecdsa'), /cannot sign with ecdsa/);

@@ -12,7 +12,10 @@ import { base64JsonArray, base64Text, checkedBase64Text, type Base64Text } from 
 const texts = (...sizes: number[]): Base64Text[] => sizes.map((n) => base64Text(randomBytes(n)));
 /** what the express route sends (server.ts createApp) */
 const reference = (r: { SignatureObject: Base64Text[]; revocationInfo?: { ocsp: Base64Text[]; crl: Base64Text[] } }) =>
-  JSON.stringify({ SignatureObject: r.SignatureObject, ...(r.revocationInfo ? { revocationInfo: r.revocationInfo } : {}) });
+  JSON.stringify({
+    SignatureObject: r.SignatureObject,
+    ...(r.revocationInfo ? { revocationInfo: r.revocationInfo } : {}),
+  });
 
 test('signDoc answer: the same text as JSON.stringify, with and without revocationInfo', () => {
   const cases = [

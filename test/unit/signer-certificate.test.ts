@@ -48,7 +48,11 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const PROFILE = signerProfile({ defaultCountry: 'DE', pdsUrls: {} });
 const CONSENT = { issuer: 'https://bank.test', txn: 'c6a2b1de-7f4e-4a51-9d3e-0d1f2a3b4c5d' };
 
-async function mint(claims: IdentityClaims, now?: Date, options: Partial<MintSignerCertificateInput> = {}): Promise<SignerCertificate> {
+async function mint(
+  claims: IdentityClaims,
+  now?: Date,
+  options: Partial<MintSignerCertificateInput> = {},
+): Promise<SignerCertificate> {
   const keys = generateKeyPair('P-256');
   return await mintSignerCertificate({
     claims,
@@ -126,7 +130,17 @@ describe('mintSignerCertificate', () => {
     const p = pkiPaths(dir);
     // -x509_strict on top: RFC 5280 profile checks (AKI present, valid encodings); smimesign: the purpose
     // OpenSSL applies to CMS signers, which accepts keyUsage nonRepudiation alone and no EKU
-    const verified = await openssl('verify', '-x509_strict', '-purpose', 'smimesign', '-CAfile', p.rootCert, '-untrusted', p.issuingCert, file);
+    const verified = await openssl(
+      'verify',
+      '-x509_strict',
+      '-purpose',
+      'smimesign',
+      '-CAfile',
+      p.rootCert,
+      '-untrusted',
+      p.issuingCert,
+      file,
+    );
     assert.match(verified, /: OK$/m);
 
     const subject = await subjectText(file);
@@ -137,7 +151,14 @@ describe('mintSignerCertificate', () => {
     assert.match(subject, /surname\s+= Mustermann\n/);
     assert.match(subject, /commonName\s+= Erika Mustermann\n/);
     assert.doesNotMatch(subject, /localityName|Köln|pseudonym/, 'address.locality has no OID in spec 2.16');
-    assert.deepEqual(cert.providedClaims, ['given_name', 'family_name', 'birthdate', 'place_of_birth', 'nationalities', 'address']);
+    assert.deepEqual(cert.providedClaims, [
+      'given_name',
+      'family_name',
+      'birthdate',
+      'place_of_birth',
+      'nationalities',
+      'address',
+    ]);
   });
 
   test('full claims: extensions (key usage, basic constraints, AKI, SDA)', async () => {
@@ -181,15 +202,29 @@ describe('mintSignerCertificate', () => {
     const text = await x509Text(file);
     assert.match(text, /X509v3 Certificate Policies: \n\s+Policy: 0\.4\.0\.194112\.1\.2\n/);
     assert.doesNotMatch(text, /0\.4\.0\.194112\.1\.0\n/);
-    assert.deepEqual(await qcStatementOids(file), ['0.4.0.1862.1.1', '0.4.0.1862.1.4', '0.4.0.1862.1.6', '0.4.0.1862.1.6.1']);
+    assert.deepEqual(await qcStatementOids(file), [
+      '0.4.0.1862.1.1',
+      '0.4.0.1862.1.4',
+      '0.4.0.1862.1.6',
+      '0.4.0.1862.1.6.1',
+    ]);
   });
 
   test('QcPDS (EN 319 412-5 4.3.4): one PdsLocation per configured language, IA5String URL, PrintableString language', async () => {
-    const profile = signerProfile({ defaultCountry: 'DE', pdsUrls: { en: 'https://qtsp.example/pds/en.pdf', de: 'https://qtsp.example/pds/de.pdf' } });
+    const profile = signerProfile({
+      defaultCountry: 'DE',
+      pdsUrls: { en: 'https://qtsp.example/pds/en.pdf', de: 'https://qtsp.example/pds/de.pdf' },
+    });
     const file = save(await mint(FULL, undefined, { profile, keyInQscd: true }));
     const qc = await extensionAsn1(file, QC_STATEMENTS);
     assert.ok(qc);
-    assert.deepEqual(await qcStatementOids(file), ['0.4.0.1862.1.1', '0.4.0.1862.1.4', '0.4.0.1862.1.5', '0.4.0.1862.1.6', '0.4.0.1862.1.6.1']);
+    assert.deepEqual(await qcStatementOids(file), [
+      '0.4.0.1862.1.1',
+      '0.4.0.1862.1.4',
+      '0.4.0.1862.1.5',
+      '0.4.0.1862.1.6',
+      '0.4.0.1862.1.6.1',
+    ]);
     const locations = [...qc.matchAll(/IA5STRING\s+:(\S+)\n.*PRINTABLESTRING\s+:(\S+)\n/g)].map((m) => [m[1], m[2]]);
     assert.deepEqual(locations, [
       ['https://qtsp.example/pds/en.pdf', 'en'],
@@ -204,8 +239,13 @@ describe('mintSignerCertificate', () => {
     assert.ok(sda);
     assert.match(sda, /OBJECT\s+:id-pda-dateOfBirth\n.*SET\s*\n.*GENERALIZEDTIME\s+:19640812120000Z\n/);
     assert.match(sda, /OBJECT\s+:id-pda-placeOfBirth\n.*SET\s*\n.*UTF8STRING\s+:Berlin-Mitte, Berlin, DE\n/);
-    const citizenship = [...sda.matchAll(/OBJECT\s+:id-pda-countryOfCitizenship\n.*SET\s*\n.*PRINTABLESTRING\s+:(\S+)\n/g)];
-    assert.deepEqual(citizenship.map((m) => m[1]), ['DE', 'FR']);
+    const citizenship = [
+      ...sda.matchAll(/OBJECT\s+:id-pda-countryOfCitizenship\n.*SET\s*\n.*PRINTABLESTRING\s+:(\S+)\n/g),
+    ];
+    assert.deepEqual(
+      citizenship.map((m) => m[1]),
+      ['DE', 'FR'],
+    );
   });
 
   test('validity: notBefore now - 60 s, notAfter now + validitySeconds', async () => {
@@ -220,11 +260,18 @@ describe('mintSignerCertificate', () => {
   test('countryName always present: the address country, else the configured country of the identity scheme', async () => {
     assert.match(await subjectText(save(await mint({ given_name: 'Erika' }))), /countryName\s+= DE\n/, 'default DE');
     const austria = signerProfile({ defaultCountry: 'AT', pdsUrls: {} });
-    assert.match(await subjectText(save(await mint({ given_name: 'Erika' }, undefined, { profile: austria }))), /countryName\s+= AT\n/);
-    const fromAddress = await subjectText(save(await mint({ given_name: 'Erika', address: { country: 'fr' } }, undefined, { profile: austria })));
+    assert.match(
+      await subjectText(save(await mint({ given_name: 'Erika' }, undefined, { profile: austria }))),
+      /countryName\s+= AT\n/,
+    );
+    const fromAddress = await subjectText(
+      save(await mint({ given_name: 'Erika', address: { country: 'fr' } }, undefined, { profile: austria })),
+    );
     assert.match(fromAddress, /countryName\s+= FR\n/, 'the claim wins over the setting');
     assert.equal([...fromAddress.matchAll(/countryName/g)].length, 1);
-    const badClaim = await subjectText(save(await mint({ given_name: 'Erika', address: { country: 'Germany' } }, undefined, { profile: austria })));
+    const badClaim = await subjectText(
+      save(await mint({ given_name: 'Erika', address: { country: 'Germany' } }, undefined, { profile: austria })),
+    );
     assert.match(badClaim, /countryName\s+= AT\n/, 'a malformed address country falls back to the setting');
   });
 
@@ -293,11 +340,24 @@ describe('mintSignerCertificate', () => {
   test('malformed values of otherwise good claims: birthdate forms, non-object claims', async () => {
     const now = new Date();
     const tomorrow = new Date(now.getTime() + 86_400_000).toISOString().slice(0, 10);
-    for (const birthdate of ['0000-08-12', '1964', '1964-8-12', '12.08.1964', '1964-13-01', tomorrow, '1964-08-12T00:00:00Z']) {
+    for (const birthdate of [
+      '0000-08-12',
+      '1964',
+      '1964-8-12',
+      '12.08.1964',
+      '1964-13-01',
+      tomorrow,
+      '1964-08-12T00:00:00Z',
+    ]) {
       const cert = await mint({ given_name: 'Erika', birthdate });
       assert.deepEqual(cert.providedClaims, ['given_name'], birthdate);
     }
-    const odd = await mint({ given_name: 'Erika', place_of_birth: 'Berlin', address: 'Heidestraße 17', nationalities: 'DE' } as unknown as IdentityClaims);
+    const odd = await mint({
+      given_name: 'Erika',
+      place_of_birth: 'Berlin',
+      address: 'Heidestraße 17',
+      nationalities: 'DE',
+    } as unknown as IdentityClaims);
     assert.deepEqual(odd.providedClaims, ['given_name']);
     assert.equal(await extensionAsn1(save(odd), SDA), undefined);
     // a leap day is a real date
@@ -308,7 +368,11 @@ describe('mintSignerCertificate', () => {
     const given = 'Maximiliane Friederike Augusta';
     const family = 'von Hohenzollern-Sigmaringen-Veringen-H';
     assert.equal(`${given} ${family}`.length, 70);
-    const cert = await mint({ given_name: given, family_name: family, address: { street_address: 'c/o Muster GmbH\r\nHeidestraße 17\n', country: 'de' } });
+    const cert = await mint({
+      given_name: given,
+      family_name: family,
+      address: { street_address: 'c/o Muster GmbH\r\nHeidestraße 17\n', country: 'de' },
+    });
     const subject = await subjectText(save(cert));
     assert.match(subject, /countryName\s+= DE\n/);
     assert.match(subject, /streetAddress\s+= c\/o Muster GmbH, Heidestraße 17\n/);
@@ -330,7 +394,11 @@ describe('mintSignerCertificate', () => {
     const decomposed = 'e\u0301'.repeat(40); // NFC turns it into é; the claim cleaner normalises first
     assert.equal(commonNameOf(undefined, decomposed.normalize('NFC')), 'é'.repeat(40));
     const cut = commonNameOf(undefined, `${'x'.repeat(63)}👩‍👩‍👧`);
-    assert.equal(cut, 'x'.repeat(63), 'a family emoji (5 code points) does not fit in the last place and is left out whole');
+    assert.equal(
+      cut,
+      'x'.repeat(63),
+      'a family emoji (5 code points) does not fit in the last place and is left out whole',
+    );
     // initials do not make it fit either: the full name is cut, keeping the given names whole
     assert.equal(commonNameOf('Erika Maria', 'X'.repeat(60)), `Erika Maria ${'X'.repeat(52)}`);
   });
@@ -338,16 +406,34 @@ describe('mintSignerCertificate', () => {
 
 describe('subjectDirectoryAttributesOf: the DER writer against the pkijs composition (the whole Extension)', () => {
   // what the extension was composed of before the DER writer took over (pkijs/asn1js, an encoder we did not write)
-  function pkijsComposition(birth: string | undefined, place: string | undefined, nationalities: readonly string[]): Buffer {
+  function pkijsComposition(
+    birth: string | undefined,
+    place: string | undefined,
+    nationalities: readonly string[],
+  ): Buffer {
     const attributes: pkijs.Attribute[] = [];
-    if (birth) attributes.push(new pkijs.Attribute({ type: OID.dateOfBirth, values: [new asn1js.GeneralizedTime({ value: birth })] }));
-    if (place) attributes.push(new pkijs.Attribute({ type: OID.placeOfBirth, values: [new asn1js.Utf8String({ value: place })] }));
-    for (const code of nationalities) attributes.push(new pkijs.Attribute({ type: OID.countryOfCitizenship, values: [new asn1js.PrintableString({ value: code })] }));
+    if (birth)
+      attributes.push(
+        new pkijs.Attribute({ type: OID.dateOfBirth, values: [new asn1js.GeneralizedTime({ value: birth })] }),
+      );
+    if (place)
+      attributes.push(
+        new pkijs.Attribute({ type: OID.placeOfBirth, values: [new asn1js.Utf8String({ value: place })] }),
+      );
+    for (const code of nationalities)
+      attributes.push(
+        new pkijs.Attribute({ type: OID.countryOfCitizenship, values: [new asn1js.PrintableString({ value: code })] }),
+      );
     return Buffer.from(new pkijs.SubjectDirectoryAttributes({ attributes }).toSchema().toBER());
   }
   const now = new Date('2026-01-01T00:00:00Z');
   const cases: [IdentityClaims, string | undefined, string | undefined, string[]][] = [
-    [{ birthdate: '1964-08-12', place_of_birth: { locality: 'Köln', country: 'DE' }, nationalities: ['DE', 'fr'] }, '19640812120000Z', 'Köln, DE', ['DE', 'FR']],
+    [
+      { birthdate: '1964-08-12', place_of_birth: { locality: 'Köln', country: 'DE' }, nationalities: ['DE', 'fr'] },
+      '19640812120000Z',
+      'Köln, DE',
+      ['DE', 'FR'],
+    ],
     [{ birthdate: '0099-01-31' }, '00990131120000Z', undefined, []],
     [{ place_of_birth: { locality: 'Ζάκυνθος 😀'.repeat(3) } }, undefined, 'Ζάκυνθος 😀'.repeat(3), []],
     [{ nationalities: ['AT', 'AT', 'IT', 'DE', 'NL'] }, undefined, undefined, ['AT', 'IT', 'DE', 'NL']],
@@ -356,7 +442,11 @@ describe('subjectDirectoryAttributesOf: the DER writer against the pkijs composi
     test(`byte for byte: ${JSON.stringify(claims)}`, () => {
       const { extension } = subjectDirectoryAttributesOf(claims, now);
       assert.ok(extension);
-      const expected = new pkijs.Extension({ extnID: OID.subjectDirectoryAttributes, critical: false, extnValue: new Uint8Array(pkijsComposition(birth, place, nationalities)).buffer });
+      const expected = new pkijs.Extension({
+        extnID: OID.subjectDirectoryAttributes,
+        critical: false,
+        extnValue: new Uint8Array(pkijsComposition(birth, place, nationalities)).buffer,
+      });
       assert.equal(extension.toString('hex'), Buffer.from(expected.toSchema().toBER()).toString('hex'));
     });
   }
@@ -380,20 +470,36 @@ describe('signerProfile: settings are checked', () => {
       { en: 'https://qtsp.example/en.pdf', xx: 'https://qtsp.example/xx.pdf' },
       { de: 'https://qtsp.example/de.pdf' },
     ];
-    for (const pdsUrls of bad) assert.throws(() => signerProfile({ defaultCountry: 'DE', pdsUrls }), /signer\.pdsUrls/, JSON.stringify(pdsUrls));
-    assert.deepEqual(signerProfile({ defaultCountry: 'DE', pdsUrls: { en: 'https://qtsp.example/en.pdf' } }).pdsLocations, [{ language: 'en', url: 'https://qtsp.example/en.pdf' }]);
+    for (const pdsUrls of bad)
+      assert.throws(() => signerProfile({ defaultCountry: 'DE', pdsUrls }), /signer\.pdsUrls/, JSON.stringify(pdsUrls));
+    assert.deepEqual(
+      signerProfile({ defaultCountry: 'DE', pdsUrls: { en: 'https://qtsp.example/en.pdf' } }).pdsLocations,
+      [{ language: 'en', url: 'https://qtsp.example/en.pdf' }],
+    );
   });
 
   test('configuration: QTSP_SIGNER_DEFAULT_COUNTRY and QTSP_SIGNER_PDS_URLS, bad values name the setting', async () => {
-    const config = loadConfig({}, { QTSP_SIGNER_DEFAULT_COUNTRY: 'AT', QTSP_SIGNER_PDS_URLS: 'en=https://qtsp.example/en.pdf, de=https://qtsp.example/de.pdf' });
+    const config = loadConfig(
+      {},
+      {
+        QTSP_SIGNER_DEFAULT_COUNTRY: 'AT',
+        QTSP_SIGNER_PDS_URLS: 'en=https://qtsp.example/en.pdf, de=https://qtsp.example/de.pdf',
+      },
+    );
     assert.equal(config.signer.defaultCountry, 'AT');
     assert.deepEqual(config.signer.pdsUrls, { en: 'https://qtsp.example/en.pdf', de: 'https://qtsp.example/de.pdf' });
     const defaults = loadConfig({}, {});
     assert.equal(defaults.signer.defaultCountry, 'DE');
     assert.deepEqual(defaults.signer.pdsUrls, {});
-    assert.throws(() => loadConfig({}, { QTSP_SIGNER_DEFAULT_COUNTRY: 'Germany' }), /signer\.defaultCountry \(QTSP_SIGNER_DEFAULT_COUNTRY\)/);
+    assert.throws(
+      () => loadConfig({}, { QTSP_SIGNER_DEFAULT_COUNTRY: 'Germany' }),
+      /signer\.defaultCountry \(QTSP_SIGNER_DEFAULT_COUNTRY\)/,
+    );
     assert.throws(() => loadConfig({}, { QTSP_SIGNER_PDS_URLS: 'en=http://qtsp.example/en.pdf' }), /signer\.pdsUrls/);
-    assert.throws(() => loadConfig({}, { QTSP_SIGNER_PDS_URLS: 'de=https://qtsp.example/de.pdf' }), /QTSP_SIGNER_PDS_URLS.*English/);
+    assert.throws(
+      () => loadConfig({}, { QTSP_SIGNER_PDS_URLS: 'de=https://qtsp.example/de.pdf' }),
+      /QTSP_SIGNER_PDS_URLS.*English/,
+    );
     assert.throws(() => loadConfig({}, { QTSP_SIGNER_PDS_URLS: 'english=https://qtsp.example/en.pdf' }), /ISO 639-1/);
   });
 });
@@ -402,14 +508,25 @@ describe('subjectText (what the store records without parsing the certificate)',
   test('equals the subject OpenSSL reads from the certificate, for names, addresses, escapes and pseudonyms', async () => {
     const cases: IdentityClaims[] = [
       { given_name: 'Erika', family_name: 'Mustermann' },
-      { given_name: 'Jürgen, Jr.', family_name: 'Müller+Lüdenscheidt "Max" <x>;', address: { street_address: '#1 Main St\nApt 2', postal_code: '10115', country: 'de' } },
-      { given_name: 'Maximiliane Friederike Johanna Theresia Walburga', family_name: 'von und zu Hohenzollern-Sigmaringen-Lüdenscheidt' },
+      {
+        given_name: 'Jürgen, Jr.',
+        family_name: 'Müller+Lüdenscheidt "Max" <x>;',
+        address: { street_address: '#1 Main St\nApt 2', postal_code: '10115', country: 'de' },
+      },
+      {
+        given_name: 'Maximiliane Friederike Johanna Theresia Walburga',
+        family_name: 'von und zu Hohenzollern-Sigmaringen-Lüdenscheidt',
+      },
       { birthdate: '1964-08-12' },
       { family_name: '李', address: { country: 'AT' } },
     ];
     for (const claims of cases) {
       const cert = await mint(claims);
-      assert.equal(cert.subjectText, new X509Certificate(cert.der).subject.split('\n').join(', '), JSON.stringify(claims));
+      assert.equal(
+        cert.subjectText,
+        new X509Certificate(cert.der).subject.split('\n').join(', '),
+        JSON.stringify(claims),
+      );
     }
   });
 });

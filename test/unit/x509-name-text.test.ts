@@ -11,14 +11,36 @@ const key = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const spki = spkiOf(key.publicKey);
 
 function openssl(attributes: NameAttribute[]): string {
-  const { der } = issueCertificate({ subject: buildName(attributes), publicKey: spki, selfSignKey: key.privateKey, notBefore: new Date(0), notAfter: new Date(86_400_000), extensions: [] });
+  const { der } = issueCertificate({
+    subject: buildName(attributes),
+    publicKey: spki,
+    selfSignKey: key.privateKey,
+    notBefore: new Date(0),
+    notAfter: new Date(86_400_000),
+    extensions: [],
+  });
   return new X509Certificate(der).subject.split('\n').join(', ');
 }
 
 describe('nameText equals OpenSSL subject text', () => {
   test('every attribute type we write', () => {
-    const utf8Types = [OID.commonName, OID.surname, OID.localityName, OID.streetAddress, OID.organizationName, OID.organizationalUnitName, OID.postalCode, OID.givenName, OID.pseudonym, OID.organizationIdentifier];
-    const attributes: NameAttribute[] = [{ type: OID.countryName, value: 'DE' }, { type: OID.serialNumber, value: 'PNODE-123' }, ...utf8Types.map((type, i) => ({ type, value: `value ${i}` }))];
+    const utf8Types = [
+      OID.commonName,
+      OID.surname,
+      OID.localityName,
+      OID.streetAddress,
+      OID.organizationName,
+      OID.organizationalUnitName,
+      OID.postalCode,
+      OID.givenName,
+      OID.pseudonym,
+      OID.organizationIdentifier,
+    ];
+    const attributes: NameAttribute[] = [
+      { type: OID.countryName, value: 'DE' },
+      { type: OID.serialNumber, value: 'PNODE-123' },
+      ...utf8Types.map((type, i) => ({ type, value: `value ${i}` })),
+    ];
     assert.equal(nameText(attributes), openssl(attributes));
   });
 
@@ -36,8 +58,23 @@ describe('nameText equals OpenSSL subject text', () => {
   });
 
   test('non-ASCII names', () => {
-    for (const value of ['Jürgen Müller-Lüdenscheidt', 'Åsa Ødegård', 'Zoë Ñúñez', 'Σωκράτης', 'Анна Павлова', '李小龙', 'José 😀 Ωmega', 'e\u0301 combining', '\u00a0nbsp\u00a0', 'ß#,+;']) {
-      const attributes = [{ type: OID.countryName, value: 'DE' }, { type: OID.commonName, value }, { type: OID.pseudonym, value: `#${value} ` }];
+    for (const value of [
+      'Jürgen Müller-Lüdenscheidt',
+      'Åsa Ødegård',
+      'Zoë Ñúñez',
+      'Σωκράτης',
+      'Анна Павлова',
+      '李小龙',
+      'José 😀 Ωmega',
+      'e\u0301 combining',
+      '\u00a0nbsp\u00a0',
+      'ß#,+;',
+    ]) {
+      const attributes = [
+        { type: OID.countryName, value: 'DE' },
+        { type: OID.commonName, value },
+        { type: OID.pseudonym, value: `#${value} ` },
+      ];
       assert.equal(nameText(attributes), openssl(attributes), value);
     }
   });

@@ -50,7 +50,11 @@ before(() => {
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-async function input(keyName: string, hashAlgorithm: HashAlgorithm, extra: Partial<SignatureInput> = {}): Promise<SignatureInput & { privateKey: KeyObject }> {
+async function input(
+  keyName: string,
+  hashAlgorithm: HashAlgorithm,
+  extra: Partial<SignatureInput> = {},
+): Promise<SignatureInput & { privateKey: KeyObject }> {
   const privateKey = keys.get(keyName)!;
   const signerCertificate = await mintSignerCertificate({
     claims: { given_name: 'Erika', family_name: 'Mustermann' },
@@ -61,7 +65,17 @@ async function input(keyName: string, hashAlgorithm: HashAlgorithm, extra: Parti
     keyInQscd: false,
     consent: { issuer: 'https://as.test', txn: 'test-txn' },
   });
-  return { hash: digest(hashAlgorithm, DOCUMENT), hashAlgorithm, signerCertificate, chain: [ca.issuing.der], key: new SoftwareSigningKey(privateKey), privateKey, signingTime: new Date(), services: {}, ...extra };
+  return {
+    hash: digest(hashAlgorithm, DOCUMENT),
+    hashAlgorithm,
+    signerCertificate,
+    chain: [ca.issuing.der],
+    key: new SoftwareSigningKey(privateKey),
+    privateKey,
+    signingTime: new Date(),
+    services: {},
+    ...extra,
+  };
 }
 
 function parse(xml: Buffer): Document {
@@ -107,22 +121,41 @@ describe('buildXadesBaselineB: structure (EN 319 132-1 B-B)', () => {
     assert.match(signature.toString('utf8'), /^<\?xml version="1\.0" encoding="UTF-8"\?>\n<ds:Signature /);
     const doc = parse(signature);
     const signedInfo = one(doc, DS, 'SignedInfo');
-    assert.equal(one(signedInfo, DS, 'CanonicalizationMethod').getAttribute('Algorithm'), 'http://www.w3.org/2001/10/xml-exc-c14n#');
-    assert.equal(one(signedInfo, DS, 'SignatureMethod').getAttribute('Algorithm'), 'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384');
+    assert.equal(
+      one(signedInfo, DS, 'CanonicalizationMethod').getAttribute('Algorithm'),
+      'http://www.w3.org/2001/10/xml-exc-c14n#',
+    );
+    assert.equal(
+      one(signedInfo, DS, 'SignatureMethod').getAttribute('Algorithm'),
+      'http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384',
+    );
     const [document, properties] = elements(signedInfo, DS, 'Reference');
     assert.equal(elements(signedInfo, DS, 'Reference').length, 2);
     assert.equal(document!.getAttribute('URI'), documentUri(i.hash, sha384));
     assert.equal(document!.getAttribute('URI'), `ni:///sha-384;${i.hash.toString('base64url')}`);
     assert.equal(document!.hasAttribute('Type'), false);
-    assert.equal(elements(document!, DS, 'Transform').length, 0, 'the document reference has no transforms: its digest is of the bytes');
-    assert.equal(one(document!, DS, 'DigestMethod').getAttribute('Algorithm'), 'http://www.w3.org/2001/04/xmldsig-more#sha384');
+    assert.equal(
+      elements(document!, DS, 'Transform').length,
+      0,
+      'the document reference has no transforms: its digest is of the bytes',
+    );
+    assert.equal(
+      one(document!, DS, 'DigestMethod').getAttribute('Algorithm'),
+      'http://www.w3.org/2001/04/xmldsig-more#sha384',
+    );
     assert.equal(one(document!, DS, 'DigestValue').textContent, i.hash.toString('base64'));
 
     const signedProperties = one(doc, XADES, 'SignedProperties');
     assert.equal(properties!.getAttribute('Type'), 'http://uri.etsi.org/01903#SignedProperties');
     assert.equal(properties!.getAttribute('URI'), `#${signedProperties.getAttribute('Id')}`);
-    assert.equal(one(properties!, DS, 'Transform').getAttribute('Algorithm'), 'http://www.w3.org/2001/10/xml-exc-c14n#');
-    assert.equal(one(doc, XADES, 'QualifyingProperties').getAttribute('Target'), `#${one(doc, DS, 'Signature').getAttribute('Id')}`);
+    assert.equal(
+      one(properties!, DS, 'Transform').getAttribute('Algorithm'),
+      'http://www.w3.org/2001/10/xml-exc-c14n#',
+    );
+    assert.equal(
+      one(doc, XADES, 'QualifyingProperties').getAttribute('Target'),
+      `#${one(doc, DS, 'Signature').getAttribute('Id')}`,
+    );
   });
 
   test('SigningTime, SigningCertificateV2 with IssuerSerialV2, DataObjectFormat', async () => {
@@ -135,7 +168,9 @@ describe('buildXadesBaselineB: structure (EN 319 132-1 B-B)', () => {
     assert.equal(one(cert, DS, 'DigestMethod').getAttribute('Algorithm'), 'http://www.w3.org/2001/04/xmlenc#sha256');
     assert.equal(one(cert, DS, 'DigestValue').textContent, digest(sha256, i.signerCertificate.der).toString('base64'));
     // RFC 5035 IssuerSerial: SEQUENCE { GeneralNames { [4] Name }, serialNumber }, compared with OpenSSL's view
-    const issuerSerial = asn1js.fromBER(new Uint8Array(Buffer.from(one(cert, XADES, 'IssuerSerialV2').textContent!, 'base64')));
+    const issuerSerial = asn1js.fromBER(
+      new Uint8Array(Buffer.from(one(cert, XADES, 'IssuerSerialV2').textContent!, 'base64')),
+    );
     assert.notEqual(issuerSerial.offset, -1);
     const [generalNames, serial] = (issuerSerial.result as asn1js.Sequence).valueBlock.value;
     const directoryName = (generalNames as asn1js.Sequence).valueBlock.value[0]!;
@@ -156,7 +191,9 @@ describe('buildXadesBaselineB: structure (EN 319 132-1 B-B)', () => {
   test('KeyInfo: one X509Data with the signer certificate, then the issuing CA', async () => {
     const i = await input('P-256', SHA2[0]!);
     const doc = parse((await buildXadesBaselineB(i)).signature);
-    const certificates = elements(one(one(doc, DS, 'KeyInfo'), DS, 'X509Data'), DS, 'X509Certificate').map((e) => Buffer.from(e.textContent!, 'base64'));
+    const certificates = elements(one(one(doc, DS, 'KeyInfo'), DS, 'X509Data'), DS, 'X509Certificate').map((e) =>
+      Buffer.from(e.textContent!, 'base64'),
+    );
     assert.deepEqual(certificates, [i.signerCertificate.der, ca.issuing.der]);
   });
 });
@@ -184,7 +221,11 @@ describe('xmlsec1 rejects what it must', () => {
   });
 
   test('a changed signed property (SigningTime)', async () => {
-    const tampered = Buffer.from(good.toString('utf8').replace(/<xades:SigningTime>(\d{4})/, (_m, y: string) => `<xades:SigningTime>${Number(y) - 1}`));
+    const tampered = Buffer.from(
+      good
+        .toString('utf8')
+        .replace(/<xades:SigningTime>(\d{4})/, (_m, y: string) => `<xades:SigningTime>${Number(y) - 1}`),
+    );
     assert.notDeepEqual(tampered, good);
     const result = await verify(tampered);
     assert.equal(result.ok, false, result.output);
@@ -195,13 +236,31 @@ describe('xmlsec1 rejects what it must', () => {
     const xml = good.toString('utf8');
     const digestValue = /<ds:DigestValue>([^<]+)<\/ds:DigestValue>/.exec(xml)![1]!;
     const other = digest(SHA2[0]!, Buffer.from('other')).toString('base64');
-    const result = await xmlsecVerify(Buffer.from(xml.replace(digestValue, other)), Buffer.from('other'), { trustedPem: rootPem });
+    const result = await xmlsecVerify(Buffer.from(xml.replace(digestValue, other)), Buffer.from('other'), {
+      trustedPem: rootPem,
+    });
     assert.equal(result.ok, false, result.output);
   });
 
   test('a trust anchor that is not our root', async () => {
     const foreign = join(dir, 'foreign-root.pem');
-    const made = await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(dir, 'foreign.key'), '-subj', '/CN=foreign root', '-days', '1', '-out', foreign]);
+    const made = await run('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      join(dir, 'foreign.key'),
+      '-subj',
+      '/CN=foreign root',
+      '-days',
+      '1',
+      '-out',
+      foreign,
+    ]);
     assert.ok(made.ok, made.output);
     const result = await xmlsecVerify(good, DOCUMENT, { trustedPem: foreign });
     assert.equal(result.ok, false, result.output);
@@ -213,11 +272,17 @@ describe('what XAdES is not offered with', () => {
     for (const hashAlgorithm of HASH_ALGORITHMS.values()) {
       assert.equal(xadesSupportsHash(hashAlgorithm), !hashAlgorithm.name.startsWith('SHA3'), hashAlgorithm.name);
     }
-    await assert.rejects(buildXadesBaselineB(await input('P-256', hashByName('SHA3-256')!)), /not offered with SHA3-256; offered: SHA-256, SHA-384, SHA-512/);
+    await assert.rejects(
+      buildXadesBaselineB(await input('P-256', hashByName('SHA3-256')!)),
+      /not offered with SHA3-256; offered: SHA-256, SHA-384, SHA-512/,
+    );
   });
 
   test('a hash of the wrong length', async () => {
-    await assert.rejects(buildXadesBaselineB({ ...(await input('P-256', SHA2[0]!)), hash: Buffer.alloc(20) }), /20 bytes, SHA-256 has 32/);
+    await assert.rejects(
+      buildXadesBaselineB({ ...(await input('P-256', SHA2[0]!)), hash: Buffer.alloc(20) }),
+      /20 bytes, SHA-256 has 32/,
+    );
   });
 });
 
@@ -230,7 +295,10 @@ describe('RSASSA-PSS signer keys (RFC 6931 sha*-rsa-MGF1)', () => {
       const xml = (await buildXadesBaselineB(i)).signature;
       const doc = parse(xml);
       const bits = hashAlgorithm.node.slice(3);
-      assert.equal(one(doc, DS, 'SignatureMethod').getAttribute('Algorithm'), `http://www.w3.org/2007/05/xmldsig-more#sha${bits}-rsa-MGF1`);
+      assert.equal(
+        one(doc, DS, 'SignatureMethod').getAttribute('Algorithm'),
+        `http://www.w3.org/2007/05/xmldsig-more#sha${bits}-rsa-MGF1`,
+      );
       const c14n = new XmlDSig.XmlDsigExcC14NTransform();
       c14n.LoadInnerXml(one(doc, DS, 'SignedInfo'));
       const canonical = c14n.GetOutput(); // once: the transform keeps state between GetOutput calls
@@ -240,17 +308,53 @@ describe('RSASSA-PSS signer keys (RFC 6931 sha*-rsa-MGF1)', () => {
       writeFileSync(signedInfoFile, canonical);
       writeFileSync(signatureFile, Buffer.from(one(doc, DS, 'SignatureValue').textContent!, 'base64'));
       writeFileSync(publicKeyFile, createPublicKey(i.privateKey).export({ type: 'spki', format: 'pem' }));
-      const pss = ['-sigopt', 'rsa_padding_mode:pss', '-sigopt', `rsa_pss_saltlen:${hashAlgorithm.length}`, '-sigopt', `rsa_mgf1_md:${hashAlgorithm.node}`];
-      const ok = await run('openssl', ['dgst', `-${hashAlgorithm.node}`, ...pss, '-verify', publicKeyFile, '-signature', signatureFile, signedInfoFile]);
+      const pss = [
+        '-sigopt',
+        'rsa_padding_mode:pss',
+        '-sigopt',
+        `rsa_pss_saltlen:${hashAlgorithm.length}`,
+        '-sigopt',
+        `rsa_mgf1_md:${hashAlgorithm.node}`,
+      ];
+      const ok = await run('openssl', [
+        'dgst',
+        `-${hashAlgorithm.node}`,
+        ...pss,
+        '-verify',
+        publicKeyFile,
+        '-signature',
+        signatureFile,
+        signedInfoFile,
+      ]);
       assert.ok(ok.ok, ok.output);
       assert.match(ok.output, /Verified OK/);
       writeFileSync(signedInfoFile, canonical.replace('exc-c14n', 'exc-c14N'));
-      const bad = await run('openssl', ['dgst', `-${hashAlgorithm.node}`, ...pss, '-verify', publicKeyFile, '-signature', signatureFile, signedInfoFile]);
+      const bad = await run('openssl', [
+        'dgst',
+        `-${hashAlgorithm.node}`,
+        ...pss,
+        '-verify',
+        publicKeyFile,
+        '-signature',
+        signatureFile,
+        signedInfoFile,
+      ]);
       assert.equal(bad.ok, false, bad.output);
       // and node agrees (PKCS#1 v1.5 would not)
       const data = Buffer.from(canonical, 'utf8');
       const value = Buffer.from(one(doc, DS, 'SignatureValue').textContent!, 'base64');
-      assert.ok(nodeVerify(hashAlgorithm.node, data, { key: createPublicKey(i.privateKey), padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: hashAlgorithm.length }, value));
+      assert.ok(
+        nodeVerify(
+          hashAlgorithm.node,
+          data,
+          {
+            key: createPublicKey(i.privateKey),
+            padding: constants.RSA_PKCS1_PSS_PADDING,
+            saltLength: hashAlgorithm.length,
+          },
+          value,
+        ),
+      );
     });
   }
 });
@@ -268,9 +372,32 @@ const opensslTsa: TimestampProvider & { calls: number } = {
     this.calls++;
     const query = join(tsaDir, 'q.tsq');
     const token = join(tsaDir, 't.tst');
-    const q = await run('openssl', ['ts', '-query', '-digest', Buffer.from(messageImprint).toString('hex'), `-${hashAlgorithm.node}`, '-cert', '-out', query]);
+    const q = await run('openssl', [
+      'ts',
+      '-query',
+      '-digest',
+      Buffer.from(messageImprint).toString('hex'),
+      `-${hashAlgorithm.node}`,
+      '-cert',
+      '-out',
+      query,
+    ]);
     assert.ok(q.ok, q.output);
-    const r = await run('openssl', ['ts', '-reply', '-config', join(tsaDir, 'tsa.cnf'), '-queryfile', query, '-signer', join(tsaDir, 'tsa.pem'), '-inkey', join(tsaDir, 'tsa.key'), '-token_out', '-out', token]);
+    const r = await run('openssl', [
+      'ts',
+      '-reply',
+      '-config',
+      join(tsaDir, 'tsa.cnf'),
+      '-queryfile',
+      query,
+      '-signer',
+      join(tsaDir, 'tsa.pem'),
+      '-inkey',
+      join(tsaDir, 'tsa.key'),
+      '-token_out',
+      '-out',
+      token,
+    ]);
     assert.ok(r.ok, r.output);
     return readFileSync(token);
   },
@@ -311,9 +438,57 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
     writeFileSync(join(tsaDir, 'tsa.cnf'), tsaConfig(tsaDir));
     writeFileSync(join(tsaDir, 'serial'), '01\n');
     const steps: string[][] = [
-      ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(tsaDir, 'root.key'), '-subj', '/CN=OpenSSL TSA root', '-days', '1', '-out', join(tsaDir, 'root.pem')],
-      ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', join(tsaDir, 'tsa.key'), '-subj', '/CN=OpenSSL TSA', '-out', join(tsaDir, 'tsa.csr')],
-      ['x509', '-req', '-in', join(tsaDir, 'tsa.csr'), '-CA', join(tsaDir, 'root.pem'), '-CAkey', join(tsaDir, 'root.key'), '-set_serial', '2', '-days', '1', '-extfile', join(tsaDir, 'tsa.cnf'), '-extensions', 'v3_tsa', '-out', join(tsaDir, 'tsa.pem')],
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        join(tsaDir, 'root.key'),
+        '-subj',
+        '/CN=OpenSSL TSA root',
+        '-days',
+        '1',
+        '-out',
+        join(tsaDir, 'root.pem'),
+      ],
+      [
+        'req',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:P-256',
+        '-nodes',
+        '-keyout',
+        join(tsaDir, 'tsa.key'),
+        '-subj',
+        '/CN=OpenSSL TSA',
+        '-out',
+        join(tsaDir, 'tsa.csr'),
+      ],
+      [
+        'x509',
+        '-req',
+        '-in',
+        join(tsaDir, 'tsa.csr'),
+        '-CA',
+        join(tsaDir, 'root.pem'),
+        '-CAkey',
+        join(tsaDir, 'root.key'),
+        '-set_serial',
+        '2',
+        '-days',
+        '1',
+        '-extfile',
+        join(tsaDir, 'tsa.cnf'),
+        '-extensions',
+        'v3_tsa',
+        '-out',
+        join(tsaDir, 'tsa.pem'),
+      ],
     ];
     for (const args of steps) {
       const r = await run('openssl', args);
@@ -324,19 +499,34 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
   for (const hashAlgorithm of SHA2) {
     test(`${hashAlgorithm.name}: xmlsec1 verifies the signature, openssl ts -verify the time-stamp`, async () => {
       const before = opensslTsa.calls;
-      const xml = (await buildXadesBaselineT(await input('P-256', hashAlgorithm, { services: { timestamps: opensslTsa } }))).signature;
+      const xml = (
+        await buildXadesBaselineT(await input('P-256', hashAlgorithm, { services: { timestamps: opensslTsa } }))
+      ).signature;
       assert.equal(opensslTsa.calls, before + 1);
       assertVerified(await verify(xml));
 
       const doc = parse(xml);
       const unsigned = one(one(doc, XADES, 'UnsignedProperties'), XADES, 'UnsignedSignatureProperties');
       const timeStamp = one(unsigned, XADES, 'SignatureTimeStamp');
-      assert.equal(one(timeStamp, DS, 'CanonicalizationMethod').getAttribute('Algorithm'), 'http://www.w3.org/2001/10/xml-exc-c14n#');
+      assert.equal(
+        one(timeStamp, DS, 'CanonicalizationMethod').getAttribute('Algorithm'),
+        'http://www.w3.org/2001/10/xml-exc-c14n#',
+      );
       const tokenFile = join(tsaDir, `token-${hashAlgorithm.node}.tst`);
       writeFileSync(tokenFile, Buffer.from(one(timeStamp, XADES, 'EncapsulatedTimeStamp').textContent!, 'base64'));
       const dataFile = join(tsaDir, `signature-value-${hashAlgorithm.node}.xml`);
       writeFileSync(dataFile, canonicalSignatureValue(xml));
-      const tsVerify = ['ts', '-verify', '-in', tokenFile, '-token_in', '-CAfile', join(tsaDir, 'root.pem'), '-untrusted', join(tsaDir, 'tsa.pem')];
+      const tsVerify = [
+        'ts',
+        '-verify',
+        '-in',
+        tokenFile,
+        '-token_in',
+        '-CAfile',
+        join(tsaDir, 'root.pem'),
+        '-untrusted',
+        join(tsaDir, 'tsa.pem'),
+      ];
       const ok = await run('openssl', [...tsVerify, '-data', dataFile]);
       assert.ok(ok.ok, ok.output);
       assert.match(ok.output, /Verification: OK/);
@@ -350,6 +540,9 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
   }
 
   test('no TimestampProvider configured: a clear error, no signature', async () => {
-    await assert.rejects(buildXadesBaselineT(await input('P-256', SHA2[0]!)), /XAdES-B-T needs a time-stamping authority/);
+    await assert.rejects(
+      buildXadesBaselineT(await input('P-256', SHA2[0]!)),
+      /XAdES-B-T needs a time-stamping authority/,
+    );
   });
 });

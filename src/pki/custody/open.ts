@@ -20,20 +20,33 @@ export function pkcs11Settings(config: Config): { module: string; tokenLabel: st
 }
 
 /** Opens the custodian; `forInit`: the long-lived keys need not exist yet (`qtsp pki init --pkcs11`). */
-export async function openKeyCustody(config: Config, options: { logger?: Logger; forInit?: boolean } = {}): Promise<KeyCustody> {
+export async function openKeyCustody(
+  config: Config,
+  options: { logger?: Logger; forInit?: boolean } = {},
+): Promise<KeyCustody> {
   const logger = options.logger;
   if (config.keys.provider === 'software') {
     if (keysInToken(config.dataDir) && !options.forInit) {
-      throw new ConfigError(`setting keys.provider: the CA keys of ${config.dataDir}/pki are in a PKCS#11 token (\`qtsp pki init --pkcs11\`); set keys.provider to pkcs11, or run \`qtsp pki init --force\``);
+      throw new ConfigError(
+        `setting keys.provider: the CA keys of ${config.dataDir}/pki are in a PKCS#11 token (\`qtsp pki init --pkcs11\`); set keys.provider to pkcs11, or run \`qtsp pki init --force\``,
+      );
     }
     const p = pkiPaths(config.dataDir);
-    return new SoftwareCustody({ keyFiles: { 'issuing-ca': p.issuingKey, tsa: p.tsaKey, 'ocsp-responder': p.ocspKey }, rsaPoolSize: config.signer.rsaPoolSize, ...(logger ? { logger } : {}) });
+    return new SoftwareCustody({
+      keyFiles: { 'issuing-ca': p.issuingKey, tsa: p.tsaKey, 'ocsp-responder': p.ocspKey },
+      rsaPoolSize: config.signer.rsaPoolSize,
+      ...(logger ? { logger } : {}),
+    });
   }
   if (config.keys.provider === 'softhsm') {
-    throw new ConfigError('setting keys.provider: softhsm is the sandbox switch of `qtsp dev` (a SoftHSM2 token under the data dir); `qtsp serve` takes pkcs11 with keys.pkcs11Module, keys.tokenLabel and keys.pinFile');
+    throw new ConfigError(
+      'setting keys.provider: softhsm is the sandbox switch of `qtsp dev` (a SoftHSM2 token under the data dir); `qtsp serve` takes pkcs11 with keys.pkcs11Module, keys.tokenLabel and keys.pinFile',
+    );
   }
   if (!keysInToken(config.dataDir) && !options.forInit) {
-    throw new ConfigError(`setting keys.provider: ${config.dataDir}/pki holds software CA keys; run \`qtsp pki init --pkcs11 --force\` to make them in the token`);
+    throw new ConfigError(
+      `setting keys.provider: ${config.dataDir}/pki holds software CA keys; run \`qtsp pki init --pkcs11 --force\` to make them in the token`,
+    );
   }
   return Pkcs11Custody.open({
     ...pkcs11Settings(config),

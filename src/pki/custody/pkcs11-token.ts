@@ -63,7 +63,9 @@ function acquireModule(path: string): Pkcs11 {
   } catch (err) {
     if (pkcs11Code(err) !== pkcs11js.CKR_CRYPTOKI_ALREADY_INITIALIZED) {
       pkcs11.close();
-      throw new ConfigError(`setting ${SETTING.module}: the PKCS#11 module ${path} failed to initialise (${pkcs11Reason(err)})`);
+      throw new ConfigError(
+        `setting ${SETTING.module}: the PKCS#11 module ${path} failed to initialise (${pkcs11Reason(err)})`,
+      );
     }
   }
   modules.set(path, { pkcs11, users: 1 });
@@ -93,7 +95,9 @@ function findSlot(pkcs11: Pkcs11, label: string): { slot: Handle; serial: string
     if (tokenLabel === label) return { slot, serial: trimmed(info.serialNumber) };
     if (tokenLabel) labels.push(tokenLabel);
   }
-  const present = labels.length ? `tokens present: ${labels.map((l) => JSON.stringify(l)).join(', ')}` : 'no initialised token is present';
+  const present = labels.length
+    ? `tokens present: ${labels.map((l) => JSON.stringify(l)).join(', ')}`
+    : 'no initialised token is present';
   throw new ConfigError(`setting ${SETTING.tokenLabel}: no token labelled ${JSON.stringify(label)} (${present})`);
 }
 
@@ -150,21 +154,33 @@ export class Pkcs11Token {
     const pkcs11 = this.pkcs11;
     const sessions: Handle[] = [];
     try {
-      for (let i = 0; i < this.#options.sessions; i++) sessions.push(pkcs11.C_OpenSession(this.#slot, pkcs11js.CKF_SERIAL_SESSION | pkcs11js.CKF_RW_SESSION));
+      for (let i = 0; i < this.#options.sessions; i++)
+        sessions.push(pkcs11.C_OpenSession(this.#slot, pkcs11js.CKF_SERIAL_SESSION | pkcs11js.CKF_RW_SESSION));
       try {
         pkcs11.C_Login(sessions[0]!, pkcs11js.CKU_USER, pin);
       } catch (err) {
         const code = pkcs11Code(err);
-        if (code === pkcs11js.CKR_PIN_INCORRECT || code === pkcs11js.CKR_PIN_LEN_RANGE || code === pkcs11js.CKR_PIN_INVALID) {
-          throw new ConfigError(`setting ${SETTING.pinFile}: the token ${JSON.stringify(this.label)} refused the PIN (${pkcs11Reason(err)})`);
+        if (
+          code === pkcs11js.CKR_PIN_INCORRECT ||
+          code === pkcs11js.CKR_PIN_LEN_RANGE ||
+          code === pkcs11js.CKR_PIN_INVALID
+        ) {
+          throw new ConfigError(
+            `setting ${SETTING.pinFile}: the token ${JSON.stringify(this.label)} refused the PIN (${pkcs11Reason(err)})`,
+          );
         }
-        if (code === pkcs11js.CKR_PIN_LOCKED) throw new ConfigError(`setting ${SETTING.pinFile}: the user PIN of token ${JSON.stringify(this.label)} is locked`);
+        if (code === pkcs11js.CKR_PIN_LOCKED)
+          throw new ConfigError(
+            `setting ${SETTING.pinFile}: the user PIN of token ${JSON.stringify(this.label)} is locked`,
+          );
         if (code !== pkcs11js.CKR_USER_ALREADY_LOGGED_IN) throw err;
       }
     } catch (err) {
       for (const s of sessions) this.#closeSession(s);
       if (err instanceof ConfigError) throw err;
-      throw new ConfigError(`setting ${SETTING.tokenLabel}: cannot open sessions on token ${JSON.stringify(this.label)} (${pkcs11Reason(err)})`);
+      throw new ConfigError(
+        `setting ${SETTING.tokenLabel}: cannot open sessions on token ${JSON.stringify(this.label)} (${pkcs11Reason(err)})`,
+      );
     }
     this.#all = sessions;
     this.#free = [...sessions];
@@ -237,7 +253,8 @@ export class Pkcs11Token {
     this.#all = [];
     this.#free = [];
     // whoever waits for a session now would wait for a token that may not come back: they fail at once
-    for (const waiter of this.#waiters.splice(0)) waiter.reject(new TokenClosedError('the PKCS#11 token is not connected'));
+    for (const waiter of this.#waiters.splice(0))
+      waiter.reject(new TokenClosedError('the PKCS#11 token is not connected'));
     if (modules.get(this.#options.module)?.users === 1) {
       try {
         this.pkcs11.C_Finalize();

@@ -22,8 +22,26 @@ import { ConfigError } from '../../config/load.ts';
 import { algorithmIdentifier, integerFromBytes, octetString, sequence } from '../../util/der.ts';
 import type { Logger } from '../../util/logger.ts';
 import type { KeyAlgorithm, SignatureScheme, SignHash } from '../../crypto/signature.ts';
-import { pkcs11js, pkcs11Code, Pkcs11Token, pkcs11Reason, SETTING, type Handle, type TokenOptions } from './pkcs11-token.ts';
-import { KeyCustodyUnavailable, type LongLivedKeyMaker, type CustodyReadiness, type EcdsaEncoding, type KeyCustody, type KeyLocation, type LongLivedKeyName, type SignerKey, type SigningKey } from './types.ts';
+import {
+  pkcs11js,
+  pkcs11Code,
+  Pkcs11Token,
+  pkcs11Reason,
+  SETTING,
+  type Handle,
+  type TokenOptions,
+} from './pkcs11-token.ts';
+import {
+  KeyCustodyUnavailable,
+  type LongLivedKeyMaker,
+  type CustodyReadiness,
+  type EcdsaEncoding,
+  type KeyCustody,
+  type KeyLocation,
+  type LongLivedKeyName,
+  type SignerKey,
+  type SigningKey,
+} from './types.ts';
 
 /** how long close() waits for operations still running on the token before it closes the sessions */
 const CLOSE_WAIT_MS = 5000;
@@ -37,8 +55,16 @@ export const LONG_LIVED_LABELS: Readonly<Record<LongLivedKeyName, string>> = {
 
 /** DER ECParameters namedCurve (RFC 5480 2.1.1) for CKA_EC_PARAMS, and the SPKI prefix up to the point. */
 const CURVES = {
-  'P-256': { params: Buffer.from('06082a8648ce3d030107', 'hex'), spkiPrefix: Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex'), size: 32 },
-  'P-384': { params: Buffer.from('06052b81040022', 'hex'), spkiPrefix: Buffer.from('3076301006072a8648ce3d020106052b81040022036200', 'hex'), size: 48 },
+  'P-256': {
+    params: Buffer.from('06082a8648ce3d030107', 'hex'),
+    spkiPrefix: Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex'),
+    size: 32,
+  },
+  'P-384': {
+    params: Buffer.from('06052b81040022', 'hex'),
+    spkiPrefix: Buffer.from('3076301006072a8648ce3d020106052b81040022036200', 'hex'),
+    size: 48,
+  },
 } as const;
 
 const RSA_BITS = 3072;
@@ -72,7 +98,11 @@ function digestInfo(hash: SignHash, digest: Buffer): Buffer {
 }
 
 /** What the token signs, and how, for a scheme and a hash. */
-function signOperation(scheme: SignatureScheme, hash: SignHash, digest: Buffer): { mechanism: pkcs11js.Mechanism; input: Buffer } {
+function signOperation(
+  scheme: SignatureScheme,
+  hash: SignHash,
+  digest: Buffer,
+): { mechanism: pkcs11js.Mechanism; input: Buffer } {
   switch (scheme) {
     case 'ecdsa':
       return { mechanism: { mechanism: pkcs11js.CKM_ECDSA }, input: digest };
@@ -80,7 +110,13 @@ function signOperation(scheme: SignatureScheme, hash: SignHash, digest: Buffer):
       return { mechanism: { mechanism: pkcs11js.CKM_RSA_PKCS }, input: digestInfo(hash, digest) };
     case 'rsa-pss': {
       const { hashAlg, mgf } = PSS_HASH[hash];
-      return { mechanism: { mechanism: pkcs11js.CKM_RSA_PKCS_PSS, parameter: { type: pkcs11js.CK_PARAMS_RSA_PSS, hashAlg, mgf, saltLen: digest.length } as pkcs11js.RsaPSS }, input: digest };
+      return {
+        mechanism: {
+          mechanism: pkcs11js.CKM_RSA_PKCS_PSS,
+          parameter: { type: pkcs11js.CK_PARAMS_RSA_PSS, hashAlg, mgf, saltLen: digest.length } as pkcs11js.RsaPSS,
+        },
+        input: digest,
+      };
     }
   }
 }
@@ -92,7 +128,12 @@ export function ecdsaRawToDer(raw: Buffer): Buffer {
 }
 
 /** Templates of a sign-only key pair; `persistent` = token objects (long-lived), else session objects. */
-function keyPairTemplates(algorithm: KeyAlgorithm, persistent: boolean, label: string, id: Buffer): { mechanism: pkcs11js.Mechanism; publicTemplate: pkcs11js.Template; privateTemplate: pkcs11js.Template } {
+function keyPairTemplates(
+  algorithm: KeyAlgorithm,
+  persistent: boolean,
+  label: string,
+  id: Buffer,
+): { mechanism: pkcs11js.Mechanism; publicTemplate: pkcs11js.Template; privateTemplate: pkcs11js.Template } {
   const common = [
     { type: pkcs11js.CKA_TOKEN, value: persistent },
     { type: pkcs11js.CKA_LABEL, value: label },
@@ -109,11 +150,21 @@ function keyPairTemplates(algorithm: KeyAlgorithm, persistent: boolean, label: s
     { type: pkcs11js.CKA_UNWRAP, value: false },
     { type: pkcs11js.CKA_DERIVE, value: false },
   ];
-  const publicCommon = [...common, { type: pkcs11js.CKA_PRIVATE, value: false }, { type: pkcs11js.CKA_VERIFY, value: true }, { type: pkcs11js.CKA_ENCRYPT, value: false }, { type: pkcs11js.CKA_WRAP, value: false }];
+  const publicCommon = [
+    ...common,
+    { type: pkcs11js.CKA_PRIVATE, value: false },
+    { type: pkcs11js.CKA_VERIFY, value: true },
+    { type: pkcs11js.CKA_ENCRYPT, value: false },
+    { type: pkcs11js.CKA_WRAP, value: false },
+  ];
   if (algorithm === 'RSA-3072') {
     return {
       mechanism: { mechanism: pkcs11js.CKM_RSA_PKCS_KEY_PAIR_GEN },
-      publicTemplate: [...publicCommon, { type: pkcs11js.CKA_MODULUS_BITS, value: RSA_BITS }, { type: pkcs11js.CKA_PUBLIC_EXPONENT, value: RSA_EXPONENT }],
+      publicTemplate: [
+        ...publicCommon,
+        { type: pkcs11js.CKA_MODULUS_BITS, value: RSA_BITS },
+        { type: pkcs11js.CKA_PUBLIC_EXPONENT, value: RSA_EXPONENT },
+      ],
       privateTemplate,
     };
   }
@@ -137,14 +188,24 @@ interface TokenKeyPair {
 function readPublicKey(token: Pkcs11Token, session: Handle, publicHandle: Handle, algorithm: KeyAlgorithm): KeyObject {
   const p = token.pkcs11;
   if (algorithm === 'RSA-3072') {
-    const [n, e] = p.C_GetAttributeValue(session, publicHandle, [{ type: pkcs11js.CKA_MODULUS }, { type: pkcs11js.CKA_PUBLIC_EXPONENT }]);
-    return createPublicKey({ key: { kty: 'RSA', n: n!.value.toString('base64url'), e: e!.value.toString('base64url') }, format: 'jwk' });
+    const [n, e] = p.C_GetAttributeValue(session, publicHandle, [
+      { type: pkcs11js.CKA_MODULUS },
+      { type: pkcs11js.CKA_PUBLIC_EXPONENT },
+    ]);
+    return createPublicKey({
+      key: { kty: 'RSA', n: n!.value.toString('base64url'), e: e!.value.toString('base64url') },
+      format: 'jwk',
+    });
   }
   const [point] = p.C_GetAttributeValue(session, publicHandle, [{ type: pkcs11js.CKA_EC_POINT }]);
   // CKA_EC_POINT is the DER OCTET STRING of the uncompressed point (PKCS#11 2.40 curr 2.3.3); 0x04 0x41/0x61
   const der = point!.value;
   const uncompressed = der[0] === 0x04 && der[1] === der.length - 2 ? der.subarray(2) : der;
-  return createPublicKey({ key: Buffer.concat([CURVES[algorithm].spkiPrefix, uncompressed]), format: 'der', type: 'spki' });
+  return createPublicKey({
+    key: Buffer.concat([CURVES[algorithm].spkiPrefix, uncompressed]),
+    format: 'der',
+    type: 'spki',
+  });
 }
 
 /** The key algorithm of a token public key: CKA_KEY_TYPE, and the curve from CKA_EC_PARAMS. */
@@ -155,9 +216,12 @@ function readKeyAlgorithm(token: Pkcs11Token, session: Handle, publicHandle: Han
   if (keyType === pkcs11js.CKK_RSA) return 'RSA-3072';
   if (keyType === pkcs11js.CKK_EC) {
     const [params] = p.C_GetAttributeValue(session, publicHandle, [{ type: pkcs11js.CKA_EC_PARAMS }]);
-    for (const [name, curve] of Object.entries(CURVES)) if (curve.params.equals(params!.value)) return name as KeyAlgorithm;
+    for (const [name, curve] of Object.entries(CURVES))
+      if (curve.params.equals(params!.value)) return name as KeyAlgorithm;
   }
-  throw new ConfigError(`setting ${SETTING.tokenLabel}: a long-lived key in token ${JSON.stringify(token.label)} is neither P-256, P-384 nor RSA`);
+  throw new ConfigError(
+    `setting ${SETTING.tokenLabel}: a long-lived key in token ${JSON.stringify(token.label)} is neither P-256, P-384 nor RSA`,
+  );
 }
 
 function findObject(token: Pkcs11Token, session: Handle, objectClass: number, label: string): Handle | undefined {
@@ -169,7 +233,10 @@ function findObject(token: Pkcs11Token, session: Handle, objectClass: number, la
   ]);
   try {
     const found = p.C_FindObjects(session, 2);
-    if (found.length > 1) throw new ConfigError(`setting ${SETTING.tokenLabel}: token ${JSON.stringify(token.label)} holds more than one key labelled ${label}`);
+    if (found.length > 1)
+      throw new ConfigError(
+        `setting ${SETTING.tokenLabel}: token ${JSON.stringify(token.label)} holds more than one key labelled ${label}`,
+      );
     return found[0];
   } finally {
     p.C_FindObjectsFinal(session);
@@ -215,7 +282,12 @@ class TokenSignerKey extends TokenSigningKey implements SignerKey {
   #pair: TokenKeyPair | undefined;
   readonly #destroy: (pair: TokenKeyPair) => Promise<void>;
 
-  constructor(custody: Pkcs11Custody, pair: TokenKeyPair, scheme: SignatureScheme, destroy: (pair: TokenKeyPair) => Promise<void>) {
+  constructor(
+    custody: Pkcs11Custody,
+    pair: TokenKeyPair,
+    scheme: SignatureScheme,
+    destroy: (pair: TokenKeyPair) => Promise<void>,
+  ) {
     super(custody, pair.algorithm, scheme, () => {
       if (!this.#pair) throw new TypeError('the signer key was destroyed');
       return this.#pair.privateHandle;
@@ -257,7 +329,12 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   /** Opens the token and finds the long-lived keys: every failure is a ConfigError naming the setting. */
   static async open(options: Pkcs11CustodyOptions): Promise<Pkcs11Custody> {
     const pin = readPin(options.pinFile);
-    const token = Pkcs11Token.open({ module: options.module, tokenLabel: options.tokenLabel, pin, sessions: options.sessions });
+    const token = Pkcs11Token.open({
+      module: options.module,
+      tokenLabel: options.tokenLabel,
+      pin,
+      sessions: options.sessions,
+    });
     const custody = new Pkcs11Custody(token, options);
     try {
       if (options.requireLongLivedKeys ?? true) await custody.#findLongLivedKeys(true);
@@ -288,7 +365,9 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   }
 
   readiness(): CustodyReadiness {
-    return this.#healthy ? { ready: true, reasons: [] } : { ready: false, reasons: [`key custody: PKCS#11 token ${JSON.stringify(this.#token.label)} ${this.#reason}`] };
+    return this.#healthy
+      ? { ready: true, reasons: [] }
+      : { ready: false, reasons: [`key custody: PKCS#11 token ${JSON.stringify(this.#token.label)} ${this.#reason}`] };
   }
 
   /** Whether the token signs with this scheme and hash (PSS with SHA-3 needs a PKCS#11 3.0 token). */
@@ -301,17 +380,33 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
 
   longLivedKey(name: LongLivedKeyName): SigningKey & { readonly publicKey: KeyObject } {
     const found = this.#longLived.get(name);
-    if (!found) throw new ConfigError(`setting ${SETTING.tokenLabel}: token ${JSON.stringify(this.#token.label)} has no key labelled ${LONG_LIVED_LABELS[name]}; run \`qtsp pki init --pkcs11\``);
-    const key = new TokenSigningKey(this, found.algorithm, found.algorithm === 'RSA-3072' ? 'rsa-pkcs1-v1_5' : 'ecdsa', () => this.#longLived.get(name)!.handle);
+    if (!found)
+      throw new ConfigError(
+        `setting ${SETTING.tokenLabel}: token ${JSON.stringify(this.#token.label)} has no key labelled ${LONG_LIVED_LABELS[name]}; run \`qtsp pki init --pkcs11\``,
+      );
+    const key = new TokenSigningKey(
+      this,
+      found.algorithm,
+      found.algorithm === 'RSA-3072' ? 'rsa-pkcs1-v1_5' : 'ecdsa',
+      () => this.#longLived.get(name)!.handle,
+    );
     return Object.assign(key, { publicKey: found.publicKey });
   }
 
   /** `qtsp pki init --pkcs11`: a new long-lived key pair as token objects; an existing pair of that label is replaced. */
-  async generateLongLivedKey(name: LongLivedKeyName, algorithm: KeyAlgorithm): Promise<SigningKey & { readonly publicKey: KeyObject }> {
+  async generateLongLivedKey(
+    name: LongLivedKeyName,
+    algorithm: KeyAlgorithm,
+  ): Promise<SigningKey & { readonly publicKey: KeyObject }> {
     const label = LONG_LIVED_LABELS[name];
     await this.#token.withSession(async (session) => {
       for (const objectClass of [pkcs11js.CKO_PRIVATE_KEY, pkcs11js.CKO_PUBLIC_KEY]) {
-        for (let old = findObject(this.#token, session, objectClass, label); old; old = findObject(this.#token, session, objectClass, label)) this.#token.pkcs11.C_DestroyObject(session, old);
+        for (
+          let old = findObject(this.#token, session, objectClass, label);
+          old;
+          old = findObject(this.#token, session, objectClass, label)
+        )
+          this.#token.pkcs11.C_DestroyObject(session, old);
       }
       const pair = await this.#generate(session, algorithm, true, label);
       this.#longLived.set(name, { handle: pair.privateHandle, publicKey: pair.publicKey, algorithm });
@@ -328,11 +423,18 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
         const privateHandle = findObject(this.#token, session, pkcs11js.CKO_PRIVATE_KEY, label);
         const publicHandle = findObject(this.#token, session, pkcs11js.CKO_PUBLIC_KEY, label);
         if (!privateHandle || !publicHandle) {
-          if (atStart) throw new ConfigError(`setting ${SETTING.tokenLabel}: token ${JSON.stringify(this.#token.label)} has no key pair labelled ${label}; run \`qtsp pki init --pkcs11\``);
+          if (atStart)
+            throw new ConfigError(
+              `setting ${SETTING.tokenLabel}: token ${JSON.stringify(this.#token.label)} has no key pair labelled ${label}; run \`qtsp pki init --pkcs11\``,
+            );
           throw new Error(`the key pair ${label} is missing`);
         }
         const algorithm = readKeyAlgorithm(this.#token, session, publicHandle);
-        found.set(name, { handle: privateHandle, publicKey: readPublicKey(this.#token, session, publicHandle, algorithm), algorithm });
+        found.set(name, {
+          handle: privateHandle,
+          publicKey: readPublicKey(this.#token, session, publicHandle, algorithm),
+          algorithm,
+        });
       }
       this.#longLived = found;
     });
@@ -345,7 +447,10 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
     this.#requireHealthy();
     let pair: TokenKeyPair;
     try {
-      pair = algorithm === 'RSA-3072' ? await this.#takeRsa() : await this.#token.withSession((session) => this.#generate(session, algorithm, false, 'qtsp-signer'));
+      pair =
+        algorithm === 'RSA-3072'
+          ? await this.#takeRsa()
+          : await this.#token.withSession((session) => this.#generate(session, algorithm, false, 'qtsp-signer'));
     } catch (err) {
       throw this.#failure(err, 'key generation');
     }
@@ -355,10 +460,26 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   /** C_GenerateKeyPair (asynchronous: off the event loop) and the public key read back. */
   async #generate(session: Handle, algorithm: KeyAlgorithm, persistent: boolean, label: string): Promise<TokenKeyPair> {
     const epoch = this.#epoch;
-    const { mechanism, publicTemplate, privateTemplate } = keyPairTemplates(algorithm, persistent, label, randomBytes(16));
-    const handles = await this.#token.pkcs11.C_GenerateKeyPairAsync(session, mechanism, publicTemplate, privateTemplate);
+    const { mechanism, publicTemplate, privateTemplate } = keyPairTemplates(
+      algorithm,
+      persistent,
+      label,
+      randomBytes(16),
+    );
+    const handles = await this.#token.pkcs11.C_GenerateKeyPairAsync(
+      session,
+      mechanism,
+      publicTemplate,
+      privateTemplate,
+    );
     try {
-      return { algorithm, privateHandle: handles.privateKey, publicHandle: handles.publicKey, publicKey: readPublicKey(this.#token, session, handles.publicKey, algorithm), epoch };
+      return {
+        algorithm,
+        privateHandle: handles.privateKey,
+        publicHandle: handles.publicKey,
+        publicKey: readPublicKey(this.#token, session, handles.publicKey, algorithm),
+        epoch,
+      };
     } catch (err) {
       this.#destroyHandles(session, [handles.privateKey, handles.publicKey]);
       throw err;
@@ -369,10 +490,15 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   async #destroyPair(pair: TokenKeyPair): Promise<void> {
     if (pair.epoch !== this.#epoch || this.#closed) return;
     try {
-      await this.#token.withSession((session) => this.#destroyHandles(session, [pair.privateHandle, pair.publicHandle]));
+      await this.#token.withSession((session) =>
+        this.#destroyHandles(session, [pair.privateHandle, pair.publicHandle]),
+      );
     } catch (err) {
       // a token gone meanwhile took its session objects with it
-      this.#logger?.warn({ event: 'keys.destroy_failed', reason: pkcs11Reason(err) }, 'PKCS#11: destroying a signer key failed');
+      this.#logger?.warn(
+        { event: 'keys.destroy_failed', reason: pkcs11Reason(err) },
+        'PKCS#11: destroying a signer key failed',
+      );
     }
   }
 
@@ -425,8 +551,12 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
           this.#rsaGenerating = undefined;
           if (this.#closed) return;
           this.#rsaFailures++;
-          this.#logger?.error({ event: 'keys.generation_failed', provider: 'pkcs11', reason: pkcs11Reason(err) }, 'PKCS#11: RSA key generation failed');
-          if (this.#rsaFailures >= 3 || !this.#healthy) for (const w of this.#rsaWaiters.splice(0)) w.reject(err instanceof Error ? err : new Error(String(err)));
+          this.#logger?.error(
+            { event: 'keys.generation_failed', provider: 'pkcs11', reason: pkcs11Reason(err) },
+            'PKCS#11: RSA key generation failed',
+          );
+          if (this.#rsaFailures >= 3 || !this.#healthy)
+            for (const w of this.#rsaWaiters.splice(0)) w.reject(err instanceof Error ? err : new Error(String(err)));
           this.#checkSoon();
           if (this.#rsaFailures < 3) this.#refillRsa();
         },
@@ -435,7 +565,8 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
 
   /** Resolves when the RSA pool holds `count` pairs (tests, benchmarks). */
   async rsaFilled(count = this.#options.rsaPoolSize): Promise<void> {
-    while (this.#rsaReady.length < Math.min(count, this.#options.rsaPoolSize) && !this.#closed) await new Promise((r) => setTimeout(r, 50));
+    while (this.#rsaReady.length < Math.min(count, this.#options.rsaPoolSize) && !this.#closed)
+      await new Promise((r) => setTimeout(r, 50));
   }
 
   /**
@@ -448,13 +579,22 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
       p.C_FindObjectsInit(session, []);
       const handles: Handle[] = [];
       try {
-        for (let batch = p.C_FindObjects(session, 100); batch.length; batch = p.C_FindObjects(session, 100)) handles.push(...batch);
+        for (let batch = p.C_FindObjects(session, 100); batch.length; batch = p.C_FindObjects(session, 100))
+          handles.push(...batch);
       } finally {
         p.C_FindObjectsFinal(session);
       }
       return handles.map((handle) => {
-        const [label, token, objectClass] = p.C_GetAttributeValue(session, handle, [{ type: pkcs11js.CKA_LABEL }, { type: pkcs11js.CKA_TOKEN }, { type: pkcs11js.CKA_CLASS }]);
-        return { label: label!.value.toString('utf8'), token: token!.value[0] === 1, objectClass: objectClass!.value.readUInt32LE(0) };
+        const [label, token, objectClass] = p.C_GetAttributeValue(session, handle, [
+          { type: pkcs11js.CKA_LABEL },
+          { type: pkcs11js.CKA_TOKEN },
+          { type: pkcs11js.CKA_CLASS },
+        ]);
+        return {
+          label: label!.value.toString('utf8'),
+          token: token!.value[0] === 1,
+          objectClass: objectClass!.value.readUInt32LE(0),
+        };
       });
     });
   }
@@ -463,7 +603,13 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   // signing
 
   /** Hash here, sign the digest in the token (one session, one operation). */
-  async signWithHandle(handle: Handle, scheme: SignatureScheme, hash: SignHash, data: Uint8Array, encoding: EcdsaEncoding): Promise<Buffer> {
+  async signWithHandle(
+    handle: Handle,
+    scheme: SignatureScheme,
+    hash: SignHash,
+    data: Uint8Array,
+    encoding: EcdsaEncoding,
+  ): Promise<Buffer> {
     this.#requireHealthy();
     const digest = createHash(hash).update(data).digest();
     const { mechanism, input } = signOperation(scheme, hash, digest);
@@ -486,7 +632,12 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
       const template = keyPairTemplates('RSA-3072', false, 'qtsp-probe', randomBytes(16));
       const bits = template.publicTemplate.find((a) => a.type === pkcs11js.CKA_MODULUS_BITS)!;
       bits.value = 1024;
-      const pair = await this.#token.pkcs11.C_GenerateKeyPairAsync(session, template.mechanism, template.publicTemplate, template.privateTemplate);
+      const pair = await this.#token.pkcs11.C_GenerateKeyPairAsync(
+        session,
+        template.mechanism,
+        template.publicTemplate,
+        template.privateTemplate,
+      );
       try {
         for (const hash of ['sha3-256', 'sha3-384', 'sha3-512'] as const) {
           const { mechanism, input } = signOperation('rsa-pss', hash, Buffer.alloc(hashInfo(hash).length));
@@ -514,7 +665,10 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   /** A failed operation: checks the token at once, and reports the failure as custody unavailable (503). */
   #failure(err: unknown, what: string): Error {
     if (err instanceof KeyCustodyUnavailable) return err;
-    this.#logger?.error({ event: 'keys.pkcs11_failed', operation: what, reason: pkcs11Reason(err) }, 'PKCS#11 operation failed');
+    this.#logger?.error(
+      { event: 'keys.pkcs11_failed', operation: what, reason: pkcs11Reason(err) },
+      'PKCS#11 operation failed',
+    );
     this.#checkSoon();
     return new KeyCustodyUnavailable(`PKCS#11 ${what} failed (${pkcs11Reason(err)})`);
   }
@@ -535,7 +689,8 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
       this.#token.probe();
       if (this.#healthy) {
         await this.#token.withSession((session) => {
-          for (const { handle } of this.#longLived.values()) this.#token.pkcs11.C_GetAttributeValue(session, handle, [{ type: pkcs11js.CKA_CLASS }]);
+          for (const { handle } of this.#longLived.values())
+            this.#token.pkcs11.C_GetAttributeValue(session, handle, [{ type: pkcs11js.CKA_CLASS }]);
         });
         return;
       }
@@ -548,7 +703,10 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   #markUnhealthy(reason: string): void {
     this.#healthy = false;
     this.#reason = reason;
-    this.#logger?.error({ event: 'keys.unavailable', token: this.#token.label, reason }, 'PKCS#11 token unavailable; signDoc answers 503');
+    this.#logger?.error(
+      { event: 'keys.unavailable', token: this.#token.label, reason },
+      'PKCS#11 token unavailable; signDoc answers 503',
+    );
     for (const w of this.#rsaWaiters.splice(0)) w.reject(new KeyCustodyUnavailable(`the PKCS#11 token ${reason}`));
   }
 
@@ -579,7 +737,14 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
     await this.#rsaGenerating; // never close a session under a running generation
     // pooled pairs: destroyed explicitly too, not only by closing their sessions
     const pooled = this.#rsaReady.splice(0);
-    await this.#token.withSession((session) => this.#destroyHandles(session, pooled.flatMap((p) => [p.privateHandle, p.publicHandle]))).catch(() => undefined);
+    await this.#token
+      .withSession((session) =>
+        this.#destroyHandles(
+          session,
+          pooled.flatMap((p) => [p.privateHandle, p.publicHandle]),
+        ),
+      )
+      .catch(() => undefined);
     await this.#token.idle(CLOSE_WAIT_MS); // signer keys of requests still under way are destroyed on their sessions first
     this.#token.close();
   }

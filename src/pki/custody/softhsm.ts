@@ -31,7 +31,11 @@ export function createSoftHsmToken(dir: string, label: string): SoftHsmToken {
     return { module: SOFTHSM2_MODULE, label, conf, pin: readFileSync(pinFile, 'utf8').trim(), pinFile };
   }
   mkdirSync(tokens, { recursive: true, mode: 0o700 });
-  writeFileSync(conf, `directories.tokendir = ${tokens}\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n`, { mode: 0o600 });
+  writeFileSync(
+    conf,
+    `directories.tokendir = ${tokens}\nobjectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n`,
+    { mode: 0o600 },
+  );
   const pin = randomBytes(8).toString('hex');
   const soPin = randomBytes(8).toString('hex');
   execFileSync('softhsm2-util', ['--init-token', '--free', '--label', label, '--pin', pin, '--so-pin', soPin], {

@@ -59,7 +59,11 @@ export class SoftwareCustody implements KeyCustody {
 
   constructor(options: SoftwareCustodyOptions) {
     this.#keyFiles = options.keyFiles;
-    this.signerKeys = createSignerKeys({ rsaPoolSize: options.rsaPoolSize, ...(options.threads ? { threads: options.threads } : {}), ...(options.logger ? { logger: options.logger } : {}) });
+    this.signerKeys = createSignerKeys({
+      rsaPoolSize: options.rsaPoolSize,
+      ...(options.threads ? { threads: options.threads } : {}),
+      ...(options.logger ? { logger: options.logger } : {}),
+    });
   }
 
   async createSignerKey(algorithm: KeyAlgorithm, scheme: SignatureScheme): Promise<SignerKey> {

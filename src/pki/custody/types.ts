@@ -67,7 +67,10 @@ export interface KeyCustody {
 
 /** `qtsp pki init --pkcs11`: a custodian that makes long-lived key pairs (replacing any of the same name). */
 export interface LongLivedKeyMaker {
-  generateLongLivedKey(name: LongLivedKeyName, algorithm: KeyAlgorithm): Promise<SigningKey & { readonly publicKey: KeyObject }>;
+  generateLongLivedKey(
+    name: LongLivedKeyName,
+    algorithm: KeyAlgorithm,
+  ): Promise<SigningKey & { readonly publicKey: KeyObject }>;
 }
 
 /** A custody failure at run time (a token that disappeared): nothing was signed; signDoc answers 503. */

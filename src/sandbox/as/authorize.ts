@@ -36,13 +36,17 @@ function queryString(req: Request, name: string): string | undefined {
 /** The pushed request behind request_uri, bound to client_id, used once (spec 2.8, 3). */
 function pushedRequest(ctx: AsContext, req: Request): PushedRequest {
   const inline = INLINE_PARAMETERS.filter((p) => req.query[p] !== undefined);
-  if (inline.length) throw invalidRequest(`only pushed authorization requests are accepted; send ${inline.join(', ')} to the PAR endpoint`);
+  if (inline.length)
+    throw invalidRequest(
+      `only pushed authorization requests are accepted; send ${inline.join(', ')} to the PAR endpoint`,
+    );
   const requestUri = queryString(req, 'request_uri');
   if (!requestUri) throw invalidRequest('request_uri is missing: only pushed authorization requests are accepted');
   const clientId = queryString(req, 'client_id');
   if (!clientId) throw invalidRequest('client_id is missing');
   const pushed = ctx.store.pushed.get(requestUri);
-  if (!pushed || pushed.clientId !== clientId) throw invalidRequest('request_uri is unknown, expired, used, or not issued to this client');
+  if (!pushed || pushed.clientId !== clientId)
+    throw invalidRequest('request_uri is unknown, expired, used, or not issued to this client');
   ctx.store.pushed.delete(requestUri);
   return pushed;
 }
@@ -67,7 +71,12 @@ export function authorizeHandler(ctx: AsContext) {
       claimNames = resolveClaimNames(qtsp, client.registration, pushed.sign.identityClaims, user);
     } catch (err) {
       if (!(err instanceof OAuthError)) throw err;
-      redirectTo(res, pushed.redirectUri, { error: err.error, error_description: err.description, state: pushed.state, iss });
+      redirectTo(res, pushed.redirectUri, {
+        error: err.error,
+        error_description: err.description,
+        state: pushed.state,
+        iss,
+      });
       return;
     }
     const code = randomId();

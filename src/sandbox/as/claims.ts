@@ -34,9 +34,14 @@ export function qesClaimDecision(c: ClaimFacts): ClaimDecision {
 }
 
 /** identity_assurance_claims: claim -> null | {essential: true}; other members are ignored (spec 2.7). */
-export function parseIdentityAssuranceClaims(value: unknown): { requested: Record<string, ClaimRequest>; claims: RequestedClaim[] } {
+export function parseIdentityAssuranceClaims(value: unknown): {
+  requested: Record<string, ClaimRequest>;
+  claims: RequestedClaim[];
+} {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    throw invalidDetails('identity_assurance_claims must be an object mapping claim names to null or {"essential": true}');
+    throw invalidDetails(
+      'identity_assurance_claims must be an object mapping claim names to null or {"essential": true}',
+    );
   }
   const requested: Record<string, ClaimRequest> = {};
   const claims: RequestedClaim[] = [];
@@ -58,13 +63,23 @@ const cannotProvide = (names: readonly string[]): OAuthError =>
  * PAR-time checks (the user is not known yet): claims the QTSP does not support (spec 2.7), then spec 7.4
  * with "supported" meaning "offered by the IDP". Returns the claims to keep.
  */
-export function checkClaimsAtPar(claims: readonly RequestedClaim[], qtsp: SpRecord, client: PlatformClient): RequestedClaim[] {
-  const unsupported = claims.filter((c) => !qtsp.identity_assurance_claims_supported.includes(c.name)).map((c) => c.name);
+export function checkClaimsAtPar(
+  claims: readonly RequestedClaim[],
+  qtsp: SpRecord,
+  client: PlatformClient,
+): RequestedClaim[] {
+  const unsupported = claims
+    .filter((c) => !qtsp.identity_assurance_claims_supported.includes(c.name))
+    .map((c) => c.name);
   if (unsupported.length) throw unableToMeet(`claims not supported by the QTSP: ${unsupported.join(', ')}`);
   return applyTable(claims, client, (name) => IDP_OFFERED_CLAIMS.includes(name));
 }
 
-function applyTable(claims: readonly RequestedClaim[], client: PlatformClient, supported: (name: string) => boolean): RequestedClaim[] {
+function applyTable(
+  claims: readonly RequestedClaim[],
+  client: PlatformClient,
+  supported: (name: string) => boolean,
+): RequestedClaim[] {
   const decided = claims.map((c) => ({
     claim: c,
     decision: qesClaimDecision({
@@ -81,7 +96,10 @@ function applyTable(claims: readonly RequestedClaim[], client: PlatformClient, s
 
 /** The base claims the QTSP requires (its required_claims, spec 2.13), as requested claims. */
 function baseClaims(qtsp: SpRecord): RequestedClaim[] {
-  return Object.entries(qtsp.required_claims.verified_claims.claims).map(([name, spec]) => ({ name, essential: spec?.essential === true }));
+  return Object.entries(qtsp.required_claims.verified_claims.claims).map(([name, spec]) => ({
+    name,
+    essential: spec?.essential === true,
+  }));
 }
 
 /**
@@ -98,7 +116,11 @@ export function resolveClaimNames(
   const missing = base.filter((c) => c.essential && !userHas(user, c.name)).map((c) => c.name);
   if (missing.length) throw cannotProvide(missing);
   const names = base.filter((c) => userHas(user, c.name)).map((c) => c.name);
-  const qes = applyTable(identityClaims ?? [], client, (name) => IDP_OFFERED_CLAIMS.includes(name) && userHas(user, name));
+  const qes = applyTable(
+    identityClaims ?? [],
+    client,
+    (name) => IDP_OFFERED_CLAIMS.includes(name) && userHas(user, name),
+  );
   for (const c of qes) if (!names.includes(c.name)) names.push(c.name);
   return names;
 }

@@ -15,7 +15,8 @@ import type { Form } from './form.ts';
 export function authenticateRp(ctx: AsContext, form: Form, req: Request): RegisteredClient {
   const clientId = form.require('client_id');
   const client = ctx.clients.authenticate(clientId, peerFingerprint(req.socket));
-  if (!client) throw invalidClient('client authentication failed: unknown client_id or certificate not registered for it');
+  if (!client)
+    throw invalidClient('client authentication failed: unknown client_id or certificate not registered for it');
   return client;
 }
 

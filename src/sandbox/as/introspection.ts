@@ -63,7 +63,12 @@ function verifiedClaims(user: TestUser, transaction: Transaction): Record<string
   };
 }
 
-function activePayload(ctx: AsContext, qtsp: SpRecord, token: JWTPayload, transaction: Transaction): Record<string, unknown> | undefined {
+function activePayload(
+  ctx: AsContext,
+  qtsp: SpRecord,
+  token: JWTPayload,
+  transaction: Transaction,
+): Record<string, unknown> | undefined {
   const user = TEST_USERS.get(transaction.sub);
   const client = ctx.clients.get(transaction.clientId)?.registration;
   if (!user || !client) return undefined;
@@ -109,7 +114,11 @@ async function respond(ctx: AsContext, res: Response, payload: Record<string, un
       return;
     default: {
       const body = c.mutate ? c.mutate(payload) : payload;
-      const jwt = await signJwt(ctx.keys, body, { typ: TYP, key: c.signingKey, alg: c.mode === 'unsigned' ? 'none' : 'RS256' });
+      const jwt = await signJwt(ctx.keys, body, {
+        typ: TYP,
+        key: c.signingKey,
+        alg: c.mode === 'unsigned' ? 'none' : 'RS256',
+      });
       res.status(200).set('Cache-Control', 'no-store').type('application/jwt').send(jwt);
     }
   }

@@ -24,7 +24,11 @@ function unsignedJwt(payload: Record<string, unknown>, typ: string | undefined):
   return `${part({ alg: 'none', ...(typ ? { typ } : {}) })}.${part(payload)}.`;
 }
 
-export async function signJwt(keys: AsKeyStore, payload: Record<string, unknown>, options: JwtSignOptions = {}): Promise<string> {
+export async function signJwt(
+  keys: AsKeyStore,
+  payload: Record<string, unknown>,
+  options: JwtSignOptions = {},
+): Promise<string> {
   const alg = options.alg ?? 'RS256';
   if (alg === 'none') return unsignedJwt(payload, options.typ);
   const key: AsKey = options.key === 'foreign' ? await keys.foreignKey() : keys.signingKey();

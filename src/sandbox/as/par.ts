@@ -25,7 +25,8 @@ function checkResponseType(form: Form): void {
 function checkRedirectUri(form: Form, client: RegisteredClient): string {
   const uri = form.require('redirect_uri');
   // exact string comparison (RFC 9700 2.1): no prefix, pattern or normalisation
-  if (!client.registration.redirectUris.includes(uri)) throw invalidRequest('redirect_uri is not registered for this client');
+  if (!client.registration.redirectUris.includes(uri))
+    throw invalidRequest('redirect_uri is not registered for this client');
   return uri;
 }
 
@@ -61,7 +62,8 @@ export function parHandler(ctx: AsContext) {
     const sign = validateSignDetails(form.get('authorization_details'), client, ctx.directory);
     const nonce = form.get('nonce');
     // spec 2.4: for signing, neither code_challenge nor nonce is invalid_request
-    if (codeChallenge === undefined && nonce === undefined) throw invalidRequest('signing requires PKCE (code_challenge) or nonce');
+    if (codeChallenge === undefined && nonce === undefined)
+      throw invalidRequest('signing requires PKCE (code_challenge) or nonce');
     const pushed: PushedRequest = {
       clientId: client.registration.clientId,
       redirectUri,
@@ -73,6 +75,9 @@ export function parHandler(ctx: AsContext) {
     };
     const requestUri = REQUEST_URI_PREFIX + randomId();
     ctx.store.pushed.set(requestUri, pushed, REQUEST_URI_TTL_SECONDS * 1000);
-    res.status(201).set('Cache-Control', 'no-cache, no-store').json({ request_uri: requestUri, expires_in: REQUEST_URI_TTL_SECONDS });
+    res
+      .status(201)
+      .set('Cache-Control', 'no-cache, no-store')
+      .json({ request_uri: requestUri, expires_in: REQUEST_URI_TTL_SECONDS });
   };
 }

@@ -43,7 +43,8 @@ function parseDetails(raw: string | undefined): Entry[] {
 /** Every type must be served by this AS and allowed for the RP (spec 5.12, 7.2 access_denied). */
 function checkTypes(entries: readonly Entry[], client: RegisteredClient): void {
   for (const type of new Set(entries.map((e) => e['type'] as string))) {
-    if (!SUPPORTED_TYPES.includes(type)) throw invalidDetails(`authorization details type ${type} is not supported by this AS`);
+    if (!SUPPORTED_TYPES.includes(type))
+      throw invalidDetails(`authorization details type ${type} is not supported by this AS`);
     if (!client.registration.allowedTypes.includes(type)) throw accessDenied(`the client may not request type ${type}`);
   }
 }
@@ -51,7 +52,8 @@ function checkTypes(entries: readonly Entry[], client: RegisteredClient): void {
 /** Exactly one object of type sign (spec 2.7, 8); more than one is a request problem like 7.1's rule. */
 function singleSign(entries: readonly Entry[]): Entry {
   const signs = entries.filter((e) => e['type'] === 'sign');
-  if (signs.length !== 1) throw invalidRequest(`authorization_details must hold exactly one object of type sign, found ${signs.length}`);
+  if (signs.length !== 1)
+    throw invalidRequest(`authorization_details must hold exactly one object of type sign, found ${signs.length}`);
   return signs[0]!;
 }
 
@@ -105,7 +107,8 @@ function checkDocuments(value: unknown, alg: HashAlgorithm, defaults: readonly B
     const decoded = decodeDigest(doc['hash'], alg.length);
     if (!decoded.ok) throw invalidDetails(`${where}.hash ${decoded.reason}`);
     const isDefault = defaults.some((d) => d.equals(decoded.bytes));
-    if (isDefault && doc['label'] !== '') throw invalidDetails(`${where} is a default document: its label must be empty`);
+    if (isDefault && doc['label'] !== '')
+      throw invalidDetails(`${where} is a default document: its label must be empty`);
     if (!isDefault && doc['label'] === '') throw invalidDetails(`${where}.label must describe the document`);
     if (isDefault) defaultCount++;
   });
@@ -113,7 +116,11 @@ function checkDocuments(value: unknown, alg: HashAlgorithm, defaults: readonly B
   return defaultCount;
 }
 
-export function validateSignDetails(raw: string | undefined, client: RegisteredClient, directory: PlatformDirectory): SignAuthorization {
+export function validateSignDetails(
+  raw: string | undefined,
+  client: RegisteredClient,
+  directory: PlatformDirectory,
+): SignAuthorization {
   const entries = parseDetails(raw);
   checkTypes(entries, client);
   const sign = singleSign(entries);
@@ -121,10 +128,17 @@ export function validateSignDetails(raw: string | undefined, client: RegisteredC
   const qtsp = checkLocation(sign, directory);
   checkCredentialId(sign);
   const alg = checkHashAlgorithm(sign);
-  const iac = sign['identity_assurance_claims'] === undefined ? undefined : parseIdentityAssuranceClaims(sign['identity_assurance_claims']);
+  const iac =
+    sign['identity_assurance_claims'] === undefined
+      ? undefined
+      : parseIdentityAssuranceClaims(sign['identity_assurance_claims']);
   const defaults = checkDocuments(sign['documentDigests'], alg, defaultDigests(qtsp, alg));
   if (defaults > 0 && !iac) throw invalidDetails('sign: a default document requires identity_assurance_claims');
   const base = { details: entries, qtspId: qtsp.client_id };
   if (!iac) return base;
-  return { ...base, requestedClaims: iac.requested, identityClaims: checkClaimsAtPar(iac.claims, qtsp, client.registration) };
+  return {
+    ...base,
+    requestedClaims: iac.requested,
+    identityClaims: checkClaimsAtPar(iac.claims, qtsp, client.registration),
+  };
 }

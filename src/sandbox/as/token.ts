@@ -25,13 +25,16 @@ function s256(verifier: string): Buffer {
 /** RFC 7636 section 4.6; a verifier without a challenge is refused too (PKCE downgrade). */
 function checkPkce(code: AuthorizationCode, verifier: string | undefined): void {
   if (code.codeChallenge === undefined) {
-    if (verifier !== undefined) throw invalidGrant('code_verifier sent, but the authorization request had no code_challenge');
+    if (verifier !== undefined)
+      throw invalidGrant('code_verifier sent, but the authorization request had no code_challenge');
     return;
   }
-  if (verifier === undefined || !CODE_VERIFIER.test(verifier)) throw invalidGrant('code_verifier is missing or malformed');
+  if (verifier === undefined || !CODE_VERIFIER.test(verifier))
+    throw invalidGrant('code_verifier is missing or malformed');
   const expected = Buffer.from(code.codeChallenge);
   const actual = s256(verifier);
-  if (expected.length !== actual.length || !timingSafeEqual(expected, actual)) throw invalidGrant('code_verifier does not match code_challenge');
+  if (expected.length !== actual.length || !timingSafeEqual(expected, actual))
+    throw invalidGrant('code_verifier does not match code_challenge');
 }
 
 /** The code, used once, checked against client and redirect_uri (spec 5.4). */
@@ -39,7 +42,8 @@ function redeemCode(ctx: AsContext, form: Form, clientId: string): Authorization
   const code = ctx.store.codes.take(form.require('code'));
   if (!code) throw invalidGrant('code is unknown, expired or already used');
   if (code.clientId !== clientId) throw invalidGrant('code was not issued to this client');
-  if (form.get('redirect_uri') !== code.redirectUri) throw invalidGrant('redirect_uri differs from the authorization request');
+  if (form.get('redirect_uri') !== code.redirectUri)
+    throw invalidGrant('redirect_uri differs from the authorization request');
   checkPkce(code, form.get('code_verifier'));
   return code;
 }
@@ -59,7 +63,14 @@ export function tokenHandler(ctx: AsContext) {
     const jti = randomId();
     ctx.store.transactions.set(
       jti,
-      { txn: randomId(16), clientId: code.clientId, sub: code.sub, sign: code.sign, claimNames: code.claimNames, verifiedAt: now },
+      {
+        txn: randomId(16),
+        clientId: code.clientId,
+        sub: code.sub,
+        sign: code.sign,
+        claimNames: code.claimNames,
+        verifiedAt: now,
+      },
       (ctx.tokenLifetimeSeconds + 60) * 1000,
     );
     const accessToken = await signJwt(
@@ -71,6 +82,13 @@ export function tokenHandler(ctx: AsContext) {
       .status(200)
       .set('Cache-Control', 'no-store')
       .type('application/json;charset=UTF-8')
-      .send(JSON.stringify({ access_token: accessToken, token_type: 'bearer', expires_in: ctx.tokenLifetimeSeconds, authorization_details: code.sign.details }));
+      .send(
+        JSON.stringify({
+          access_token: accessToken,
+          token_type: 'bearer',
+          expires_in: ctx.tokenLifetimeSeconds,
+          authorization_details: code.sign.details,
+        }),
+      );
   };
 }

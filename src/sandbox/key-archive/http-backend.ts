@@ -60,7 +60,10 @@ export function gitHttpBackend(projectRoot: string) {
       res.status(403).type('text/plain').send('this key archive is read-only over upload-pack\n');
       return;
     }
-    const child = spawn('git', ['http-backend'], { env: cgiEnvironment(req, projectRoot), stdio: ['pipe', 'pipe', 'ignore'] });
+    const child = spawn('git', ['http-backend'], {
+      env: cgiEnvironment(req, projectRoot),
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
     let header = Buffer.alloc(0);
     let headerDone = false;
     child.stdout.on('data', (chunk: Buffer) => {

@@ -80,7 +80,8 @@ export class SandboxKeyArchive {
     return this.enqueue(async () => {
       const tree = await this.writeContent(this.desired());
       const head = await this.head();
-      if (head && (await git.readCommit({ fs, gitdir: this.paths.gitdir, oid: head })).commit.tree === tree) return undefined;
+      if (head && (await git.readCommit({ fs, gitdir: this.paths.gitdir, oid: head })).commit.tree === tree)
+        return undefined;
       return this.commit(tree, head, 'operator', 'Key sets of the active IDPs');
     });
   }
@@ -108,7 +109,8 @@ export class SandboxKeyArchive {
       const head = await this.head();
       let target = head;
       for (let oid = head; oid; ) {
-        const parent: string | undefined = (await git.readCommit({ fs, gitdir: this.paths.gitdir, oid })).commit.parent[0];
+        const parent: string | undefined = (await git.readCommit({ fs, gitdir: this.paths.gitdir, oid })).commit
+          .parent[0];
         if (!(await this.signedByOperator(oid))) target = parent;
         oid = parent;
       }
@@ -135,23 +137,38 @@ export class SandboxKeyArchive {
     const gitdir = this.paths.gitdir;
     const entries = [];
     for (const [issuer, set] of content) {
-      const blob = await git.writeBlob({ fs, gitdir, blob: new TextEncoder().encode(JSON.stringify(set, null, 2) + '\n') });
+      const blob = await git.writeBlob({
+        fs,
+        gitdir,
+        blob: new TextEncoder().encode(`${JSON.stringify(set, null, 2)}\n`),
+      });
       entries.push({ mode: '100644', path: encodeURIComponent(issuer), oid: blob, type: 'blob' as const });
     }
     return git.writeTree({ fs, gitdir, tree: entries });
   }
 
-  private async commit(tree: string, parent: string | undefined, signedBy: CommitSigner, message: string): Promise<string> {
-    const signer = signedBy === 'operator' ? this.operator : signedBy === 'foreign' ? await (this.foreign ??= createForeignSigner()) : undefined;
+  private async commit(
+    tree: string,
+    parent: string | undefined,
+    signedBy: CommitSigner,
+    message: string,
+  ): Promise<string> {
+    if (signedBy === 'foreign') this.foreign ??= createForeignSigner();
+    const signer = signedBy === 'operator' ? this.operator : signedBy === 'foreign' ? await this.foreign : undefined;
     return git.commit({
       fs,
       gitdir: this.paths.gitdir,
       ref: BRANCH,
       tree,
       parent: parent ? [parent] : [],
-      message: message + '\n',
+      message: `${message}\n`,
       author: COLLECTOR,
-      ...(signer ? { signingKey: signer.armoredPrivateKey, onSign: async ({ payload }: { payload: string }) => ({ signature: await signer.sign(payload) }) } : {}),
+      ...(signer
+        ? {
+            signingKey: signer.armoredPrivateKey,
+            onSign: async ({ payload }: { payload: string }) => ({ signature: await signer.sign(payload) }),
+          }
+        : {}),
     });
   }
 

@@ -34,7 +34,12 @@ async function signer(armoredPrivateKey: string, armoredPublicKey: string): Prom
 }
 
 async function generate(user: { name: string; email: string }): Promise<{ privateKey: string; publicKey: string }> {
-  const { privateKey, publicKey } = await openpgp.generateKey({ type: 'ecc', curve: 'ed25519Legacy', userIDs: [user], format: 'armored' });
+  const { privateKey, publicKey } = await openpgp.generateKey({
+    type: 'ecc',
+    curve: 'ed25519Legacy',
+    userIDs: [user],
+    format: 'armored',
+  });
   return { privateKey, publicKey };
 }
 

@@ -49,7 +49,13 @@ function readAll(stream: SMTPServerDataStream): Promise<Buffer> {
   });
 }
 
-export async function startSmtpSink(options: { host: string; port?: number; identity: ServerIdentity; dir: string; controls: SmtpControls }): Promise<SmtpSink> {
+export async function startSmtpSink(options: {
+  host: string;
+  port?: number;
+  identity: ServerIdentity;
+  dir: string;
+  controls: SmtpControls;
+}): Promise<SmtpSink> {
   const received: ReceivedMail[] = [];
   let saved = 0;
   mkdirSync(options.dir, { recursive: true });
@@ -63,8 +69,10 @@ export async function startSmtpSink(options: { host: string; port?: number; iden
     logger: false,
     onRcptTo(_address, _session, callback) {
       const mode = options.controls.mode;
-      if (mode === 'reject-permanent') return callback(smtpError(550, 'mailbox unavailable (controls.smtp reject-permanent)'));
-      if (mode === 'reject-temporary') return callback(smtpError(451, 'try again later (controls.smtp reject-temporary)'));
+      if (mode === 'reject-permanent')
+        return callback(smtpError(550, 'mailbox unavailable (controls.smtp reject-permanent)'));
+      if (mode === 'reject-temporary')
+        return callback(smtpError(451, 'try again later (controls.smtp reject-temporary)'));
       callback();
     },
     onData(stream, session: SMTPServerSession, callback) {

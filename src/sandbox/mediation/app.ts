@@ -15,7 +15,7 @@ import type { PlatformDirectory } from '../platform/directory.ts';
 import { registeredFingerprints } from '../platform/sp-record.ts';
 import { fingerprintsEqual, peerFingerprint } from '../tls.ts';
 import type { MediationControls } from '../types.ts';
-import { describeIssues, envelopeSchema, RecordStore, type RemoteSignatureCreation } from './records.ts';
+import { describeIssues, envelopeSchema, type RecordStore, type RemoteSignatureCreation } from './records.ts';
 
 export const RECORDS_PATH = '/mediation/v1/records';
 
@@ -33,7 +33,13 @@ function misbehave(ctx: MediationContext) {
     ctx.stats.requests++;
     if (ctx.controls.failNext > 0) {
       ctx.controls.failNext--;
-      next(new OAuthError(503, 'temporarily_unavailable', 'the mediation service is failing on purpose (controls.failNext)'));
+      next(
+        new OAuthError(
+          503,
+          'temporarily_unavailable',
+          'the mediation service is failing on purpose (controls.failNext)',
+        ),
+      );
       return;
     }
     if (ctx.controls.mode === 'stall') return; // never answers; the server's close() ends the socket
@@ -48,7 +54,10 @@ function misbehave(ctx: MediationContext) {
 
 function parseEnvelope(body: unknown): RemoteSignatureCreation {
   const parsed = envelopeSchema.safeParse(body);
-  if (!parsed.success) throw invalidRequest(`the record is not a remote_signature_creation record of spec 6.2: ${describeIssues(parsed.error)}`);
+  if (!parsed.success)
+    throw invalidRequest(
+      `the record is not a remote_signature_creation record of spec 6.2: ${describeIssues(parsed.error)}`,
+    );
   return parsed.data.record;
 }
 
@@ -56,7 +65,9 @@ function parseEnvelope(body: unknown): RemoteSignatureCreation {
 function authenticateSender(ctx: MediationContext, req: Request, record: RemoteSignatureCreation): void {
   const presented = peerFingerprint(req.socket);
   if (!presented) throw invalidClient('a TLS client certificate is required');
-  const provider = ctx.directory.spRecords().find((r) => r.client_id === record.service_provider_id && r.status === 'active');
+  const provider = ctx.directory
+    .spRecords()
+    .find((r) => r.client_id === record.service_provider_id && r.status === 'active');
   if (!provider || !registeredFingerprints(provider).some((f) => fingerprintsEqual(presented, f))) {
     throw invalidClient('the TLS client certificate is not registered for this service_provider_id');
   }
@@ -73,7 +84,8 @@ function storeRecord(ctx: MediationContext) {
         `a record with reference_id ${record.reference_id} already exists for service_provider_id ${record.service_provider_id} and issuer ${record.issuer}`,
       );
     }
-    if (ctx.controls.mode === 'store-then-500') throw new OAuthError(500, 'server_error', 'stored, then failing on purpose (controls.mode store-then-500)');
+    if (ctx.controls.mode === 'store-then-500')
+      throw new OAuthError(500, 'server_error', 'stored, then failing on purpose (controls.mode store-then-500)');
     if (ctx.controls.mode === 'store-then-stall') return; // stored; the answer never comes
     res.status(201).json({ status: 'stored', reference_id: record.reference_id });
   };

@@ -37,11 +37,21 @@ export interface EventPartiesOptions {
 export async function startEventParties(o: EventPartiesOptions): Promise<EventParties> {
   const records = new RecordStore();
   const stats = { requests: 0 };
-  const server = new TlsServer(o.identity, mediationApp({ records, controls: o.controls.mediation, directory: o.directory, stats }), true);
+  const server = new TlsServer(
+    o.identity,
+    mediationApp({ records, controls: o.controls.mediation, directory: o.directory, stats }),
+    true,
+  );
   const port = await server.listen(o.host, o.mediationPort ?? DEFAULT_MEDIATION_PORT);
   let smtp: SmtpSink;
   try {
-    smtp = await startSmtpSink({ host: o.host, port: o.smtpPort ?? DEFAULT_SMTP_PORT, identity: o.identity, dir: join(o.dir, 'mail'), controls: o.controls.smtp });
+    smtp = await startSmtpSink({
+      host: o.host,
+      port: o.smtpPort ?? DEFAULT_SMTP_PORT,
+      identity: o.identity,
+      dir: join(o.dir, 'mail'),
+      controls: o.controls.smtp,
+    });
   } catch (err) {
     await server.close();
     throw err;

@@ -5,7 +5,9 @@
  */
 import { z } from 'zod';
 
-const referenceId = z.string().regex(/^[A-Za-z0-9-]{1,100}$/, 'must be 1 to 100 characters of a-z, A-Z, 0-9 and dash (spec 6.2)');
+const referenceId = z
+  .string()
+  .regex(/^[A-Za-z0-9-]{1,100}$/, 'must be 1 to 100 characters of a-z, A-Z, 0-9 and dash (spec 6.2)');
 const claimRequest = z.union([z.null(), z.strictObject({ essential: z.literal(true) })]);
 
 export const remoteSignatureCreationSchema = z
@@ -19,8 +21,16 @@ export const remoteSignatureCreationSchema = z
     client_id: z.string().min(1),
     issuer: z.url(),
     reference_id: referenceId,
-    requested_claims: z.strictObject({ verified_claims: z.strictObject({ claims: z.record(z.string(), claimRequest) }) }).optional(),
-    provided_claim_names: z.array(z.string().regex(/^verified_claims\/claims\/[A-Za-z0-9_/]+$/, 'must be named verified_claims/claims/<name> (spec 6.2)')).optional(),
+    requested_claims: z
+      .strictObject({ verified_claims: z.strictObject({ claims: z.record(z.string(), claimRequest) }) })
+      .optional(),
+    provided_claim_names: z
+      .array(
+        z
+          .string()
+          .regex(/^verified_claims\/claims\/[A-Za-z0-9_/]+$/, 'must be named verified_claims/claims/<name> (spec 6.2)'),
+      )
+      .optional(),
   })
   .refine((r) => (r.requested_claims === undefined) === (r.provided_claim_names === undefined), {
     message: 'requested_claims and provided_claim_names come together (QESID) or not at all',
@@ -29,7 +39,9 @@ export const remoteSignatureCreationSchema = z
 export type RemoteSignatureCreation = z.infer<typeof remoteSignatureCreationSchema>;
 
 export const envelopeSchema = z.strictObject({
-  type: z.literal('remote_signature_creation', { message: 'this sandbox mediation service takes QTSP records (type remote_signature_creation) only' }),
+  type: z.literal('remote_signature_creation', {
+    message: 'this sandbox mediation service takes QTSP records (type remote_signature_creation) only',
+  }),
   record: remoteSignatureCreationSchema,
 });
 

@@ -44,7 +44,8 @@ function directoryFailure(controls: SandboxControls) {
   return (req: Request, _res: Response, next: NextFunction): void => {
     const mode = controls.idpDirectory.mode;
     if (mode === 'reset') req.socket.destroy();
-    else if (mode === 'http500') next(new OAuthError(500, 'server_error', 'IDP directory unavailable (sandbox switch http500)'));
+    else if (mode === 'http500')
+      next(new OAuthError(500, 'server_error', 'IDP directory unavailable (sandbox switch http500)'));
     else next();
   };
 }

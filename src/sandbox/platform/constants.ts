@@ -9,7 +9,14 @@ export const ACR_ONLINE_BANKING_SCA = `${PLATFORM_CLAIMS_BASE}/acrs/online_banki
 export const DOCUMENTS_CONSENTED_CLAIM = `${PLATFORM_CLAIMS_BASE}/claims/documents_consented`;
 
 /** The identity assurance claims the ecosystem defines (spec 2.7); anything else is "not defined" (7.4). */
-export const DEFINED_CLAIMS: readonly string[] = ['given_name', 'family_name', 'birthdate', 'place_of_birth', 'nationalities', 'address'];
+export const DEFINED_CLAIMS: readonly string[] = [
+  'given_name',
+  'family_name',
+  'birthdate',
+  'place_of_birth',
+  'nationalities',
+  'address',
+];
 
 /** The only credentialID of type sign (spec 2.7). */
 export const CREDENTIAL_ID = 'qes_eidas';

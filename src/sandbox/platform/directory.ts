@@ -46,7 +46,9 @@ export class PlatformDirectory {
 
   /** An active QTSP record with this client_id (spec 2.7 locations, 2.13 status). */
   activeQtsp(clientId: string): SpRecord | undefined {
-    return this.sps.find((r) => r.client_id === clientId && r.status === 'active' && r.service_type === 'remote_signature_creation');
+    return this.sps.find(
+      (r) => r.client_id === clientId && r.status === 'active' && r.service_type === 'remote_signature_creation',
+    );
   }
 
   idp(iss: string): IdpRecord | undefined {
@@ -56,7 +58,15 @@ export class PlatformDirectory {
   /** Every IDP the directory knows, active or not (the sandbox has one bank). */
   idps(): IdpRecord[] {
     const issuer = this.bankIssuer();
-    return [{ iss: issuer, status: this.idpStatus, name: BANK_NAME, notification_email: BANK_NOTIFICATION_EMAIL, jwks_uri: `${issuer}/jwks` }];
+    return [
+      {
+        iss: issuer,
+        status: this.idpStatus,
+        name: BANK_NAME,
+        notification_email: BANK_NOTIFICATION_EMAIL,
+        jwks_uri: `${issuer}/jwks`,
+      },
+    ];
   }
 
   serviceConfiguration(idp: IdpRecord): ServiceConfiguration {

@@ -77,7 +77,12 @@ export function buildQtspRecord(qtsp: { id: string; clientCertFile: string; sign
     required_claims: {
       verified_claims: {
         verification: { trust_framework: null },
-        claims: { given_name: { essential: true }, family_name: { essential: true }, birthdate: null, place_of_birth: null },
+        claims: {
+          given_name: { essential: true },
+          family_name: { essential: true },
+          birthdate: null,
+          place_of_birth: null,
+        },
       },
       [DOCUMENTS_CONSENTED_CLAIM]: { essential: true },
     },

@@ -74,6 +74,20 @@ export const transactions: SigningTransaction[] = [
 ];
 
 export const outbox: Pick<OutboxEntry, 'id' | 'topic' | 'payload' | 'state' | 'attempts' | 'lastError'>[] = [
-  { id: 'ref-release-1', topic: 'mediation', payload: { type: 'remote_signature_creation', text: 'Ünïcödé ✓' }, state: 'pending', attempts: 0, lastError: null },
-  { id: 'ref-release-2', topic: 'mediation', payload: { n: 2 }, state: 'delivered', attempts: 1, lastError: 'mediation service answered 503' },
+  {
+    id: 'ref-release-1',
+    topic: 'mediation',
+    payload: { type: 'remote_signature_creation', text: 'Ünïcödé ✓' },
+    state: 'pending',
+    attempts: 0,
+    lastError: null,
+  },
+  {
+    id: 'ref-release-2',
+    topic: 'mediation',
+    payload: { n: 2 },
+    state: 'delivered',
+    attempts: 1,
+    lastError: 'mediation service answered 503',
+  },
 ];
