@@ -9,11 +9,11 @@ import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config/load.ts';
 import type { ConfigInput } from '../src/config/schema.ts';
-import { openKeyCustody } from '../src/pki/custody/open.ts';
-import type { Pkcs11Custody } from '../src/pki/custody/pkcs11.ts';
-import { createSoftHsmToken } from '../src/pki/custody/softhsm.ts';
-import { pkiInitInToken } from '../src/pki/init.ts';
-import { publicBaseUrl } from '../src/pki/publication.ts';
+import { openKeyCustody } from '../src/custody/open.ts';
+import type { Pkcs11Custody } from '../src/custody/pkcs11/custody.ts';
+import { createSoftHsmToken } from '../src/custody/pkcs11/softhsm.ts';
+import { pkiInitInToken } from '../src/ca/init.ts';
+import { publicBaseUrl } from '../src/ca/publication.ts';
 
 export interface CustodyVariant {
   /** QTSP_* (and SOFTHSM2_CONF) settings for the QTSP process */

@@ -14,7 +14,7 @@
  * the background every `intervalMs` and the probe reports the last outcome.
  */
 import type { SigningKey } from './crypto/signature.ts';
-import type { KeyCustody } from './pki/custody/types.ts';
+import type { KeyCustody } from './custody/types.ts';
 import type { StoreHealth } from './store/open.ts';
 import type { AuthorizationServers } from './trust/authorization-servers.ts';
 import type { IdpDirectory } from './trust/idp-directory.ts';

@@ -16,8 +16,8 @@
  * hash, it must (5.5.3); for the signature time-stamp it keeps one algorithm per signature.
  */
 import { badGateway, SignDocError } from '../errors.ts';
-import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
-import { genTimeOf } from '../pki/tsa.ts';
+import type { RevocationProvider, TimestampProvider } from '../timestamping/services.ts';
+import { genTimeOf } from '../timestamping/tsa.ts';
 import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { BuiltSignature, RevocationInfo, SignatureInput } from './types.ts';
 import { baselineSignedAttributes, CMS_OID, encodeSignedData, signerInfo, signSignerInfo } from '../crypto/cms.ts';

@@ -39,7 +39,7 @@
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { badRequest } from '../errors.ts';
-import { SIGNER_ALGORITHMS, type KeyAlgorithm, type SignatureScheme, type SignerAlgorithm } from '../pki/keys.ts';
+import { SIGNER_ALGORITHMS, type KeyAlgorithm, type SignatureScheme, type SignerAlgorithm } from '../crypto/keys.ts';
 import { MGF1_OID, RSASSA_PSS_OID } from '../crypto/signature.ts';
 import type { HashAlgorithm } from '../crypto/algorithms.ts';
 import { SIGNATURE_OIDS } from '../crypto/algorithms.ts';

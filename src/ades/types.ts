@@ -6,7 +6,7 @@
 import type { HashAlgorithm } from '../crypto/algorithms.ts';
 import type { CmsCertificate } from '../crypto/cms.ts';
 import type { SigningKey } from '../crypto/signature.ts';
-import type { RevocationProvider, TimestampProvider } from '../pki/services.ts';
+import type { RevocationProvider, TimestampProvider } from '../timestamping/services.ts';
 
 export interface SignatureInput {
   /** the document digest we were sent */

@@ -2,10 +2,10 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config/load.ts';
-import { openKeyCustody } from '../pki/custody/open.ts';
-import type { Pkcs11Custody } from '../pki/custody/pkcs11.ts';
-import { pkiInit, pkiInitInToken, pkiPaths, type PkiInitInTokenOptions } from '../pki/init.ts';
-import { publicBaseUrl } from '../pki/publication.ts';
+import { openKeyCustody } from '../custody/open.ts';
+import type { Pkcs11Custody } from '../custody/pkcs11/custody.ts';
+import { pkiInit, pkiInitInToken, pkiPaths, type PkiInitInTokenOptions } from '../ca/init.ts';
+import { publicBaseUrl } from '../ca/publication.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
 import type { Config } from '../config/schema.ts';

@@ -4,14 +4,14 @@
  */
 import cluster from 'node:cluster';
 import { join } from 'node:path';
-import { describeLocation } from '../pki/custody/types.ts';
+import { describeLocation } from '../custody/types.ts';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { untilStopped } from '../util/lifecycle.ts';
 import { applyHeapGrowth } from '../util/heap-growth.ts';
 import { logger } from '../util/logger.ts';
-import { pkiPaths } from '../pki/init.ts';
+import { pkiPaths } from '../ca/init.ts';
 import { startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
 import { runClusterPrimary, runClusterWorker, workerCount } from './serve-cluster.ts';

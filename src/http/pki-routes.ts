@@ -9,11 +9,11 @@
  * OCSPResponse malformedRequest), with HTTP 400, never a 500 or a stack trace.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { CrlIssuer } from '../pki/crl.ts';
-import { PKIX_CRL } from '../pki/crl.ts';
-import { errorResponse, OCSP_REQUEST, OCSP_RESPONSE, type OcspResponder } from '../pki/ocsp.ts';
-import { PKI_PATHS } from '../pki/publication.ts';
-import { rejectionResp, TIMESTAMP_QUERY, TIMESTAMP_REPLY, TsaRejection, type LocalTsa } from '../pki/tsa.ts';
+import type { CrlIssuer } from '../revocation/crl.ts';
+import { PKIX_CRL } from '../revocation/crl.ts';
+import { errorResponse, OCSP_REQUEST, OCSP_RESPONSE, type OcspResponder } from '../revocation/ocsp.ts';
+import { PKI_PATHS } from '../ca/publication.ts';
+import { rejectionResp, TIMESTAMP_QUERY, TIMESTAMP_REPLY, TsaRejection, type LocalTsa } from '../timestamping/tsa.ts';
 import type { Logger } from '../util/logger.ts';
 
 export interface PkiHttpServices {

@@ -5,7 +5,7 @@
  * Message-ID derives from the outbox id, so a retried send is recognisable as the same message.
  */
 import type * as pkijs from 'pkijs';
-import type { KeyedCertificate } from '../pki/authority.ts';
+import type { KeyedCertificate } from '../ca/authority.ts';
 import { encodeHeaderText, encryptedEntity, mailDate, message, signedEntity, textPart, type Header } from './smime.ts';
 
 export interface NotificationPayload {

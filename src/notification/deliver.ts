@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import nodemailer, { type Transporter } from 'nodemailer';
 import * as pkijs from 'pkijs';
-import type { KeyedCertificate } from '../pki/authority.ts';
+import type { KeyedCertificate } from '../ca/authority.ts';
 import type { Config } from '../config/schema.ts';
 import { PermanentDeliveryError, type Deliver } from '../delivery/worker.ts';
 import type { OutboxEntry } from '../store/types.ts';

@@ -16,9 +16,9 @@ import {
   saveKeyed,
   type KeyedCertificate,
   type SoftwareKeyedCertificate,
-} from '../pki/authority.ts';
-import { pkiPaths } from '../pki/init.ts';
-import { generateKeyPair } from '../pki/keys.ts';
+} from '../ca/authority.ts';
+import { pkiPaths } from '../ca/init.ts';
+import { generateKeyPair } from '../crypto/keys.ts';
 import {
   basicConstraintsExtension,
   buildName,
@@ -28,7 +28,7 @@ import {
   OID,
   rawExtension,
   spkiOf,
-} from '../pki/x509.ts';
+} from '../ca/x509.ts';
 
 const EMAIL_PROTECTION = '1.3.6.1.5.5.7.3.4';
 const YEARS = 2;

@@ -12,7 +12,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import * as pkijs from 'pkijs';
 import { SHA256 } from '../crypto/algorithms.ts';
 import { baselineSignedAttributes, encodeSignedData, signerInfo, signSignerInfo } from '../crypto/cms.ts';
-import type { KeyedCertificate } from '../pki/authority.ts';
+import type { KeyedCertificate } from '../ca/authority.ts';
 
 const CRLF = '\r\n';
 

@@ -9,7 +9,7 @@ import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import { authorizeSigning, callSignDoc, type RpEndpoints } from './flow.ts';
 import { rpAgent, RpFlowError } from './http.ts';
 import { addDss, cmsCertificates, prepareDocumentTimestamp, prepareSignature, type SignatureOptions } from './pdf.ts';
-import { RemoteTsa } from '../pki/tsa.ts';
+import { RemoteTsa } from '../timestamping/tsa.ts';
 
 const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
 const TSA_TIMEOUT_MS = 30_000;

@@ -6,7 +6,7 @@
  * only by their certificate's fingerprint.
  */
 import { existsSync } from 'node:fs';
-import { createTlsCertificate, saveKeyed } from '../pki/authority.ts';
+import { createTlsCertificate, saveKeyed } from '../ca/authority.ts';
 import { DEFINED_CLAIMS } from './platform/constants.ts';
 import { clientFileBase } from './paths.ts';
 import { fingerprintsEqual, pemFingerprint } from './tls.ts';

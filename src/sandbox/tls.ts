@@ -10,8 +10,8 @@ import * as https from 'node:https';
 import { isIP, type AddressInfo, type Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { RequestListener } from 'node:http';
-import { createRootCa, createTlsCertificate, loadKeyed, saveKeyed, type KeyedCertificate } from '../pki/authority.ts';
-import { OID } from '../pki/x509.ts';
+import { createRootCa, createTlsCertificate, loadKeyed, saveKeyed, type KeyedCertificate } from '../ca/authority.ts';
+import { OID } from '../ca/x509.ts';
 import { fromPem } from '../util/base64.ts';
 import type { SandboxPaths } from './paths.ts';
 

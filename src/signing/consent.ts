@@ -6,7 +6,7 @@ import { unauthorized } from '../errors.ts';
 import type { IntrospectionPayload } from '../introspection/client.ts';
 import { fingerprintsEqual } from '../trust/fingerprint.ts';
 import type { ParsedSignDocRequest } from './request.ts';
-import type { IdentityClaims } from '../pki/signer-certificate.ts';
+import type { IdentityClaims } from '../ca/signer-certificate.ts';
 
 export interface Consent {
   readonly txn: string;

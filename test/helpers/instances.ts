@@ -9,7 +9,7 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
+import { pkiInit, pkiPaths } from '../../src/ca/init.ts';
 import type { RpEndpoints } from '../../src/rp/flow.ts';
 import { startSandbox, type Sandbox } from '../../src/sandbox/index.ts';
 import { startRedisServer, type LocalRedis } from '../../src/util/redis-server.ts';

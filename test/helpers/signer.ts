@@ -1,7 +1,7 @@
 /** A signer certificate for Erika Mustermann under `issuingCa`, with the default profile (country DE, no PDS). */
 import type { KeyObject } from 'node:crypto';
-import type { KeyedCertificate } from '../../src/pki/authority.ts';
-import { mintSignerCertificate, signerProfile, type SignerCertificate } from '../../src/pki/signer-certificate.ts';
+import type { KeyedCertificate } from '../../src/ca/authority.ts';
+import { mintSignerCertificate, signerProfile, type SignerCertificate } from '../../src/ca/signer-certificate.ts';
 
 export function mintTestSignerCertificate(
   issuingCa: KeyedCertificate,

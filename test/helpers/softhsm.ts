@@ -10,7 +10,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createSoftHsmToken, SOFTHSM2_MODULE, type SoftHsmToken } from '../../src/pki/custody/softhsm.ts';
+import { createSoftHsmToken, SOFTHSM2_MODULE, type SoftHsmToken } from '../../src/custody/pkcs11/softhsm.ts';
 
 export { SOFTHSM2_MODULE };
 

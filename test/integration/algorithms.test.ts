@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { HASH_ALGORITHMS, SIGNATURE_OIDS, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
-import type { SoftwareCustody } from '../../src/pki/custody/software.ts';
+import type { SoftwareCustody } from '../../src/custody/software/custody.ts';
 import { rsaPssParams, type SignHash } from '../../src/crypto/signature.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import {

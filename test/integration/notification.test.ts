@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTlsCertificate, saveKeyed } from '../../src/pki/authority.ts';
+import { createTlsCertificate, saveKeyed } from '../../src/ca/authority.ts';
 import { generateKeyPairSync } from 'node:crypto';
 import {
   basicConstraintsExtension,
@@ -19,7 +19,7 @@ import {
   keyUsageExtension,
   OID,
   spkiOf,
-} from '../../src/pki/x509.ts';
+} from '../../src/ca/x509.ts';
 import { recipientCertDir, recipientCertificateFile } from '../../src/notification/deliver.ts';
 import { rpAgent } from '../../src/rp/http.ts';
 import type { ReceivedMail } from '../../src/sandbox/mail/smtp-sink.ts';

@@ -13,10 +13,10 @@ import { join } from 'node:path';
 import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
 import { ConfigError } from '../../src/config/load.ts';
 import type { SignHash } from '../../src/crypto/signature.ts';
-import type { KeyAlgorithm, SignatureScheme } from '../../src/pki/keys.ts';
-import { LONG_LIVED_LABELS, Pkcs11Custody } from '../../src/pki/custody/pkcs11.ts';
-import { pkcs11js } from '../../src/pki/custody/pkcs11-token.ts';
-import { KeyCustodyUnavailable, LONG_LIVED_KEYS } from '../../src/pki/custody/types.ts';
+import type { KeyAlgorithm, SignatureScheme } from '../../src/crypto/keys.ts';
+import { LONG_LIVED_LABELS, Pkcs11Custody } from '../../src/custody/pkcs11/custody.ts';
+import { pkcs11js } from '../../src/custody/pkcs11/token.ts';
+import { KeyCustodyUnavailable, LONG_LIVED_KEYS } from '../../src/custody/types.ts';
 import { createTestToken, SOFTHSM2_MODULE, type TestToken } from '../helpers/softhsm.ts';
 
 const HASHES = [...HASH_ALGORITHMS.values()].map((h) => h.node as SignHash);

@@ -17,7 +17,7 @@ import {
   type JSONWebKeySet,
   type JWTPayload,
 } from 'jose';
-import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
+import { pkiInit, pkiPaths } from '../../src/ca/init.ts';
 import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
 import {
   ACR_ONLINE_BANKING_SCA,

@@ -12,7 +12,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
-import { pkiInit, pkiPaths } from '../../src/pki/init.ts';
+import { pkiInit, pkiPaths } from '../../src/ca/init.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, type HttpResponse, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';

@@ -1,0 +1,157 @@
+/**
+ * Revocation data for B-LT (issue 11 item 9), through LocalRevocation with our OCSP responder and CRL issuer:
+ * with `after` (a time-stamp's genTime) every OCSP producedAt/thisUpdate and CRL thisUpdate is strictly later,
+ * also when the cache holds data from the same second; the embedded OCSP responses carry SHA-1 CertIDs and
+ * pass `openssl ocsp` without -sha256. Times are read back by OpenSSL. The clock is the real one shifted so
+ * that "now" sits late in a second: the wait for the next second is then short and always exercised.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CrlIssuer } from '../../src/revocation/crl.ts';
+import {
+  ensureTrustServiceCertificates,
+  loadCaMaterial,
+  loadTrustServiceMaterial,
+  pkiInit,
+  pkiPaths,
+  type CaMaterial,
+} from '../../src/ca/init.ts';
+import { generateKeyPair } from '../../src/crypto/keys.ts';
+import { OcspResponder } from '../../src/revocation/ocsp.ts';
+import { pkiUrls } from '../../src/ca/publication.ts';
+import { mintTestSignerCertificate } from '../helpers/signer.ts';
+import { LocalRevocation } from '../../src/trust-services.ts';
+import { SignDocError } from '../../src/errors.ts';
+import { toPem } from '../../src/util/base64.ts';
+import { assertIssuedAfter, crlThisUpdate, ocspTimes, scratch, verifyOcsp } from '../helpers/pki-oracles.ts';
+import { run } from '../helpers/openssl.ts';
+
+let dir: string;
+let ca: CaMaterial;
+let signerDer: Buffer;
+/** ms added to the real clock: set per test so that now is late in a second */
+let shift = 0;
+const clock = () => new Date(Date.now() + shift);
+
+/** shifts the clock so that it reads `ms` milliseconds into the current second (no wall-clock assertion) */
+function placeClockAt(ms: number): void {
+  shift = 0;
+  shift = ms - (Date.now() % 1000);
+}
+
+function provider(): LocalRevocation {
+  const material = loadTrustServiceMaterial(dir);
+  const status = { certificateStatus: async () => ({ status: 'good' as const }) };
+  const ocsp = new OcspResponder({
+    responder: material.ocspResponder,
+    ca: ca.issuing,
+    status,
+    validitySeconds: 3600,
+    clock,
+  });
+  const crlOptions = {
+    revoked: { revokedCertificates: async () => [] },
+    validitySeconds: 86400,
+    refreshSeconds: 300,
+    clock,
+  };
+  const crls = [new CrlIssuer({ ca: ca.root, ...crlOptions }), new CrlIssuer({ ca: ca.issuing, ...crlOptions })];
+  return new LocalRevocation(ocsp, ca.issuing.der, status, crls, clock);
+}
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'qtsp-freshness-'));
+  pkiInit({ dataDir: dir, qtspId: 'sp:test.example:00000000-0000-4000-8000-000000000000' });
+  ensureTrustServiceCertificates(dir, pkiUrls('http://127.0.0.1:1'));
+  ca = loadCaMaterial(dir);
+  const keys = generateKeyPair('P-256');
+  signerDer = (await mintTestSignerCertificate(ca.issuing, keys.publicKey, 'freshness')).der;
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('LocalRevocation: data issued after the time-stamp', () => {
+  test('OCSP for the signer: producedAt and thisUpdate after genTime, SHA-1 CertID accepted by openssl ocsp without -sha256', async () => {
+    const revocation = provider();
+    placeClockAt(900);
+    const genTime = new Date(Math.floor(clock().getTime() / 1000) * 1000); // a whole-second genTime, as our TSA writes
+    const response = (await revocation.ocspResponse(signerDer, ca.issuing.der, genTime))!;
+    assert.equal(await assertIssuedAfter({ ocsp: [response], crl: [] }, genTime, 'signer OCSP'), 1);
+    const s = scratch();
+    try {
+      const p = pkiPaths(dir);
+      const checked = await verifyOcsp(response, {
+        root: p.rootCert,
+        issuing: p.issuingCert,
+        cert: s.file('signer.pem', toPem(signerDer, 'CERTIFICATE')),
+      });
+      assert.ok(checked.ok && /: good/.test(checked.output), checked.output);
+      const text = await run('openssl', ['ocsp', '-respin', s.file('r.der', response), '-resp_text', '-noverify']);
+      assert.match(text.output, /Hash Algorithm: sha1/);
+    } finally {
+      s.remove();
+    }
+  });
+
+  test('a cached response from the same second as genTime is not reused; one from after it is', async () => {
+    const revocation = provider();
+    placeClockAt(850);
+    const early = (await revocation.ocspResponse(signerDer, ca.issuing.der))!; // no freshness asked: made now
+    const earlyAt = (await ocspTimes(early)).producedAt;
+    const genTime = new Date(earlyAt.getTime()); // a time-stamp in the same second: a tie
+    const fresh = (await revocation.ocspResponse(signerDer, ca.issuing.der, genTime))!;
+    assert.ok(!fresh.equals(early), 'the tie is not reused');
+    assert.ok((await ocspTimes(fresh)).producedAt > genTime);
+    const again = (await revocation.ocspResponse(signerDer, ca.issuing.der, genTime))!;
+    assert.ok(again.equals(fresh), 'a response issued after genTime serves the other signatures of the request');
+  });
+
+  test('concurrent signatures of one request share one response', async () => {
+    const revocation = provider();
+    placeClockAt(800);
+    const genTime = new Date(Math.floor(clock().getTime() / 1000) * 1000);
+    const all = await Promise.all([1, 2, 3, 4].map(() => revocation.ocspResponse(signerDer, ca.issuing.der, genTime)));
+    assert.equal(new Set(all.map((r) => r!.toString('base64'))).size, 1);
+  });
+
+  test('the root CRL for the issuing CA and the TSA: thisUpdate after genTime, also after a CRL of the same second', async () => {
+    const revocation = provider();
+    placeClockAt(850);
+    const first = (await revocation.crl(ca.root.der))!;
+    const genTime = await crlThisUpdate(first); // a time-stamp in the same second as the cached CRL
+    const fresh = (await revocation.crl(ca.root.der, genTime))!;
+    assert.ok(!fresh.equals(first));
+    assert.equal(await assertIssuedAfter({ ocsp: [], crl: [fresh] }, genTime, 'root CRL'), 1);
+    const verified = await run('openssl', [
+      'crl',
+      '-inform',
+      'DER',
+      '-in',
+      scratch().file('c.der', fresh),
+      '-CAfile',
+      pkiPaths(dir).rootCert,
+      '-noout',
+    ]);
+    assert.match(verified.output, /verify OK/);
+  });
+
+  test('a time-stamp dated seconds ahead of our clock: 502, nothing issued', async () => {
+    const revocation = provider();
+    placeClockAt(100);
+    const ahead = new Date(clock().getTime() + 5000);
+    await assert.rejects(
+      revocation.ocspResponse(signerDer, ca.issuing.der, ahead),
+      (err: unknown) => err instanceof SignDocError && err.status === 502,
+    );
+    await assert.rejects(
+      revocation.crl(ca.root.der, ahead),
+      (err: unknown) => err instanceof SignDocError && err.status === 502,
+    );
+  });
+
+  test('the root is among the authorities (issuer of the issuing CA, which a B-B signature does not carry)', async () => {
+    assert.ok(provider().authorities.some((c) => c.equals(ca.root.der)));
+  });
+});
