@@ -1,0 +1,23 @@
+/**
+ * Worker threads whose code is a module of this tree, so that `tsc`, the linter and the layer check read it
+ * like any other file. A `.ts` entry needs tsx in the thread: the thread registers it itself, as bin/qtsp.js
+ * does for the main thread (a process started with `node --import tsx` would pass that on through execArgv,
+ * one started by bin/qtsp.js would not). A `.js` entry (a compiled tree) is started directly.
+ */
+import { Worker, type WorkerOptions } from 'node:worker_threads';
+
+const BOOT = `
+const { workerData } = require('node:worker_threads');
+import(workerData.tsx).then(({ register }) => { register(); return import(workerData.entry); });
+`;
+
+/** Starts `entry` (a file URL, usually `new URL('./x-thread.ts', import.meta.url)`) in a worker thread. */
+export function startModuleWorker(entry: URL, options: Omit<WorkerOptions, 'eval'> = {}): Worker {
+  if (!entry.pathname.endsWith('.ts')) return new Worker(entry, { execArgv: [], ...options });
+  return new Worker(BOOT, {
+    execArgv: [],
+    ...options,
+    eval: true,
+    workerData: { ...options.workerData, tsx: import.meta.resolve('tsx/esm/api'), entry: entry.href },
+  });
+}
