@@ -1,13 +1,33 @@
-// Dependencies point one way (issue 8): no two folders under src/ may import each other, directly or through
-// other folders, and the files inside one folder may not import each other in a circle. Run by `npm test`
-// before the tests; exits 1 naming each cycle it finds. Counts every relative module specifier: `import`,
-// `import type`, `export ... from` and `import()`. Folder = first path segment under src/ (the
-// files directly in src/ (service.ts at the top, errors.ts at the bottom) each count as their own unit), so
-// sub-folders such as sandbox/as count as part of sandbox.
+// Imports point down the layer picture of docs/architecture.md, and only down. The picture is the rule: this
+// script reads its rows (top row = highest layer) and fails, naming file and target, when a module imports one
+// of its own row or of a row above; when a unit under src/ has no row; when a custody backend (`custody/*/`,
+// each subfolder a unit of its own) is imported from outside itself (backends are loaded through the registry);
+// and when the files of one unit import each other in a circle. A unit is a folder directly under src/ or a
+// file directly in src/. Specifiers read: `import`, `import type`, `export ... from`, `import()`, and worker
+// entries written as `new URL('./x.ts', import.meta.url)`. Run by `npm test` before the tests.
+//   node scripts/check-layers.mjs [srcDir] [layersDoc]
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 
 const root = resolve(process.argv[2] ?? 'src');
+const layersDoc = resolve(process.argv[3] ?? 'docs/architecture.md');
+const MARKER = '<!-- layers: checked by scripts/check-layers.mjs -->';
+
+// Rows of the picture after MARKER, lowest first: each a list of units ('store/', 'service.ts', 'custody/*/').
+function readRows(file) {
+  const text = readFileSync(file, 'utf8');
+  const at = text.indexOf(MARKER);
+  if (at < 0) throw new Error(`${file}: no line "${MARKER}" before the layer picture`);
+  const fence = text.indexOf('```', at);
+  const block = text.slice(text.indexOf('\n', fence) + 1, text.indexOf('```', fence + 3));
+  const rows = block
+    .split('\n')
+    .filter((line) => line.trim().startsWith('|'))
+    .map((line) => [...line.matchAll(/(?<=^|\s)([a-z][a-z0-9-]*(?:\/\*)?\/|[a-z][a-z0-9-]*\.ts)(?=\s|$)/g)])
+    .map((matches) => matches.map((m) => m[1]))
+    .filter((units) => units.length > 0);
+  return rows.reverse();
+}
 
 function listFiles(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -17,7 +37,7 @@ function listFiles(dir) {
   });
 }
 
-const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"]+)['"]/g;
+const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(?\s*|\bnew URL\(\s*)['"](\.{1,2}\/[^'"]+)['"]/g;
 
 /** file (relative to src/) -> files it imports (relative to src/) */
 function importGraph() {
@@ -25,6 +45,7 @@ function importGraph() {
   for (const file of listFiles(root)) {
     const targets = new Set();
     for (const [, spec] of readFileSync(file, 'utf8').matchAll(SPECIFIER)) {
+      if (!spec.endsWith('.ts') && !spec.endsWith('.js')) continue;
       const target = resolve(dirname(file), spec.replace(/\.js$/, '.ts'));
       if (target.startsWith(root + sep)) targets.add(relative(root, target));
     }
@@ -33,15 +54,31 @@ function importGraph() {
   return graph;
 }
 
-const folderOf = (file) => file.split(sep)[0];
+const rows = readRows(layersDoc);
+const rankOf = new Map(rows.flatMap((units, rank) => units.map((u) => [u, rank])));
+const pluginParents = new Set(
+  rows
+    .flat()
+    .filter((u) => u.endsWith('/*/'))
+    .map((u) => u.slice(0, -2)),
+);
+
+// { unit, pattern }: pattern is the picture's name for it ('custody/*/' for the unit 'custody/pkcs11/')
+function unitOf(file) {
+  const parts = file.split(sep);
+  if (parts.length === 1) return { unit: parts[0], pattern: parts[0] };
+  const folder = `${parts[0]}/`;
+  if (parts.length > 2 && pluginParents.has(folder)) return { unit: `${folder}${parts[1]}/`, pattern: `${folder}*/` };
+  return { unit: folder, pattern: folder };
+}
 
 /** One cycle per strongly connected component with more than one node (Tarjan), each as a path a -> b -> a. */
 function cycles(edges) {
-  const index = new Map(),
-    low = new Map(),
-    stack = [],
-    onStack = new Set(),
-    found = [];
+  const index = new Map();
+  const low = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const found = [];
   let next = 0;
   const visit = (v) => {
     index.set(v, next);
@@ -63,20 +100,13 @@ function cycles(edges) {
       onStack.delete(w);
       component.push(w);
     } while (w !== v);
-    if (component.length > 1) found.push(describe(edges, new Set(component)));
+    if (component.length > 1) found.push(pathThrough(edges, new Set(component)).join(' -> '));
   };
   for (const v of edges.keys()) if (!index.has(v)) visit(v);
   return found;
 }
 
-/** A shortest walk from the first member back to itself inside the component, and who else is in it. */
-function describe(edges, members) {
-  const path = pathThrough(edges, members);
-  const others = [...members].filter((m) => !path.includes(m)).sort();
-  const walk = path.join(' -> ');
-  return others.length ? `${walk} (also in this cycle: ${others.join(', ')})` : walk;
-}
-
+/** A shortest walk from the first member back to itself inside the component. */
 function pathThrough(edges, members) {
   const start = [...members].sort()[0];
   const previous = new Map([[start, null]]);
@@ -99,32 +129,45 @@ function pathThrough(edges, members) {
   return [...members];
 }
 
-const files = importGraph();
-const folders = new Map();
-const perFolder = new Map();
-for (const [file, targets] of files) {
-  const from = folderOf(file);
-  if (!folders.has(from)) folders.set(from, new Set());
-  for (const target of targets) {
-    const to = folderOf(target);
-    if (to !== from) {
-      folders.get(from).add(to);
-      continue;
-    }
-    if (!perFolder.has(from)) perFolder.set(from, new Map());
-    const edges = perFolder.get(from);
-    if (!edges.has(file)) edges.set(file, new Set());
-    edges.get(file).add(target);
-  }
+/** What is wrong with `file` importing `target` across units, or undefined. */
+function crossing(file, from, target, to) {
+  const edge = `${file} imports ${target}`;
+  if (to.pattern !== to.unit)
+    return `${edge}: ${to.pattern} backends are loaded through their registry, never imported`;
+  const [a, b] = [rankOf.get(from.pattern), rankOf.get(to.pattern)];
+  if (b < a) return undefined;
+  const where = b === a ? 'its own row' : 'a row above it';
+  return `${edge}: ${from.unit} may import only rows below it, and ${to.unit} is in ${where}`;
 }
 
-const problems = [
-  ...cycles(folders).map((c) => `folders import each other: ${c}`),
-  ...[...perFolder.values()].flatMap((edges) => cycles(edges).map((c) => `files import each other: ${c}`)),
-];
-if (problems.length) {
-  console.error(`check-layers: ${problems.length} import cycle(s) under ${relative(process.cwd(), root) || '.'}/`);
+const files = importGraph();
+const problems = new Set();
+const perUnit = new Map();
+for (const [file, targets] of files) {
+  const from = unitOf(file);
+  if (!rankOf.has(from.pattern)) problems.add(`${from.unit} has no row in the layer picture of ${layersDoc}`);
+  for (const target of targets) {
+    const to = unitOf(target);
+    if (to.unit === from.unit) {
+      if (!perUnit.has(from.unit)) perUnit.set(from.unit, new Map());
+      const edges = perUnit.get(from.unit);
+      if (!edges.has(file)) edges.set(file, new Set());
+      edges.get(file).add(target);
+      continue;
+    }
+    if (!rankOf.has(to.pattern) || !rankOf.has(from.pattern)) continue;
+    const problem = crossing(file, from, target, to);
+    if (problem) problems.add(problem);
+  }
+}
+for (const edges of perUnit.values()) for (const c of cycles(edges)) problems.add(`files import each other: ${c}`);
+
+const shown = relative(process.cwd(), root) || '.';
+if (problems.size) {
+  console.error(`check-layers: ${problems.size} problem(s) under ${shown}/`);
   for (const p of problems) console.error(`  ${p}`);
   process.exit(1);
 }
-console.log(`check-layers: ${files.size} files in ${folders.size} folders, no import cycle`);
+console.log(
+  `check-layers: ${files.size} files in ${rankOf.size} units on ${rows.length} rows, every import points down`,
+);
