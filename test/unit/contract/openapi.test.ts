@@ -1,5 +1,5 @@
 /**
- * openapi.yaml as the field's standard linter reads it: Redocly's recommended rules (issue 11 item 12), with
+ * openapi.yaml as the field's standard linter reads it: Redocly's recommended rules, with
  * the reviewed exceptions of .redocly.lint-ignore.yaml and nothing else. Runs offline: telemetry and the
  * update check are off (REDOCLY_TELEMETRY, REDOCLY_SUPPRESS_UPDATE_NOTICE), the recommended rule set is
  * built into @redocly/cli, and openapi.yaml has no remote $ref.

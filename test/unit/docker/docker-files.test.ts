@@ -1,5 +1,5 @@
 /**
- * docker/ (issue 10 item 6), checked without a container engine: compose.yaml parses and has the production
+ * docker/, checked without a container engine: compose.yaml parses and has the production
  * shape (two instances on PostgreSQL and one Redis with AOF and noeviction, a worker, HAProxy, the sandbox,
  * health checks); HAProxy mounts docker/haproxy.cfg, the file test/integration/scale-out.test.ts runs, with
  * every variable it reads set, and `haproxy -c` accepts it with compose's values; each qtsp service's
