@@ -6,7 +6,7 @@
  * Why a second profiler: V8's sampling profiler samples the event loop on its wall clock. A native call that
  * wakes another thread or process (postMessage to the store's writer, a socket write to a peer on loopback)
  * also collects the samples of the time the thread then waited for a core; on two busy cores that made
- * postMessage look like 0.18 ms per signDoc where its CPU cost is ~8 us per message. perf's cpu-clock event
+ * postMessage look many times dearer than its CPU cost. perf's cpu-clock event
  * samples a thread only while it runs, so samples / frequency is CPU time, kernel time (TLS records going
  * through loopback TCP) included, and every thread of the process is seen: the event loop, the store's writer,
  * V8's helpers.
@@ -17,9 +17,9 @@
  * functions count for the function they were inlined into (node:crypto's verify inside src/trust/jws.ts).
  * No per-step figures: a step is an outer frame, and outer frames can carry the wrong name. perf names a JIT
  * address from perf-<pid>.map, where V8 appends every code object it creates; code that was discarded (a
- * deoptimisation, say) leaves its address to later code, and perf may name it after the earlier one. In one
- * run, 382 samples of node:net's Socket._writev sat "under" sign-doc.ts recordEvidence, which writes to no
- * socket. The innermost frame is the code running, hot and stable after the warm-up, so modules are reliable.
+ * deoptimisation, say) leaves its address to later code, and perf may name it after the earlier one: node:net's
+ * Socket._writev has shown "under" sign-doc.ts recordEvidence, which writes to no socket. The innermost frame is
+ * the code running, hot and stable after the warm-up, so modules are reliable.
  * The text format parsed is `perf script -F tid,ip,sym` (Linux perf 5 and 6): a line with the tid alone per sample
  * (right-aligned, so a short tid starts with spaces), then one indented line per frame, innermost first.
  */

@@ -5,10 +5,9 @@
  *     src/ades/cades.ts counts for src/ades/cades.ts; GC and (program) stay apart;
  *     Samples are taken on the thread's wall clock, not its CPU clock: a native call that wakes another thread
  *     or process (postMessage to the store's writer, a socket write to the peer on loopback) also counts the
- *     time this thread then waited for a core. On two busy cores that is a lot: postMessage showed 0.18 ms per
- *     signDoc where it costs ~8 us of CPU per message (measured apart, main thread's /proc/self/task stat),
- *     and busy time per call exceeded the event loop's CPU per call by ~0.5 ms. The bench's CPU by thread is
- *     the measure; this summary says where to look;
+ *     time this thread then waited for a core. On two busy cores that is a lot: postMessage shows many times
+ *     its CPU cost (measured apart from the main thread's /proc/self/task stat), and busy time per call exceeds
+ *     the event loop's CPU per call. The bench's CPU by thread is the measure; this summary says where to look;
  *   - inclusive time of each pipeline step (the functions sign-doc.ts calls), counting only what runs
  *     synchronously under that frame: work after an `await` is charged to the module doing it, not to the step.
  */

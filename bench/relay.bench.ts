@@ -1,12 +1,13 @@
 /**
- * What the outbox relay costs the process that signs (issue 12): `node --import tsx bench/relay.bench.ts`.
+ * What the outbox relay costs the process that signs: `node --import tsx bench/relay.bench.ts`.
  *
  * A real SQLite store and a local redis-server, no delivery worker. CONCURRENCY loops each write one outbox
  * entry the size of a mediation record (a durable write, as signDoc's step 10) and then pause, for a given
  * rate; the relay runs as in `qtsp serve`. Rows, alternating within one process so the machine's drift hits
  * each alike:
  *   no relay       the writes alone: the baseline
- *   read           every wake names no entry, so each pass reads the outbox (the relay before issue 12's hand-over)
+ *   read           every wake names no entry, so each pass reads the outbox (how the relay worked before the
+ *                  hand-over)
  *   hand-over      each wake names the entry just committed (what signDoc does): no read
  * each with the relay's gathering time (GATHER_MS and others), each row with a relay of its own (its timer
  * reads the outbox every delivery.relayIntervalMs, as in the service). Reported per entry: the main thread's CPU

@@ -9,31 +9,39 @@
  * served is its cost per signDoc. Then, in this process, the step costs of the pipeline and the raw
  * node:crypto floor of the same operations, and the ratios between them. Figures only: it never fails on timing.
  *
- *   npm run bench                       quick mode (about four minutes): CAdES B-B, B-T, B-LT, B-LTA x 1 and 10 hashes,
- *                                       PAdES B-B, B-T, B-LT and XAdES B-B, B-T with one hash; software keys
- *   npm run bench -- --full             more calls per row, and the half-load latency run for every row
- *   npm run bench -- --profile          also a V8 CPU profile of the QTSP during a run of the first level and hash count (B-B, one hash), written as a
- *                                       .cpuprofile in profiles/ (Chrome DevTools or speedscope) and summarised per
- *                                       module and per pipeline step
- *   npm run bench -- --perf             also an on-CPU profile of the QTSP with Linux perf (Debian package linux-perf) during such a
- *                                       run: CPU time per call by thread, and on the event loop by module
- *                                       (bench/perf-summary.ts says why: V8's profile counts wall time). The QTSP
- *                                       then runs with --perf-basic-prof for every row; perf.data stays in profiles/
- *   npm run bench -- --workers N        the QTSP with server.workers = N (one process per core) beside the
- *                                       single-process figures
- * Environment: BENCH_REQUESTS (calls per one-hash row), BENCH_CONCURRENCY (closed-loop connections, default 8),
- * BENCH_LEVELS (e.g. AdES-B-B,AdES-B-T,P:AdES-B-T,X:AdES-B-B), BENCH_HASHES (e.g. 1,10), BENCH_KEYS (software[,softhsm]),
- * BENCH_WORKER=inprocess (the delivery workers inside the QTSP process; default: off, as a deployment runs
- * `qtsp worker` beside it), BENCH_ITERATIONS (in-process step loops, default 2000), BENCH_WARMUP (signDoc calls
- * before the first row, default 6000), BENCH_QTSP_NODE_FLAGS (node flags for the QTSP process, e.g. --trace-opt), BENCH_QTSP_PRELOAD (LD_PRELOAD for the QTSP process only, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2), BENCH_QTSP_STDOUT (a file for
- * what the QTSP process prints, such as those traces), BENCH_HEAP_SAMPLING=1 (with --profile: also a V8 allocation
- * profile of the same calls, collected objects included, as a .heapprofile beside the .cpuprofile; =promoted: only
- * what outlived the young generation; =live: only what was still alive at the end).
+ *   npm run bench                  quick mode: CAdES B-B, B-T, B-LT, B-LTA x 1 and 10 hashes, PAdES B-B, B-T, B-LT
+ *                                  and XAdES B-B, B-T with one hash; software keys
+ *   npm run bench -- --full        more calls per row, and the half-load latency run for every row
+ *   npm run bench -- --profile     also a V8 CPU profile of the QTSP during a run of the first level and hash
+ *                                  count (B-B, one hash), written as a .cpuprofile in profiles/ (Chrome DevTools or
+ *                                  speedscope) and summarised per module and per pipeline step
+ *   npm run bench -- --perf        also an on-CPU profile of the QTSP with Linux perf (Debian package linux-perf)
+ *                                  during such a run: CPU time per call by thread, and on the event loop by module
+ *                                  (bench/perf-summary.ts says why: V8's profile counts wall time). The QTSP then
+ *                                  runs with --perf-basic-prof for every row; perf.data stays in profiles/
+ *   npm run bench -- --workers N   the QTSP with server.workers = N (one process per core) beside the
+ *                                  single-process figures
+ * Environment:
+ *   BENCH_REQUESTS          calls per one-hash row, default 300 (2000 with --full)
+ *   BENCH_CONCURRENCY       closed-loop connections, default 8
+ *   BENCH_LEVELS            e.g. AdES-B-B,AdES-B-T,P:AdES-B-T,X:AdES-B-B
+ *   BENCH_HASHES            e.g. 1,10
+ *   BENCH_KEYS              software[,softhsm]
+ *   BENCH_WORKER=inprocess  the delivery workers inside the QTSP process (default: off, as a deployment runs
+ *                           `qtsp worker` beside it)
+ *   BENCH_ITERATIONS        in-process step loops, default 2000
+ *   BENCH_WARMUP            signDoc calls before the first row, default 6000
+ *   BENCH_QTSP_NODE_FLAGS   node flags for the QTSP process, e.g. --trace-opt
+ *   BENCH_QTSP_PRELOAD      LD_PRELOAD for the QTSP process only, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+ *   BENCH_QTSP_STDOUT       a file for what the QTSP process prints, such as those traces
+ *   BENCH_HEAP_SAMPLING=1   with --profile: also a V8 allocation profile of the same calls, collected objects
+ *                           included, as a .heapprofile beside the .cpuprofile; =promoted: only what outlived the
+ *                           young generation; =live: only what was still alive at the end
  * The half-load run of B-B one hash is run against the transport floor too, at the same offered rate: the latency
  * any service gets from this machine, sandbox and load generator. Beside each half-load run of the QTSP: its
  * event-loop delay, and how many calls were slower than 10 / 25 / 50 ms at the load generator and inside the QTSP
  * (its own qtsp_signdoc_duration_seconds histogram, read from the operations port before and after): a tail
- * that the QTSP's histogram shows too is the QTSP's, not the machine's.
+ * that the QTSP's histogram shows too is the QTSP's, not the machine's. The last line says how long the bench took.
  */
 import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
@@ -107,9 +115,8 @@ const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
 /**
  * signDoc calls before any row is measured, run in chunks of WARMUP_CHUNK: V8 optimises the hot path over the
  * first thousands of calls, and that compiling (on its own threads) would count as the QTSP's CPU. On two busy
- * cores its compiler thread lags: after 2,000 calls the measured run still carried ~0.2 ms per call of
- * compiling (V8 helper threads 0.25-0.30 ms per call, against 0.09 ms after 6,000). Each chunk's CPU is printed
- * (printWarmUps): the last chunks should agree.
+ * cores its compiler threads lag, so a warm-up of a third of this left compiling in the measured rows. Each
+ * chunk's CPU is printed (printWarmUps): the last chunks should agree.
  */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 6000);
 const WARMUP_CHUNK = 1000;
@@ -120,7 +127,10 @@ const SLOW_MS = [10, 25, 50];
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const silent = pino({ level: 'silent' });
 
-/** Key custody variants (bench/custody.ts): software keys, or every key in a SoftHSM2 token (BENCH_KEYS=software,softhsm). */
+/**
+ * Key custody variants (bench/custody.ts): software keys, or every key in a SoftHSM2 token
+ * (BENCH_KEYS=software,softhsm runs both).
+ */
 const variants = new Map<string, CustodyVariant | string>();
 async function custodySettings(keys: string, dataDir: string, base: ConfigInput): Promise<CustodyVariant | string> {
   if (!variants.has(keys)) variants.set(keys, await custodyVariant(keys, dataDir, base));
@@ -213,9 +223,10 @@ async function startQtspProcess(
     QTSP_LOG_LEVEL: 'silent',
   };
   delete env.REDIS_URL;
-  // another malloc for the QTSP process alone, to measure it against glibc's (jemalloc: see issue 12's notes)
+  // another malloc (jemalloc, say) for the QTSP process alone, to measure it against glibc's
   if (process.env.BENCH_QTSP_PRELOAD && script === 'qtsp-process.ts') env.LD_PRELOAD = process.env.BENCH_QTSP_PRELOAD;
-  // --perf-basic-prof also turns on V8's event log, one isolate-*.log per thread in the working directory: into one file in tmp instead
+  // --perf-basic-prof also turns on V8's event log, one isolate-*.log per thread in the working directory: into
+  // one file in tmp instead
   const perfFlags =
     flags.perf && script === 'qtsp-process.ts'
       ? ['--perf-basic-prof', `--logfile=${join(tmpdir(), 'qtsp-bench-v8.log')}`, '--no-logfile-per-isolate']
@@ -235,7 +246,8 @@ async function startQtspProcess(
       if (!m) return;
       if (line.startsWith('qtsp operations')) opsUrl = m[1]!;
       else signDoc = m[1]!;
-      if (signDoc && (opsUrl || script !== 'qtsp-process.ts')) resolve(signDoc); // serve prints the operations line last
+      // serve prints the operations line last
+      if (signDoc && (opsUrl || script !== 'qtsp-process.ts')) resolve(signDoc);
     });
     child.once('exit', (code) => reject(new Error(`${script} exited with ${code} before it listened`)));
   });
@@ -588,7 +600,8 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
         key: signerKey,
         signingTime: new Date(),
       });
-    // the signing core: fresh key + signer certificate + CAdES-B-B (what FIELD-NOTES compares with BouncyCastle)
+    // the signing core: fresh key + signer certificate + CAdES-B-B, the unit to hold against other signing
+    // libraries doing the same
     const core = await timeIt(ITERATIONS, async () => {
       const k = generateKeyPair('P-256');
       const c = await mintSignerCertificate({
@@ -656,7 +669,9 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
     const rsaSig = sign('sha256', msg, rsa.privateKey);
     const rs256Verify = await timeIt(ITERATIONS, () => verify('sha256', msg, rsa.publicKey, rsaSig));
     const keygen = await timeIt(ITERATIONS, () => generateKeyPairSync('ec', { namedCurve: 'P-256' }));
-    const ec = generateKeyPair('P-256'); // not generateKeyPairSync: reading or signing with such a key can deadlock with its KeyGenJob's collection (pki/keys.ts)
+    // not generateKeyPairSync: reading or signing with such a key can deadlock with its KeyGenJob's collection
+    // (src/crypto/keys.ts)
+    const ec = generateKeyPair('P-256');
     const ecdsaSign = await timeIt(ITERATIONS, () => sign('sha256', msg, { key: ec.privateKey, dsaEncoding: 'der' }));
     // one signDoc: SAD + introspection verification, a key, the certificate's and the CMS's signatures
     return {
@@ -823,28 +838,49 @@ function printWarmUps(): void {
   }
 }
 
+/** one line of printSteps: what was timed, its figure, and what to hold it against */
+function printStep(what: string, figure: string, against: string): void {
+  console.log(`  ${what.padEnd(68)} ${figure}  (${against})`);
+}
+
 function printSteps(c: StepCosts, keys: string): void {
   const fl = c.floor;
+  const ms = (n: number) => `${f(n, 3)} ms`;
+  const times = (n: number, floor: number) => `${f(n / floor, 1)} x`;
+  const verifyFloor = 2 * fl.rs256Verify;
+  const coreFloor = fl.keygen + 2 * fl.ecdsaSign;
   console.log(
     `\nin process, ${keys} keys (mean of ${ITERATIONS} loops), next to the raw node:crypto floor of the same operations:`,
   );
-  console.log(
-    `  signer key in the custody + signer certificate + CAdES-B-B + destroy  ${f(c.custodyCore, 3)} ms  (the issuing CA key and the signer key where the custody keeps them)`,
+  printStep(
+    'signer key in the custody + signer certificate + CAdES-B-B + destroy',
+    ms(c.custodyCore),
+    'the issuing CA key and the signer key where the custody keeps them',
+  );
+  printStep(
+    'steps 3-5: SAD check, introspection response check, consent',
+    ms(c.verifyAndConsent),
+    `floor 2 x RS256 verify ${ms(verifyFloor)}: ${times(c.verifyAndConsent, verifyFloor)}`,
+  );
+  printStep(
+    'fresh P-256 key + signer certificate + CAdES-B-B',
+    ms(c.core),
+    `floor keygen + 2 x ECDSA ${ms(coreFloor)}: ${times(c.core, coreFloor)}`,
+  );
+  printStep(
+    'one more CAdES-B-B (an extra hash)',
+    ms(c.perHash),
+    `floor ECDSA sign ${ms(fl.ecdsaSign)}: ${times(c.perHash, fl.ecdsaSign)}`,
+  );
+  printStep(
+    'steps 3-10 with durable evidence and outbox writes (no HTTP)',
+    `${ms(c.durable.cpuMs)} CPU, all threads`,
+    `floor ${ms(fl.signDoc)}: ${times(c.durable.cpuMs, fl.signDoc)}; ` +
+      `${CONCURRENCY} at a time, ${ms(c.durable.wallMs)} wall per call`,
   );
   console.log(
-    `  steps 3-5: SAD check, introspection response check, consent  ${f(c.verifyAndConsent, 3)} ms  (floor 2 x RS256 verify ${f(2 * fl.rs256Verify, 3)} ms: ${f(c.verifyAndConsent / (2 * fl.rs256Verify), 1)} x)`,
-  );
-  console.log(
-    `  fresh P-256 key + signer certificate + CAdES-B-B                ${f(c.core, 3)} ms  (floor keygen + 2 x ECDSA ${f(fl.keygen + 2 * fl.ecdsaSign, 3)} ms: ${f(c.core / (fl.keygen + 2 * fl.ecdsaSign), 1)} x; BouncyCastle 1.72 here: 0.56 ms)`,
-  );
-  console.log(
-    `  one more CAdES-B-B (an extra hash)                              ${f(c.perHash, 3)} ms  (floor ECDSA sign ${f(fl.ecdsaSign, 3)} ms: ${f(c.perHash / fl.ecdsaSign, 1)} x)`,
-  );
-  console.log(
-    `  steps 3-10 with durable evidence and outbox writes (no HTTP)     ${f(c.durable.cpuMs, 3)} ms CPU, all threads  (floor ${f(fl.signDoc, 3)} ms: ${f(c.durable.cpuMs / fl.signDoc, 1)} x; ${CONCURRENCY} at a time, ${f(c.durable.wallMs, 3)} ms wall per call)`,
-  );
-  console.log(
-    `  raw floor: RS256 verify ${f(fl.rs256Verify, 3)} ms, P-256 keygen ${f(fl.keygen, 3)} ms, ECDSA P-256 sign ${f(fl.ecdsaSign, 3)} ms; one B-B one-hash signDoc ${f(fl.signDoc, 3)} ms`,
+    `  raw floor: RS256 verify ${ms(fl.rs256Verify)}, P-256 keygen ${ms(fl.keygen)}, ` +
+      `ECDSA P-256 sign ${ms(fl.ecdsaSign)}; one B-B one-hash signDoc ${ms(fl.signDoc)}`,
   );
 }
 
@@ -901,12 +937,12 @@ async function main(): Promise<void> {
         for (const level of levels) {
           // PAdES and XAdES: one hash count (the per-hash figures are CAdES's)
           for (const hashes of caseOf(level).format === 'C' ? hashesList : hashesList.slice(0, 1)) {
-            // B-LT and B-LTA wait for revocation data issued after the time-stamp (up to a second per call): fewer calls
+            // B-LT and B-LTA wait for revocation data issued after the time-stamp (up to a second per call):
+            // fewer calls
             const latencyBound = /-LTA?$/.test(level);
             const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes) / (latencyBound ? 3 : 1)));
             // the code paths of this level and hash count warm up too (the first warm-up ran B-B, one hash), as
-            // many calls as are measured: with a third as many, the ten-hash row still carried compiling (V8 helper
-            // threads 0.14 ms per call against 0.04 ms for the one-hash row)
+            // many calls as are measured: with a third as many, the ten-hash row still carried compiling
             if (level !== 'AdES-B-B' || hashes !== 1)
               await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
             const saturated = await measure(load, pids, level, hashes, count, {

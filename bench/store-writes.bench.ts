@@ -1,14 +1,14 @@
 /**
- * What the SQLite store's writes cost the main thread (issue 12: no fsync on the event loop), in process:
+ * What the SQLite store's writes cost the main thread (the store keeps fsync off the event loop), in process:
  * `node --import tsx bench/store-writes.bench.ts`.
  *
  * Each "signDoc" is what signDoc and the relay write, with the durability each asks for: the claim on the
  * document (ordered), the evidence (recordSigning: certificate and transaction, ordered), the kept signature
- * with its mediation record (keepSignatures, durable), and the relay's mark (markOutboxQueued, ordered). CONCURRENCY of
- * them run in a closed loop on a real file with synchronous=FULL (real fsyncs on this disk). Reported per
- * signDoc: the main thread's busy time (event-loop utilisation: time blocked in fsync counts, as it does for
- * the requests waiting behind it), the main thread's CPU time (/proc/self/task/<pid>/stat: the main thread
- * alone), the whole process's CPU time (every thread, process.cpuUsage), and the rate. Figures only.
+ * with its mediation record (keepSignatures, durable), and the relay's mark (markOutboxQueued, ordered).
+ * CONCURRENCY of them run in a closed loop on a real file with synchronous=FULL (real fsyncs on this disk).
+ * Reported per signDoc: the main thread's busy time (event-loop utilisation: time blocked in fsync counts, as it
+ * does for the requests waiting behind it), the main thread's CPU time (/proc/self/task/<pid>/stat: the main
+ * thread alone), the whole process's CPU time (every thread, process.cpuUsage), and the rate. Figures only.
  *
  * Environment: BENCH_STORE_WRITES (signDocs per row, default 2000), BENCH_STORE_CONCURRENCY (default 1,8,32).
  */
