@@ -1,5 +1,5 @@
 /**
- * Key custody variants of the benchmark (issue 9): what `npm run bench` needs to run the same QTSP with its
+ * Key custody variants of the benchmark: what `npm run bench` needs to run the same QTSP with its
  * keys elsewhere. `software`: node:crypto keys in the QTSP process (the default). `softhsm`: every key in a
  * SoftHSM2 token over PKCS#11: a copy of the benchmark's data directory whose issuing CA, TSA and OCSP
  * responder keys `qtsp pki init --pkcs11` made in a fresh token (the root and the sandbox files stay the
