@@ -51,7 +51,8 @@ export async function startEnvironment(
         keys: { provider: TEST_KEY_CUSTODY, ...overrides.keys },
         server: { port: 0, publicationPort: 0, ...overrides.server },
         ops: { port: 0, ...overrides.ops },
-        // RSA keys cost ~0.45 s each: tests that sign with RSA ask for a pool (signer.rsaPoolSize)
+        // no RSA key pool by default: an RSA key is slow to make; tests that sign with RSA ask for one
+        // (signer.rsaPoolSize)
         signer: { rsaPoolSize: 0, ...overrides.signer },
         trust: { jwksCooldownSeconds: 0, ...overrides.trust },
         // test files may share one Redis (REDIS_URL): each environment keeps to its own queues

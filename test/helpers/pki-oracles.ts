@@ -281,7 +281,7 @@ export async function tokenGenTime(token: Buffer): Promise<Date> {
 }
 
 /**
- * Every piece of revocation data was issued strictly after `genTime` (issue 11 item 9, EU DSS's fresh
+ * Every piece of revocation data was issued strictly after `genTime` (EU DSS's fresh
  * revocation data): OCSP producedAt and every thisUpdate, CRL thisUpdate; read by OpenSSL. Returns how many
  * pieces were checked.
  */

@@ -1,5 +1,5 @@
 /**
- * A throw-away SoftHSM2 token for tests (FIELD-NOTES, PKCS#11): a private softhsm2.conf whose token directory
+ * A throw-away SoftHSM2 token for tests: a private softhsm2.conf whose token directory
  * is a temp dir, pointed to by SOFTHSM2_CONF, never the machine's default configuration or tokens. The
  * PKCS#11 module reads SOFTHSM2_CONF when it is initialised, so the variable is set in this process too (one
  * token per test process at a time), and restored by close().

@@ -1,5 +1,5 @@
 /**
- * `qtsp serve` with server.workers (issue 12 item 3): one process per worker on one port, sharing PostgreSQL
+ * `qtsp serve` with server.workers: one process per worker on one port, sharing PostgreSQL
  * and Redis; refused on the SQLite store. Real processes, real PostgreSQL, real mutual TLS.
  */
 import { after, before, describe, it } from 'node:test';

@@ -1,5 +1,5 @@
 /**
- * Evidence through the whole flow (issue 3 item 4, spec 5.13): a real signDoc over mutual TLS leaves in the
+ * Evidence through the whole flow (spec 5.13): a real signDoc over mutual TLS leaves in the
  * store the introspection JWT exactly as the AS sent it and the certificate that OpenSSL finds in the CMS;
  * `qtsp evidence show` prints it; with the store broken, signDoc answers 503, signs nothing, and readiness
  * reports the store.
@@ -46,7 +46,7 @@ describe('evidence of a real signing', () => {
     assert.ok(stored, 'no transaction stored');
     assert.equal(more.length, 0);
     await assertIsIntrospectionResponse(env, stored.introspectionJwt, signed.introspectionPayload);
-    // the AS key came from the signed key archive (issue 3: archive first), recorded with its commit
+    // the AS key came from the signed key archive (the archive is read first), recorded with its commit
     assert.match(stored.keySource ?? '', /^archive [0-9a-f]{40}$/);
     assert.equal(stored.keyCustody, 'software', 'where the signer key lived');
     const p = signed.introspectionPayload;

@@ -1,5 +1,5 @@
 /**
- * Files of the data directory (issue 10 item 5): a data directory we create is 0700, the SQLite store and its
+ * Files of the data directory: a data directory we create is 0700, the SQLite store and its
  * -wal/-shm files and every private key 0600, whatever the umask; a start in a data directory that others can
  * read logs a warning naming it.
  */

@@ -1,5 +1,5 @@
 /**
- * Hostile and careless callers (issue 11 items 4-7): compressed and malformed bodies are 4xx, never 500; client
+ * Hostile and careless callers: compressed and malformed bodies are 4xx, never 500; client
  * aborts are one brief line at info; 502/504 bodies say what failed in the relying party's terms while the
  * detail goes to our log; connection limits keep valid calls going while 1,000 slow connections are open.
  */

@@ -1,5 +1,5 @@
 /**
- * Stopping (issue 10 item 3), with `qtsp serve`, `qtsp dev` and `npm start` as real processes:
+ * Stopping, with `qtsp serve`, `qtsp dev` and `npm start` as real processes:
  * - SIGTERM with signDoc calls in flight: new connections are refused at once, every call in flight is
  *   answered 200, its evidence is in the store, and the process exits 0;
  * - SIGTERM after Redis and PostgreSQL are already gone: the process still exits, within its bound;
@@ -65,7 +65,7 @@ describe('SIGTERM of qtsp serve', () => {
     started.push(serve);
     const endpoints = shared.endpoints;
     const calls = 4;
-    // one consent signs each document once (issue 11 item 3): each call signs a document of its own
+    // one consent signs each document once: each call signs a document of its own
     const auth = await authorize(
       endpoints,
       Array.from({ length: calls }, (_, i) => ({ hash: sha256b64(`graceful stop ${i}`), label: `graceful stop ${i}` })),

@@ -54,7 +54,7 @@ describe('the worker process killed with SIGKILL mid-delivery', () => {
     // the service stores each record and then never answers: the worker dies with the posts in flight
     env.sandbox.controls.mediation.mode = 'store-then-stall';
     const first = worker(60_000);
-    // 30 documents under one consent, one call each (a consent signs each document once, issue 11 item 3)
+    // 30 documents under one consent, one call each (a consent signs each document once)
     const auth = await authorize(
       env.endpoints,
       Array.from({ length: 30 }, (_, i) => ({ hash: sha256b64(`kill test ${i}`), label: `kill test ${i}` })),
@@ -99,7 +99,8 @@ describe('a Redis that never answers', () => {
   const sockets = new Set<Socket>();
 
   before(async () => {
-    // accepts connections and never says a word: the worst kind of Redis (FIELD-NOTES, bullmq)
+    // accepts connections and never says a word: the worst kind of Redis, as BullMQ's commands then wait
+    // instead of failing (only redis.commandTimeoutMs ends them)
     hole = createServer((s) => {
       sockets.add(s);
       s.on('close', () => sockets.delete(s));

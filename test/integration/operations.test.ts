@@ -1,5 +1,5 @@
 /**
- * The operations listener and readiness (issue 10 item 4): health and metrics on their own loopback port,
+ * The operations listener and readiness: health and metrics on their own loopback port,
  * the mutual-TLS port refusing certificate-less clients before reading a body, and readiness agreeing with
  * signDoc under a full store, an IDP directory never reached, and a key archive unreachable while the AS key
  * sources serve.

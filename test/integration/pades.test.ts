@@ -1,5 +1,5 @@
 /**
- * PAdES end to end (issue 4 item 4; spec 2.12; EN 319 142-1): the relying party prepares the PDF, sends only
+ * PAdES end to end (spec 2.12; EN 319 142-1): the relying party prepares the PDF, sends only
  * the hash of the /ByteRange through the real flow (PAR, authorization, token, signDoc over mutual TLS),
  * embeds the CMS, adds the DSS (B-LT) and a document time-stamp from our TSA (B-LTA). Every result is checked
  * with tools we did not write, each of them also shown to reject a tampered input:
@@ -303,7 +303,7 @@ async function checkSignedPdf(t: TestContext, level: PadesLevel, result: PadesRe
     assert.ok(ts.ok, ts.output);
   }
 
-  // revocationInfo at every level (issue 11 item 2): OCSP for the signer certificate, CRLs for the CAs (and
+  // revocationInfo at every level: OCSP for the signer certificate, CRLs for the CAs (and
   // from B-T on the TSA certificate); every piece accepted by openssl ocsp / openssl crl
   const info = result.revocationInfo;
   assert.ok(info && Array.isArray(info.ocsp) && Array.isArray(info.crl), `revocationInfo for P at ${level}`);

@@ -1,5 +1,5 @@
 /**
- * A Redis that restarts empty while records are queued (issue 11 item 8): its jobs are gone, the outbox still
+ * A Redis that restarts empty while records are queued: its jobs are gone, the outbox still
  * says queued. The relay notices the restart by Redis's run_id and hands the entries over again, so they are
  * delivered at once instead of after delivery.requeueAfterMs (15 minutes), and none is delivered twice.
  */

@@ -1,6 +1,6 @@
 /**
- * The outbox relay hands the entries a signDoc names in wake(entries) to Redis without reading the outbox back
- * (issue 12), and still reads the outbox where only a read finds the entries: on its timer, on a wake that
+ * The outbox relay hands the entries a signDoc names in wake(entries) to Redis without reading the outbox back,
+ * and still reads the outbox where only a read finds the entries: on its timer, on a wake that
  * names none, and after a pass that failed. Real redis-server, real SQLite store; the store is the real one,
  * with its outbox reads counted (and, in one case, one write made to fail).
  */

@@ -1,7 +1,7 @@
 /**
  * The relay's backstop for jobs that Redis lost without restarting (a FLUSHALL, an eviction): an entry that
  * stays queued for delivery.requeueAfterMs is handed over again. The relay looks for such entries at most once
- * per relayIntervalMs, not on every wake (issue 12), so this checks that the look still happens, and that an
+ * per relayIntervalMs, not on every wake, so this checks that the look still happens, and that an
  * entry is not handed over again before it is requeueAfterMs old. Real Redis, real SQLite store, no worker.
  */
 import { after, before, describe, it } from 'node:test';

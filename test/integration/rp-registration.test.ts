@@ -1,5 +1,5 @@
 /**
- * A third-party relying party registered at the sandbox from a file (issue 11 item 1): its own self-signed
+ * A third-party relying party registered at the sandbox from a file: its own self-signed
  * TLS client certificate and key, made with openssl (not by us), its own redirect URIs, its own client
  * state and allowed claims; the whole flow (service configuration, metadata, PAR, authorization, token,
  * signDoc) runs with it, and openssl verifies the signature. Also `qtsp sandbox --clients FILE --client JSON`

@@ -1,5 +1,5 @@
 /**
- * Several instances (issue 10 item 2): PostgreSQL, Redis, the sandbox, HAProxy with docker/haproxy.cfg (the file
+ * Several instances: PostgreSQL, Redis, the sandbox, HAProxy with docker/haproxy.cfg (the file
  * compose uses) and two `qtsp serve` processes on loopback, a `qtsp worker` delivering for both. The sandbox's
  * service configuration names HAProxy as our signDoc endpoint. Shown:
  * - the load is split: both instances served signDoc calls made through HAProxy (their metrics);
@@ -186,7 +186,7 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
     await pg?.stop();
   });
 
-  /** one consent for `documents` documents; a consent signs each document once (issue 11 item 3): call i signs hashes[i] */
+  /** one consent for `documents` documents; a consent signs each document once: call i signs hashes[i] */
   const authorizeAtLb = async (label: string, documents = 1) => {
     const hashes = Array.from({ length: documents }, (_, i) => sha256b64(i === 0 ? label : `${label} ${i}`));
     const auth = await authorizeSigning(shared.endpoints, {

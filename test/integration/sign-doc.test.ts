@@ -197,7 +197,7 @@ describe('signDoc signs', () => {
     assert.match(text.output, /postalCode = /);
     assert.match(text.output, /Non Repudiation/);
     assert.match(text.output, /X509v3 Subject Directory Attributes/);
-    // EN 319 412-2 / RFC 5280 profile (issue 9): countryName, commonName, SKI; software keys: QCP-n, no QcSSCD
+    // EN 319 412-2 / RFC 5280 profile: countryName, commonName, SKI; software keys: QCP-n, no QcSSCD
     assert.match(text.output, /Subject: C = [A-Z]{2}, .*CN = Erika Mustermann\n/);
     assert.match(text.output, /X509v3 Subject Key Identifier/);
     assert.match(text.output, /Policy: 0\.4\.0\.194112\.1\.0\n/);

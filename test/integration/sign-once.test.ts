@@ -1,5 +1,5 @@
 /**
- * One consent, one signature per document (issue 11 item 3), through signDoc over mutual TLS: a repeated
+ * One consent, one signature per document, through signDoc over mutual TLS: a repeated
  * request (the RP retrying after a lost response) gets the very signatures of the first, and nothing is
  * minted, recorded or billed again; other parameters for a signed document, or a mix of signed and new
  * documents, are a 400. On PostgreSQL with two QTSP instances sharing it: concurrent identical requests to

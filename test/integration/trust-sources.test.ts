@@ -1,5 +1,5 @@
 /**
- * Trust sources end to end, over real HTTPS and real git (issue 3; spec 4.6, 4.7, 5.7, 5.8, 5.13): the IDP
+ * Trust sources end to end, over real HTTPS and real git (spec 4.6, 4.7, 5.7, 5.8, 5.13): the IDP
  * directory (inactive IDP, a failing directory served from cache up to its maximum age), the long-term
  * public key archive (rotation, refused commits, the AS's JWKS unreachable) and `qtsp evidence verify` on a
  * transaction made by `qtsp sign`, including a tampered stored JWT.
