@@ -1,5 +1,5 @@
 /**
- * Documents signed under a consent (issue 11 item 3; signing/once.ts says what for): one row per
+ * Documents signed under a consent (signing/once.ts says what for: one signature per document): one row per
  * (iss, txn, hash algorithm, hash), the primary key, so two requests (on one instance, or on several sharing
  * PostgreSQL) cannot both claim one document: the database decides, not a check-then-insert in our code.
  *
@@ -14,19 +14,15 @@
  * nothing signed behind, and a lost release only makes the claim go stale. That saves signDoc one disk flush.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql, type Compilable, type Kysely, type Selectable } from 'kysely';
-import type { Durability, Statement } from './group-commit.ts';
+import { sql, type Kysely, type Selectable } from 'kysely';
+import type { StoreAccess } from './access.ts';
+import type { Statement } from './group-commit.ts';
 import { indexed, prepare, preparedByCount } from './prepared.ts';
 import type { SignedDocumentsTable, Tables, Time } from './schema.ts';
-import type { ClaimOutcome, DocumentClaim, KeptSignature } from './types.ts';
+import type { ClaimOutcome, DocumentClaim, KeptSignature, NewOutboxEntry, Store } from './types.ts';
 
 /** what this module needs of the store: reads, and its atomic writer (the rows each statement changed) */
-export interface DocumentsAccess {
-  readonly db: Kysely<Tables>;
-  write(queries: readonly (Compilable | Statement)[], durability?: Durability): Promise<number[]>;
-  /** a Date as this database keeps it */
-  time(date: Date): Time;
-}
+export type DocumentsAccess = Pick<StoreAccess, 'db' | 'write' | 'time'>;
 
 type Row = Selectable<SignedDocumentsTable>;
 
@@ -48,82 +44,90 @@ function ofConsent(db: Kysely<Tables>, claim: DocumentClaim) {
   };
 }
 
+/** claims `count` documents nobody holds; the rows of documents held already stay (0 changes for them) */
+function claimStatement(db: Kysely<Tables>) {
+  return preparedByCount<Record<string, unknown>>((count) => (p) => {
+    const rows = indexed('hash', count).map((hash) => ({
+      iss: p.iss as string,
+      txn: p.txn as string,
+      hash_alg: p.hash_alg as string,
+      hash: p[hash] as string,
+      claim_id: p.claim_id as string,
+      request_key: p.request_key as string,
+      claimed_at: p.claimed_at as Time,
+      signature: null,
+      revocation: null,
+      signed_at: null,
+    }));
+    return db
+      .insertInto('signed_documents')
+      .values(rows)
+      .onConflict((oc) => oc.doNothing());
+  });
+}
+
+/** one signature onto its row, if the claim is still ours */
+function keepStatement(db: Kysely<Tables>) {
+  return prepare<{
+    iss: string;
+    txn: string;
+    hash_alg: string;
+    hash: string;
+    claim_id: string;
+    signature: string;
+    revocation: string | null;
+    signed_at: Time;
+  }>((p) =>
+    db
+      .updateTable('signed_documents')
+      .set({ signature: p.signature, revocation: p.revocation, signed_at: p.signed_at })
+      .where('iss', '=', p.iss)
+      .where('txn', '=', p.txn)
+      .where('hash_alg', '=', p.hash_alg)
+      .where('hash', '=', p.hash)
+      .where('claim_id', '=', p.claim_id)
+      .where('signature', 'is', null),
+  );
+}
+
+/** fails the write (a NOT NULL violation) unless all `count` documents hold a signature of this claim */
+function guardStatement(db: Kysely<Tables>) {
+  const text = (value: string) => sql<string>`CAST(${value} AS TEXT)`; // typed for PostgreSQL's INSERT ... SELECT
+  return preparedByCount<Record<string, unknown>>((count) => (p) => {
+    const keptByUs = db
+      .selectFrom('signed_documents')
+      .select((eb) => eb.fn.countAll().as('n'))
+      .where('iss', '=', p.iss as string)
+      .where('txn', '=', p.txn as string)
+      .where('hash_alg', '=', p.hash_alg as string)
+      .where(
+        'hash',
+        'in',
+        indexed('hash', count).map((hash) => p[hash] as string),
+      )
+      .where('claim_id', '=', p.claim_id as string)
+      .where('signature', 'is not', null);
+    return db
+      .insertInto('signed_documents')
+      .columns(['iss', 'txn', 'hash_alg', 'hash', 'claim_id', 'request_key'])
+      .expression(
+        db
+          .selectNoFrom([
+            sql<string>`CAST(NULL AS TEXT)`.as('iss'),
+            text(p.txn as string).as('txn'),
+            text(p.hash_alg as string).as('hash_alg'),
+            text('claim lost').as('hash'),
+            text(p.claim_id as string).as('claim_id'),
+            text(p.request_key as string).as('request_key'),
+          ])
+          .where((w) => w(keptByUs, '<>', p.count as number)),
+      );
+  });
+}
+
 /** The statements of every signDoc for one database, compiled once (prepared.ts). */
 function statementsOf(db: Kysely<Tables>) {
-  const text = (value: string) => sql<string>`CAST(${value} AS TEXT)`; // typed for PostgreSQL's INSERT ... SELECT
-  return {
-    /** claims `count` documents nobody holds; the rows of documents held already stay (0 changes for them) */
-    claim: preparedByCount<Record<string, unknown>>((count) => (p) => {
-      const rows = indexed('hash', count).map((hash) => ({
-        iss: p.iss as string,
-        txn: p.txn as string,
-        hash_alg: p.hash_alg as string,
-        hash: p[hash] as string,
-        claim_id: p.claim_id as string,
-        request_key: p.request_key as string,
-        claimed_at: p.claimed_at as Time,
-        signature: null,
-        revocation: null,
-        signed_at: null,
-      }));
-      return db
-        .insertInto('signed_documents')
-        .values(rows)
-        .onConflict((oc) => oc.doNothing());
-    }),
-    /** one signature onto its row, if the claim is still ours */
-    keep: prepare<{
-      iss: string;
-      txn: string;
-      hash_alg: string;
-      hash: string;
-      claim_id: string;
-      signature: string;
-      revocation: string | null;
-      signed_at: Time;
-    }>((p) =>
-      db
-        .updateTable('signed_documents')
-        .set({ signature: p.signature, revocation: p.revocation, signed_at: p.signed_at })
-        .where('iss', '=', p.iss)
-        .where('txn', '=', p.txn)
-        .where('hash_alg', '=', p.hash_alg)
-        .where('hash', '=', p.hash)
-        .where('claim_id', '=', p.claim_id)
-        .where('signature', 'is', null),
-    ),
-    /** fails the write (a NOT NULL violation) unless all `count` documents hold a signature of this claim */
-    guard: preparedByCount<Record<string, unknown>>((count) => (p) => {
-      const keptByUs = db
-        .selectFrom('signed_documents')
-        .select((eb) => eb.fn.countAll().as('n'))
-        .where('iss', '=', p.iss as string)
-        .where('txn', '=', p.txn as string)
-        .where('hash_alg', '=', p.hash_alg as string)
-        .where(
-          'hash',
-          'in',
-          indexed('hash', count).map((hash) => p[hash] as string),
-        )
-        .where('claim_id', '=', p.claim_id as string)
-        .where('signature', 'is not', null);
-      return db
-        .insertInto('signed_documents')
-        .columns(['iss', 'txn', 'hash_alg', 'hash', 'claim_id', 'request_key'])
-        .expression(
-          db
-            .selectNoFrom([
-              sql<string>`CAST(NULL AS TEXT)`.as('iss'),
-              text(p.txn as string).as('txn'),
-              text(p.hash_alg as string).as('hash_alg'),
-              text('claim lost').as('hash'),
-              text(p.claim_id as string).as('claim_id'),
-              text(p.request_key as string).as('request_key'),
-            ])
-            .where((w) => w(keptByUs, '<>', p.count as number)),
-        );
-    }),
-  };
+  return { claim: claimStatement(db), keep: keepStatement(db), guard: guardStatement(db) };
 }
 
 const statements = new WeakMap<Kysely<Tables>, ReturnType<typeof statementsOf>>();
@@ -176,68 +180,88 @@ function judge(
   return { kind: 'take_over', rows: unsigned.map((h) => rows.get(h)!) };
 }
 
+/** tries at most this often when concurrent requests keep winning parts of a claim */
+const LAST_ATTEMPT = 20;
+
 /**
  * Claims the documents of `claim` for its request, or says why not (types.ts ClaimOutcome). Each write is
  * conditional (insert if absent, take over if still the abandoned claim we read); when a concurrent request
  * won part of it, what we got is given back and the rows are judged again as committed.
  */
-export async function claimDocuments(
-  a: DocumentsAccess,
-  claim: DocumentClaim,
-  staleBefore: Date,
-): Promise<ClaimOutcome> {
-  const at = a.time(claim.claimedAt);
+async function claimDocuments(a: DocumentsAccess, claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome> {
   for (let attempt = 0; ; attempt++) {
-    if (attempt > 1) await sleep(Math.min(5 * (attempt - 1), 50)); // let the concurrent write commit (attempt 1 reads what attempt 0 met)
-    // The first attempt inserts without reading: documents are new under their consent in all but a retry,
-    // and the insert claims exactly those nobody holds. Rows are read (and judged) only once some exist.
-    const rows =
-      attempt === 0
-        ? new Map<string, Row>()
-        : new Map(
-            (
-              await ofConsent(a.db, claim)
-                .select()
-                .where('hash', 'in', [...claim.hashes])
-                .execute()
-            ).map((r) => [r.hash, r]),
-          );
-    let changes: number[];
-    try {
-      if (rows.size === 0) {
-        const insert = statementsFor(a.db).claim(claim.hashes.length)({
-          ...claimArgs(claim, claim.hashes),
-          request_key: claim.requestKey,
-          claimed_at: at,
-        });
-        changes = await a.write([insert], 'ordered');
-      } else {
-        const verdict = judge(claim, rows, staleBefore);
-        if (verdict.kind !== 'take_over') return verdict;
-        // every document's claim was abandoned (its request died): take each over only if it is still that claim
-        changes = await a.write(
-          verdict.rows.map((r) =>
-            ofConsent(a.db, claim)
-              .update()
-              .set({ claim_id: claim.claimId, claimed_at: at })
-              .where('hash', '=', r.hash)
-              .where('claim_id', '=', r.claim_id)
-              .where('signature', 'is', null),
-          ),
-          'ordered',
-        );
-      }
-    } catch (err) {
-      if (!isRace(err) || attempt >= 20) throw err;
-      continue;
-    }
-    const got = changes.reduce((x, y) => x + y, 0);
+    // let the concurrent write commit (attempt 1 reads what attempt 0 met)
+    if (attempt > 1) await sleep(Math.min(5 * (attempt - 1), 50));
+    const got = await tryClaim(a, claim, staleBefore, attempt);
+    if (got === 'race') continue;
+    if (typeof got !== 'number') return got;
     if (got === claim.hashes.length) return { kind: 'claimed' };
     // some were held already (signed before, or a concurrent request won them): give back what we got, judge again
     if (got > 0) await releaseDocuments(a, claim);
-    if (attempt >= 20)
+    if (attempt >= LAST_ATTEMPT)
       throw new Error(`documents of txn ${claim.txn} could not be claimed: concurrent requests kept racing`);
   }
+}
+
+/**
+ * One attempt: the outcome when the rows decide it, else how many documents the conditional write claimed;
+ * 'race' when the database rolled the write back for a concurrent one (then try again).
+ */
+async function tryClaim(
+  a: DocumentsAccess,
+  claim: DocumentClaim,
+  staleBefore: Date,
+  attempt: number,
+): Promise<ClaimOutcome | number | 'race'> {
+  // The first attempt inserts without reading: documents are new under their consent in all but a retry,
+  // and the insert claims exactly those nobody holds. Rows are read (and judged) only once some exist.
+  const rows = attempt === 0 ? new Map<string, Row>() : await claimRows(a, claim);
+  try {
+    if (rows.size === 0) return total(await insertClaim(a, claim));
+    const verdict = judge(claim, rows, staleBefore);
+    if (verdict.kind !== 'take_over') return verdict;
+    return total(await takeOver(a, claim, verdict.rows));
+  } catch (err) {
+    if (!isRace(err) || attempt >= LAST_ATTEMPT) throw err;
+    return 'race';
+  }
+}
+
+const total = (changes: readonly number[]) => changes.reduce((x, y) => x + y, 0);
+
+/** the rows of the claim's documents, by hash */
+async function claimRows(a: DocumentsAccess, claim: DocumentClaim): Promise<Map<string, Row>> {
+  const rows = await ofConsent(a.db, claim)
+    .select()
+    .where('hash', 'in', [...claim.hashes])
+    .execute();
+  return new Map(rows.map((r) => [r.hash, r]));
+}
+
+/** inserts the claim of every document nobody holds; the rows each insert changed */
+function insertClaim(a: DocumentsAccess, claim: DocumentClaim): Promise<number[]> {
+  const insert = statementsFor(a.db).claim(claim.hashes.length)({
+    ...claimArgs(claim, claim.hashes),
+    request_key: claim.requestKey,
+    claimed_at: a.time(claim.claimedAt),
+  });
+  return a.write([insert], 'ordered');
+}
+
+/** every document's claim was abandoned (its request died): take each over only if it is still that claim */
+function takeOver(a: DocumentsAccess, claim: DocumentClaim, abandoned: readonly Row[]): Promise<number[]> {
+  const at = a.time(claim.claimedAt);
+  return a.write(
+    abandoned.map((r) =>
+      ofConsent(a.db, claim)
+        .update()
+        .set({ claim_id: claim.claimId, claimed_at: at })
+        .where('hash', '=', r.hash)
+        .where('claim_id', '=', r.claim_id)
+        .where('signature', 'is', null),
+    ),
+    'ordered',
+  );
 }
 
 /**
@@ -256,7 +280,7 @@ function isRace(err: unknown): boolean {
  * for signatures that were not kept. The guard inserts a row with a null primary-key column only in that case,
  * the one statement failure SQLite and PostgreSQL both raise inside a write (a NOT NULL violation).
  */
-export function keepQueries(
+function keepQueries(
   a: Pick<DocumentsAccess, 'db' | 'time'>,
   claim: DocumentClaim,
   signatures: readonly KeptSignature[],
@@ -283,7 +307,7 @@ export function keepQueries(
 }
 
 /** Gives back the documents a request claimed and did not sign (its claim only). */
-export async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promise<void> {
+async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promise<void> {
   await a.write(
     [
       a.db
@@ -297,4 +321,26 @@ export async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim)
     ],
     'ordered',
   ); // lost in a crash, the claim goes stale and is taken over
+}
+
+/** The store's methods for documents signed under a consent; `insertOutbox`: the records kept with them. */
+export function documents(
+  a: StoreAccess,
+  insertOutbox: (entries: readonly NewOutboxEntry[]) => Statement[],
+): Pick<Store, 'claimDocuments' | 'keepSignatures' | 'releaseDocuments'> {
+  return {
+    async claimDocuments(claim, staleBefore) {
+      a.ensureOpen();
+      return claimDocuments(a, claim, staleBefore);
+    },
+    async keepSignatures({ claim, signatures, outbox }) {
+      a.ensureOpen();
+      // the signatures and the mediation record land together or not at all (keepQueries)
+      await a.write([...keepQueries(a, claim, signatures), ...insertOutbox(outbox)]);
+    },
+    async releaseDocuments(claim) {
+      a.ensureOpen();
+      await releaseDocuments(a, claim);
+    },
+  };
 }
