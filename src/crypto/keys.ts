@@ -6,6 +6,7 @@
  * the request asked to use for PSS, or label a PSS signature as PKCS#1 v1.5.
  */
 import { createECDH, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { TAG, tlv } from '../util/der.ts';
 import { keyAlgorithmOf, type KeyAlgorithm, type SignatureScheme } from './signature.ts';
 
 export { keyAlgorithmOf, type KeyAlgorithm, type SignatureScheme };
@@ -29,7 +30,7 @@ export interface KeyPair {
   readonly publicKey: KeyObject;
 }
 
-/** A fresh key pair, synchronously: ~0.1 ms for EC, ~400 ms for RSA-3072 (signer RSA keys come from key-pool.ts). */
+/** A fresh key pair, synchronously. RSA-3072 generation is slow: signer RSA keys come from custody/key-pool.ts. */
 export function generateKeyPair(algorithm: KeyAlgorithm): KeyPair {
   if (algorithm === 'RSA-3072') {
     const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 3072 });
@@ -55,10 +56,10 @@ export function ecPublicPoint(publicKey: KeyObject): Buffer | undefined {
  * EC key pairs are made with ECDH.generateKeys (the same OpenSSL key generation) and imported, not with
  * generateKeyPairSync. Node 20's EC generation leaves a KeyGenJob for the garbage collector whose destructor takes
  * the key's mutex, while reading a fresh key (export, asymmetricKeyDetails) holds that mutex and allocates: a
- * collection at that moment deadlocks the event loop for good. Issue 12's benchmark caught it (main thread in
- * futex_wait, ~KeyGenJob called from GetEcKeyDetail's allocation); signDoc reads every fresh signer key for its
- * certificate, so under load it was a matter of time. Imported keys have no job, and the public point is kept
- * (ecPublicPoint), so the certificate needs no export at all.
+ * collection at that moment deadlocks the event loop for good (main thread in futex_wait, ~KeyGenJob called
+ * from GetEcKeyDetail's allocation). signDoc reads every fresh signer key for its certificate, so under load it
+ * is a matter of time. Imported keys have no job, and the public point is kept (ecPublicPoint), so the
+ * certificate needs no export at all.
  */
 function generateEcKeyPair(algorithm: 'P-256' | 'P-384'): KeyPair {
   const curve = EC_CURVES[algorithm];
@@ -75,8 +76,8 @@ function generateEcKeyPair(algorithm: 'P-256' | 'P-384'): KeyPair {
       key: { kty: 'EC', crv: algorithm, x, y, d: scalar.toString('base64url') },
       format: 'jwk',
     });
-    // the public half of the imported key, not a second JWK import: that one validates the point again (0.09 ms
-    // of a signDoc's 0.17 ms key generation); deriving it from the private KeyObject takes 0.003 ms
+    // the public half of the imported key, not a second JWK import: that one validates the point again, a large
+    // part of the cost of generating the key; deriving it from the private KeyObject costs next to nothing
     const publicKey = createPublicKey(privateKey);
     ecPoints.set(publicKey, point);
     return { algorithm, privateKey, publicKey };
@@ -93,14 +94,6 @@ export function defaultHashFor(algorithm: KeyAlgorithm): 'sha256' | 'sha384' {
 // ---------------------------------------------------------------------------------------------------------
 // Signer keys for a scheme
 
-/** DER length octets (X.690 8.1.3): short form below 128, long form otherwise. */
-function derLength(length: number): Buffer {
-  if (length < 0x80) return Buffer.from([length]);
-  const bytes: number[] = [];
-  for (let n = length; n > 0; n >>= 8) bytes.unshift(n & 0xff);
-  return Buffer.from([0x80 | bytes.length, ...bytes]);
-}
-
 /** version 0 (INTEGER), then AlgorithmIdentifier { id-RSASSA-PSS } with absent parameters: an unrestricted PSS key */
 const PSS_PKCS8_PREFIX = Buffer.from('020100300b06092a864886f70d01010a', 'hex');
 
@@ -109,18 +102,18 @@ const PSS_PKCS8_PREFIX = Buffer.from('020100300b06092a864886f70d01010a', 'hex');
  * parameters (RFC 4055 1.2: any hash, MGF1, salt length). Node and OpenSSL then sign only RSASSA-PSS with it.
  * No parameters restrict the key: OpenSSL 3.0 cannot encode PSS key restrictions naming a SHA-3 hash.
  *
- * The DER is composed by hand, not with asn1js, so that every copy of the private key bytes is ours to
+ * The DER is written with util/der.ts, not with asn1js, so that every copy of the private key bytes is ours to
  * overwrite after the import (asn1js keeps internal copies). The bytes never leave this function.
  */
 function asRsaPssKey(privateKey: KeyObject): KeyObject {
   const rsaPrivateKey = privateKey.export({ type: 'pkcs1', format: 'der' });
-  const body = Buffer.concat([PSS_PKCS8_PREFIX, Buffer.from([0x04]), derLength(rsaPrivateKey.length), rsaPrivateKey]);
-  const pkcs8 = Buffer.concat([Buffer.from([0x30]), derLength(body.length), body]);
+  const privateKeyOctets = tlv(TAG.octetString, rsaPrivateKey);
+  const pkcs8 = tlv(TAG.sequence, PSS_PKCS8_PREFIX, privateKeyOctets);
   try {
     return createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' });
   } finally {
     rsaPrivateKey.fill(0);
-    body.fill(0);
+    privateKeyOctets.fill(0);
     pkcs8.fill(0);
   }
 }
