@@ -1,19 +1,19 @@
 /**
  * CMS SignedData building (RFC 5652) shared by everything that makes a CMS signature: CAdES and PAdES
- * (ades/), time-stamp tokens (pki/tsa.ts, RFC 3161) and S/MIME mail (notification/smime.ts). The parts:
+ * (ades/), time-stamp tokens (timestamping/tsa.ts, RFC 3161) and S/MIME mail (notification/smime.ts). The parts:
  * signed attributes (baselineSignedAttributes: EN 319 122-1 6.3, without signing-time for PAdES,
  * EN 319 142-1 5.4), signSignerInfo (then add unsigned attributes, e.g. the B-T signature-time-stamp, to the
  * SignerInfo), encodeSignedData.
  *
  * Signing is node:crypto (signature.ts signWith): pkijs' own sign() goes through WebCrypto, defaults to SHA-1
- * and knows no SHA-3 (FIELD-NOTES, CMS). Certificates go into the SignedData as the DER we already hold;
- * nothing we built is parsed again.
+ * and knows no SHA-3. Certificates go into the SignedData as the DER we already hold; nothing we built is
+ * parsed again.
  *
  * Written with util/der.ts rather than pkijs/asn1js objects: this is signDoc's per-hash path (every signature,
  * and at B-T and above every time-stamp token, is a SignerInfo), and building the same structure as asn1js
- * objects cost ~0.2 ms per SignerInfo against ~0.02 ms (issue 12's profile of B-T with ten hashes: asn1js and
- * @peculiar/utils were 40 % of the QTSP's CPU). OpenSSL (cms -verify -cades, ts -verify, smime -verify), pdfsig
- * and the DSS-style checks of the test suite read what these functions write.
+ * objects costs about ten times as much and was most of the QTSP's CPU under load. OpenSSL (cms -verify
+ * -cades, ts -verify, smime -verify), pdfsig and the DSS-style checks of the test suite read what these
+ * functions write.
  */
 import { createHash } from 'node:crypto';
 import type * as pkijs from 'pkijs';
@@ -76,9 +76,9 @@ const digestAlgorithmOf = (hashAlgorithm: HashAlgorithm): Buffer =>
   kept(digestAlgorithms, hashAlgorithm.oid, () => algorithmIdentifier(hashAlgorithm.oid));
 
 /**
- * The DER pieces every signature of a request (and every time-stamp token of the TSA) repeats, encoded once
- * (issue 12: an extra hash's CMS cost 1.6-1.9x its ECDSA signature, and these re-encodings and their copies
- * were part of the rest). Callers never write into a returned Buffer: DER pieces are only concatenated.
+ * The DER pieces every signature of a request (and every time-stamp token of the TSA) repeats, encoded once:
+ * re-encoding and copying them for each hash cost more than the ECDSA signature itself. Callers never write
+ * into a returned Buffer: DER pieces are only concatenated.
  */
 function kept<K, V>(cache: Map<K, V> | WeakMap<K & object, V>, key: K, make: () => V): V {
   let value = cache.get(key as K & object);
@@ -178,8 +178,7 @@ export function baselineSignedAttributes(input: {
 
 /**
  * The encodings of attributes in DER SET OF order. X.690 11.6 orders a SET OF by the encodings of its elements;
- * OpenSSL accepts any order, but BouncyCastle and EU DSS re-sort and then report a broken signature
- * (FIELD-NOTES, CMS).
+ * OpenSSL accepts any order, but BouncyCastle and EU DSS re-sort and then report a broken signature.
  */
 export function sortedAttributes(attributes: readonly CmsAttribute[]): Buffer[] {
   return attributes.map((a) => a.der).sort(Buffer.compare);

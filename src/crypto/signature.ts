@@ -1,8 +1,8 @@
 /**
  * Signature primitives. Every signature we make (certificates, CMS, OCSP, time-stamps, XML) is made by a
- * SigningKey, wherever its private key lives (in this process, or in a PKCS#11 token: pki/custody/), so that
+ * SigningKey, wherever its private key lives (in this process, or in a PKCS#11 token: custody/), so that
  * the algorithm identifier written next to a signature always matches how it was made: both follow from the
- * key alone (signatureAlgorithm, SigningKey.sign). Below pki/ and ades/: both sign.
+ * key alone (signatureAlgorithm, SigningKey.sign). Below everything that signs (ca/, revocation/, ades/, ...).
  */
 import { constants, createPublicKey, sign as nodeSign, type KeyObject, type SignKeyObjectInput } from 'node:crypto';
 import * as asn1js from 'asn1js';
@@ -19,7 +19,7 @@ export type SignatureScheme = 'ecdsa' | 'rsa-pkcs1-v1_5' | 'rsa-pss';
 /** ECDSA signature encodings: DER (X.509, CMS; RFC 5480 2.2) or r||s (XML-DSig: RFC 4050, IEEE P1363). */
 export type EcdsaEncoding = 'der' | 'ieee-p1363';
 
-/** A private key to sign with, wherever it lives (pki/custody/ decides). */
+/** A private key to sign with, wherever it lives (custody/ decides). */
 export interface SigningKey {
   readonly algorithm: KeyAlgorithm;
   /** how it signs: fixed per key */
@@ -37,7 +37,7 @@ export function keyAlgorithmOf(key: KeyObject): KeyAlgorithm {
   throw new TypeError(`unsupported key: ${pub.asymmetricKeyType} ${curve ?? ''}`);
 }
 
-/** The scheme a node:crypto private key signs with: an 'rsa-pss' KeyObject only RSASSA-PSS (pki/keys.ts signingKeyFor). */
+/** The scheme a node:crypto private key signs with: an 'rsa-pss' KeyObject only RSASSA-PSS (keys.ts signingKeyFor). */
 export function schemeOf(key: KeyObject): SignatureScheme {
   switch (key.asymmetricKeyType) {
     case 'ec':

@@ -1,6 +1,6 @@
 /**
- * crypto/cms.ts keeps the DER pieces a request's signatures repeat (issue 12). A kept piece must never leak into
- * a signature it does not belong to: another chain after the same signer certificate, another second of
+ * crypto/cms.ts keeps the DER pieces a request's signatures repeat. A kept piece must never leak into a
+ * signature it does not belong to: another chain after the same signer certificate, another second of
  * signing time, another digest algorithm. Read back with pkijs, not with our DER reader.
  */
 import { test } from 'node:test';
