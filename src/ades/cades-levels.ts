@@ -8,7 +8,7 @@
  *         after the signature time-stamp's genTime, as EU DSS checks for fresh revocation data;
  *   B-LTA archive-time-stamp-v3 (0.4.0.1733.2.4, 5.5.3) carrying ats-hash-index-v3 (0.4.0.19122.1.5, 5.5.2)
  *         in the token's unsigned attributes.
- * certificate-values / revocation-values are not used: baseline signatures must not (6.3, FIELD-NOTES).
+ * certificate-values / revocation-values are not used: baseline signatures must not (6.3).
  *
  * The SignedData is composed with der.ts from DER we hold (certificates, tokens, OCSP responses, CRLs), so
  * nothing is parsed again or re-encoded differently from what a hash covered. Every time-stamp imprint uses
@@ -16,7 +16,8 @@
  * hash, it must (5.5.3); for the signature time-stamp it keeps one algorithm per signature.
  */
 import { badGateway, SignDocError } from '../errors.ts';
-import type { RevocationProvider, TimestampProvider } from '../timestamping/services.ts';
+import type { RevocationProvider } from '../revocation/provider.ts';
+import type { TimestampProvider } from '../timestamping/provider.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
 import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { BuiltSignature, RevocationInfo, SignatureInput } from './types.ts';
@@ -178,7 +179,8 @@ export async function buildCadesLevel(
   if (input.hash.length !== hash.length)
     throw new RangeError(`document hash has ${input.hash.length} bytes, ${hash.name} has ${hash.length}`);
   const timestamps = requireTimestamps(input.services);
-  // the B-B SignerInfo; the PAdES CMS profile leaves signing-time out (EN 319 142-1 5.4: the PDF's /M holds the claimed time)
+  // the B-B SignerInfo; the PAdES CMS profile leaves signing-time out (EN 319 142-1 5.4: the PDF's /M holds the
+  // claimed time)
   const signedAttributes = baselineSignedAttributes(withoutSigningTime ? { ...input, signingTime: undefined } : input);
   const signed = await signSignerInfo({
     hashAlgorithm: hash,

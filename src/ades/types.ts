@@ -6,7 +6,8 @@
 import type { HashAlgorithm } from '../crypto/algorithms.ts';
 import type { CmsCertificate } from '../crypto/cms.ts';
 import type { SigningKey } from '../crypto/signature.ts';
-import type { RevocationProvider, TimestampProvider } from '../timestamping/services.ts';
+import type { RevocationProvider } from '../revocation/provider.ts';
+import type { TimestampProvider } from '../timestamping/provider.ts';
 
 export interface SignatureInput {
   /** the document digest we were sent */
@@ -15,7 +16,7 @@ export interface SignatureInput {
   readonly signerCertificate: CmsCertificate;
   /** DER CA certificates up to (excluding) the root, issuing CA first */
   readonly chain: readonly Buffer[];
-  /** the signer key of this request, wherever it lives (pki/custody/) */
+  /** the signer key of this request, wherever it lives (custody/) */
   readonly key: SigningKey;
   readonly signingTime: Date;
   readonly services: AdesServices;

@@ -41,7 +41,7 @@ import {
 import { badGateway, gatewayTimeout, SignDocError } from '../errors.ts';
 import { httpRequest, HttpTimeoutError, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
-import type { TimestampProvider } from './services.ts';
+import type { TimestampProvider } from './provider.ts';
 import { randomSerial } from '../ca/x509.ts';
 
 export const TSP_OID = {

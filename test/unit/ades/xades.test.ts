@@ -18,7 +18,7 @@ import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../.
 import type { SignatureInput } from '../../../src/ades/types.ts';
 import { buildXadesBaselineB, buildXadesBaselineT, documentUri, xadesSupportsHash } from '../../../src/ades/xades.ts';
 import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../../src/ca/init.ts';
-import type { TimestampProvider } from '../../../src/timestamping/services.ts';
+import type { TimestampProvider } from '../../../src/timestamping/provider.ts';
 import { mintSignerCertificate, signerProfile } from '../../../src/ca/signer-certificate.ts';
 import { toPem } from '../../../src/util/base64.ts';
 import { run } from '../../helpers/openssl.ts';

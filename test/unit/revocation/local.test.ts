@@ -1,5 +1,5 @@
 /**
- * Revocation data for B-LT (issue 11 item 9), through LocalRevocation with our OCSP responder and CRL issuer:
+ * Revocation data for B-LT, through LocalRevocation with our OCSP responder and CRL issuer:
  * with `after` (a time-stamp's genTime) every OCSP producedAt/thisUpdate and CRL thisUpdate is strictly later,
  * also when the cache holds data from the same second; the embedded OCSP responses carry SHA-1 CertIDs and
  * pass `openssl ocsp` without -sha256. Times are read back by OpenSSL. The clock is the real one shifted so
@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CrlIssuer } from '../../src/revocation/crl.ts';
+import { CrlIssuer } from '../../../src/revocation/crl.ts';
 import {
   ensureTrustServiceCertificates,
   loadCaMaterial,
@@ -18,16 +18,16 @@ import {
   pkiInit,
   pkiPaths,
   type CaMaterial,
-} from '../../src/ca/init.ts';
-import { generateKeyPair } from '../../src/crypto/keys.ts';
-import { OcspResponder } from '../../src/revocation/ocsp.ts';
-import { pkiUrls } from '../../src/ca/publication.ts';
-import { mintTestSignerCertificate } from '../helpers/signer.ts';
-import { LocalRevocation } from '../../src/trust-services.ts';
-import { SignDocError } from '../../src/errors.ts';
-import { toPem } from '../../src/util/base64.ts';
-import { assertIssuedAfter, crlThisUpdate, ocspTimes, scratch, verifyOcsp } from '../helpers/pki-oracles.ts';
-import { run } from '../helpers/openssl.ts';
+} from '../../../src/ca/init.ts';
+import { generateKeyPair } from '../../../src/crypto/keys.ts';
+import { OcspResponder } from '../../../src/revocation/ocsp.ts';
+import { pkiUrls } from '../../../src/ca/publication.ts';
+import { mintTestSignerCertificate } from '../../helpers/signer.ts';
+import { LocalRevocation } from '../../../src/revocation/local.ts';
+import { SignDocError } from '../../../src/errors.ts';
+import { toPem } from '../../../src/util/base64.ts';
+import { assertIssuedAfter, crlThisUpdate, ocspTimes, scratch, verifyOcsp } from '../../helpers/pki-oracles.ts';
+import { run } from '../../helpers/openssl.ts';
 
 let dir: string;
 let ca: CaMaterial;

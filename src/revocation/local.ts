@@ -1,0 +1,130 @@
+/**
+ * Revocation material from our own sources for the B-LT builders: OCSP responses of our delegated responder for
+ * certificates of the issuing CA, CRLs of our CAs otherwise, each issued after a given time when asked.
+ */
+import { badGateway } from '../errors.ts';
+import type { Store } from '../store/types.ts';
+import { partsOf, type CertificateParts } from '../util/der.ts';
+import type { CrlIssuer } from './crl.ts';
+import type { OcspResponder } from './ocsp.ts';
+import type { RevocationProvider } from './provider.ts';
+
+/** How long an OCSP response made for a signature is reused: the hashes of one signDoc call share one. */
+const OCSP_REUSE_MS = 10_000;
+const OCSP_CACHE_ENTRIES = 256;
+/**
+ * Longest wait for our clock to pass a time-stamp's genTime by a whole second. Our own TSA's genTime is at most
+ * one second behind; an external TSA whose clock runs further ahead than this gets a 502 rather than a stall.
+ */
+const MAX_FRESHNESS_WAIT_MS = 3_000;
+
+/** An OCSP response we made: DER, its producedAt and when we made it (ms). */
+interface OcspEntry {
+  readonly der: Buffer;
+  readonly producedAt: number;
+  readonly at: number;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * RevocationProvider from our own sources: OCSP responses of our responder for certificates of the issuing CA,
+ * CRLs of the CA otherwise (the root has no responder: the issuing CA and the TSA certificate get its CRL).
+ * A response is reused for a few seconds, so that the signatures of one request (and its revocationInfo)
+ * carry one response per certificate rather than one per hash.
+ *
+ * Freshness (`after`, the signature time-stamp's genTime): OCSP producedAt/thisUpdate and CRL thisUpdate are
+ * whole seconds (RFC 5280 4.1.2.5.2 and 5.1.2.4 forbid fractions; RFC 6960 4.2.2.1 takes that format), and a
+ * time-stamp made in the same second ties with them. So we wait until our clock reaches the first whole
+ * second after genTime and only then sign: at most one second, half a second on average, spent waiting (no
+ * CPU), once per request (the signatures of one request are time-stamped within the same second or two and
+ * share the response). The alternative, dating the data up to a second into the future, would make our
+ * responder state a time that was not yet.
+ */
+export class LocalRevocation implements RevocationProvider {
+  readonly #recent = new Map<string, OcspEntry>();
+  readonly #making = new Map<string, Promise<OcspEntry>>();
+  readonly #ocsp: OcspResponder;
+  readonly #issuingDer: Buffer;
+  readonly #status: Pick<Store, 'certificateStatus'>;
+  readonly #crls: readonly CrlIssuer[];
+  readonly #clock: () => Date;
+
+  constructor(
+    ocsp: OcspResponder,
+    issuingDer: Buffer,
+    status: Pick<Store, 'certificateStatus'>,
+    crls: readonly CrlIssuer[],
+    clock: () => Date = () => new Date(),
+  ) {
+    this.#ocsp = ocsp;
+    this.#issuingDer = issuingDer;
+    this.#status = status;
+    this.#crls = crls;
+    this.#clock = clock;
+  }
+
+  get authorities(): readonly Buffer[] {
+    return this.#crls.map((c) => c.caDer);
+  }
+
+  /** Waits until our clock is at or past the first whole second after `after`, so whole-second times exceed it. */
+  async #passWholeSecond(after: Date | undefined): Promise<void> {
+    if (!after) return;
+    const target = Math.floor(after.getTime() / 1000) * 1000 + 1000;
+    if (target - this.#clock().getTime() > MAX_FRESHNESS_WAIT_MS) {
+      throw badGateway('the time-stamp is dated ahead of our clock; no revocation data issued after it can be given');
+    }
+    for (let wait = target - this.#clock().getTime(); wait > 0; wait = target - this.#clock().getTime())
+      await sleep(wait);
+  }
+
+  async ocspResponse(certificateDer: Buffer, issuerDer: Buffer, after?: Date): Promise<Buffer | undefined> {
+    if (!issuerDer.equals(this.#issuingDer)) return undefined;
+    const parts = partsOf(certificateDer);
+    const usable = (r: OcspEntry | undefined): r is OcspEntry =>
+      r !== undefined &&
+      this.#clock().getTime() - r.at < OCSP_REUSE_MS &&
+      (after === undefined || r.producedAt > after.getTime());
+    const recent = this.#recent.get(parts.serialHex);
+    if (usable(recent)) return recent.der;
+    await this.#passWholeSecond(after);
+    // the signatures of one request are built concurrently: one of them makes the response, the others take it
+    const pending = this.#making.get(parts.serialHex);
+    const made = pending ? await pending.catch(() => undefined) : this.#recent.get(parts.serialHex);
+    if (usable(made)) return made.der;
+    const making = this.#makeOcsp(parts);
+    this.#making.set(parts.serialHex, making);
+    try {
+      return (await making).der;
+    } finally {
+      if (this.#making.get(parts.serialHex) === making) this.#making.delete(parts.serialHex);
+    }
+  }
+
+  async #makeOcsp(parts: CertificateParts): Promise<OcspEntry> {
+    let status;
+    try {
+      status = await this.#status.certificateStatus(this.#ocsp.caKeyId, parts.serialHex);
+    } catch {
+      throw badGateway('the certificate status is unavailable (certificate store)');
+    }
+    const { der, producedAt } = await this.#ocsp.signed([{ certId: this.#ocsp.certIdFor(parts), status }]);
+    const entry = { der, producedAt: producedAt.getTime(), at: this.#clock().getTime() };
+    this.#recent.delete(parts.serialHex);
+    this.#recent.set(parts.serialHex, entry);
+    if (this.#recent.size > OCSP_CACHE_ENTRIES) this.#recent.delete(this.#recent.keys().next().value!);
+    return entry;
+  }
+
+  async crl(issuerDer: Buffer, after?: Date): Promise<Buffer | undefined> {
+    const issuer = this.#crls.find((c) => c.caDer.equals(issuerDer));
+    if (!issuer) return undefined;
+    await this.#passWholeSecond(after);
+    try {
+      return await issuer.current(after);
+    } catch {
+      throw badGateway('the CRL is unavailable (certificate store)');
+    }
+  }
+}
