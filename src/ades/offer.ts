@@ -2,17 +2,17 @@
  * What this QTSP offers: signature formats, conformance levels and signature algorithms (spec 2.12). A request
  * for anything else is a 400 that names what we do offer, never a wrong signature.
  *
- * One rule decides which format x document hash x signer key combinations we offer (issue 11 item 10): a
- * combination is offered only where an independent validator in our test suite verifies it. OFFER below is
- * that rule written out, the only place that says it; test/unit/offer-matrix.test.ts runs each format's
- * validator over every combination, offered (it must verify) and not offered (it fails, which is why).
+ * One rule decides which format x document hash x signer key combinations we offer: a combination is offered
+ * only where an independent validator in our test suite verifies it. OFFER below is that rule written out, the
+ * only place that says it; test/unit/ades/offer.test.ts runs each format's validator over every combination,
+ * offered (it must verify) and not offered (it fails, which is why).
  *
- * | format | validator                                  | hashes                      | signer keys                       |
- * |--------|--------------------------------------------|-----------------------------|-----------------------------------|
- * | C      | openssl cms -verify -cades (OpenSSL 3.0)   | SHA-256/384/512, SHA3-*     | ECDSA P-256, P-384, RSA-3072      |
- * |        |                                            |                             | PKCS#1 v1.5, RSA-3072 RSASSA-PSS  |
- * | P      | pdfsig (poppler 22.12, NSS): no SHA-3      | SHA-256/384/512             | the same four                     |
- * | X      | xmlsec1 1.2.37: no SHA-3, no RSASSA-PSS     | SHA-256/384/512             | ECDSA P-256, P-384, RSA PKCS#1    |
+ * | format | validator                                | hashes                  | signer keys                        |
+ * |--------|------------------------------------------|-------------------------|------------------------------------|
+ * | C      | openssl cms -verify -cades (OpenSSL 3.0) | SHA-256/384/512, SHA3-* | ECDSA P-256, P-384, RSA-3072       |
+ * |        |                                          |                         | PKCS#1 v1.5, RSA-3072 RSASSA-PSS   |
+ * | P      | pdfsig (poppler 22.12, NSS): no SHA-3    | SHA-256/384/512         | the same four                      |
+ * | X      | xmlsec1 1.2.37: no SHA-3, no RSASSA-PSS  | SHA-256/384/512         | ECDSA P-256, P-384, RSA PKCS#1     |
  *
  * signAlgo rules (spec 2.12 signAlgo / signAlgoParams; ETSI TS 119 432 lets signAlgo name a signature algorithm
  * or a key algorithm). The signature's hash is always the document hash algorithm (documentDigests.
@@ -90,8 +90,9 @@ export function isOffered(format: SignatureFormat, hash: HashAlgorithm, algorith
 
 function formatOfferText(format: SignatureFormat): string {
   const o = OFFER[format];
+  const keys = o.keys.map((k) => KEY_NAMES[k]).join(', ');
   return (
-    `signature_format ${format} is offered with ${o.hashes.join(', ')} document hashes and ${o.keys.map((k) => KEY_NAMES[k]).join(', ')} signer keys ` +
+    `signature_format ${format} is offered with ${o.hashes.join(', ')} document hashes and ${keys} signer keys ` +
     `(what ${o.validator} verifies${o.limits ? `; ${o.limits}` : ''})`
   );
 }
@@ -191,7 +192,10 @@ function ecdsaCurveFor(hash: HashAlgorithm): 'P-256' | 'P-384' {
 
 const ecAlgorithm = (curve: 'P-256' | 'P-384'): SignerAlgorithm => (curve === 'P-256' ? 'ECDSA-P256' : 'ECDSA-P384');
 
-/** signAlgoParams: strict standard Base64 (the round trip rejects URL-safe, whitespace, missing padding) of one DER value. */
+/**
+ * signAlgoParams: strict standard Base64 (the round trip rejects URL-safe, whitespace, missing padding) of one
+ * DER value.
+ */
 function decodeParams(value: string): asn1js.AsnType {
   const bytes = Buffer.from(value, 'base64');
   if (value.length === 0 || bytes.toString('base64') !== value)
@@ -209,7 +213,8 @@ function curveFromParams(signAlgoParams: string): 'P-256' | 'P-384' {
   const curve = oid === undefined ? undefined : NAMED_CURVES[oid];
   if (!curve) {
     throw badRequest(
-      `signAlgoParams for ecPublicKey must be the namedCurve OID 1.2.840.10045.3.1.7 (P-256) or 1.3.132.0.34 (P-384); got ${oid ?? 'another ASN.1 value'}`,
+      'signAlgoParams for ecPublicKey must be the namedCurve OID 1.2.840.10045.3.1.7 (P-256) or 1.3.132.0.34 ' +
+        `(P-384); got ${oid ?? 'another ASN.1 value'}`,
     );
   }
   return curve;
@@ -227,7 +232,10 @@ function isHashIdentifier(ai: pkijs.AlgorithmIdentifier, hash: HashAlgorithm): b
   return ai.algorithmId === hash.oid && (ai.algorithmParams === undefined || ai.algorithmParams instanceof asn1js.Null);
 }
 
-/** RSASSA-PSS-params (RFC 4055 3.1) must be exactly what we sign with (crypto/signature.ts rsaPssParams); reasons name the field. */
+/**
+ * RSASSA-PSS-params (RFC 4055 3.1) must be exactly what we sign with (crypto/signature.ts rsaPssParams); reasons
+ * name the field.
+ */
 export function checkRsaPssParams(signAlgoParams: string | undefined, hash: HashAlgorithm): void {
   const expected = `expected RSASSA-PSS-params with ${expectedPss(hash)}`;
   if (signAlgoParams === undefined)
@@ -270,14 +278,16 @@ export function resolveSignAlgo(
 ): SignerAlgorithm {
   if (signAlgo === undefined) {
     if (signAlgoParams !== undefined) throw badRequest('signAlgoParams was sent without signAlgo');
-    return defaultAlgorithm; // RSA-PSS-3072 as default: our parameters for the document hash (crypto/signature.ts rsaPssParams)
+    // RSA-PSS-3072 as default: our parameters for the document hash (crypto/signature.ts rsaPssParams)
+    return defaultAlgorithm;
   }
   const entry = SIGN_ALGOS.get(signAlgo);
   if (!entry) throw badRequest(`signAlgo ${signAlgo} is not offered; ${offeredSignAlgos(hash, keys)}`);
   if (entry.hash !== undefined && entry.hash !== hash.node) {
     const named = [...SIGN_ALGOS.values()].find((e) => e.hash === entry.hash)!;
     throw badRequest(
-      `signAlgo ${signAlgo} (${entry.name}) hashes with ${NAMES[named.hash!]}, but the document hashes are ${hash.name}: ` +
+      `signAlgo ${signAlgo} (${entry.name}) hashes with ${NAMES[named.hash!]}, ` +
+        `but the document hashes are ${hash.name}: ` +
         `the signature hash is always the document hash algorithm; ${offeredSignAlgos(hash, keys)}`,
     );
   }

@@ -10,7 +10,7 @@
  *     archive-time-stamp-v3 attribute.
  * signing-certificate-v2 and content-type / message-digest are as in CAdES B-B (cades.ts).
  *
- * revocationInfo at every level (issue 11): relying parties read revocationInfo.ocsp and .crl for every PDF
+ * revocationInfo at every level: relying parties read revocationInfo.ocsp and .crl for every PDF
  * and may add validation data to any of them (the spec requires it for P at B-LT and forbids it nowhere). So
  * every PAdES signature reports the same validation material: OCSP for the signer certificate, CRLs for the CA
  * certificates below the root (and the TSA's certificate from B-T on). At B-LT and B-LTA it is issued after the

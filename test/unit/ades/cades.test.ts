@@ -4,8 +4,8 @@
  *
  *   openssl cms -verify -cades -binary -inform DER -in sig.p7s -content doc.bin -CAfile root-ca.pem -out /dev/null
  *
- * -cades:  makes OpenSSL check the signing-certificate-v2 attribute against the signer certificate
- *          (FIELD-NOTES, CMS); without it a wrong ESSCertIDv2 goes unnoticed (tested below).
+ * -cades:  makes OpenSSL check the signing-certificate-v2 attribute against the signer certificate; without
+ *          it a wrong ESSCertIDv2 goes unnoticed (tested below).
  * -binary: the detached content is bytes, not MIME text: no CRLF canonicalisation before hashing.
  * No -purpose: OpenSSL's default for CMS signers (smimesign) accepts keyUsage nonRepudiation alone and a
  *          certificate without EKU, which is exactly our signer certificate; -purpose any is not needed.
@@ -81,7 +81,7 @@ before(() => {
   rootCa = pkiPaths(dir).rootCert;
   docFile = join(dir, 'doc.bin');
   writeFileSync(docFile, DOCUMENT);
-  // one key pair per type for the whole file: RSA-3072 generation takes ~0.4 s
+  // one key pair per type for the whole file: RSA-3072 generation is slow
   for (const algorithm of KEY_ALGORITHMS) keys.set(algorithm, generateKeyPair(algorithm));
 });
 

@@ -1,7 +1,6 @@
 /**
- * What we offer, by one rule (issue 11 item 10): a format x document hash x signer key combination is offered
- * only where an independent validator in our test suite verifies it. Over the whole matrix (3 formats x 6
- * hashes x 4 keys):
+ * What we offer, by one rule: a format x document hash x signer key combination is offered only where an
+ * independent validator in our test suite verifies it. Over the whole matrix (3 formats x 6 hashes x 4 keys):
  *   - chooseSigning admits exactly the combinations of OFFER, and refuses every other with a 400 that names
  *     what the format offers;
  *   - every offered combination, signed by our builder, is verified by the format's validator: `openssl cms
