@@ -840,7 +840,7 @@ function printWarmUps(): void {
 
 /** one line of printSteps: what was timed, its figure, and what to hold it against */
 function printStep(what: string, figure: string, against: string): void {
-  console.log(`  ${what.padEnd(68)} ${figure}  (${against})`);
+  console.log(`  ${what.padEnd(70)} ${figure}  (${against})`);
 }
 
 function printSteps(c: StepCosts, keys: string): void {
