@@ -11,10 +11,10 @@
  * bullmq workers in several processes are what it is made for. The outbox relay runs once, in the primary: the
  * workers write outbox entries and wake it over IPC (at most one message per GATHER_MS each, and always one
  * after the last entry). A relay in every worker was correct (compare-and-set marks, bullmq drops a job id it
- * has) but each read and handed over the entries of all the others too (issue 12: 2 workers cost 40 % more CPU
- * per signDoc than one process). Each worker pulls the key archive into its own
- * clone (<dataDir>/key-archive-worker-<slot>) and the IDP list itself, and keeps its own caches and RSA key
- * pool; the CA material in dataDir is only read.
+ * has) but each read and handed over the entries of all the others too, so two workers spent markedly more
+ * CPU per signDoc than one process (docs/performance.md). Each worker pulls the key archive into its own clone
+ * (<dataDir>/key-archive-worker-<slot>) and the IDP list itself, and keeps its own caches and RSA key pool; the
+ * CA material in dataDir is only read.
  *
  * A worker that dies is replaced (the others keep serving); a worker that dies before it ever listened stops
  * the whole service with its exit code (a configuration or start-up fault would only repeat).
@@ -41,7 +41,9 @@ export function workerCount(config: Config): number {
 export function checkClusterConfig(config: Config, workers: number): void {
   if (workers > 1 && config.store.driver !== 'postgres') {
     throw new ConfigError(
-      `setting server.workers (QTSP_SERVER_WORKERS): ${workers} processes need store.driver postgres; the SQLite store (${config.dataDir}/qtsp.sqlite) has one writing process. Use server.workers=1 with SQLite, or PostgreSQL for several processes.`,
+      `setting server.workers (QTSP_SERVER_WORKERS): ${workers} processes need store.driver postgres; ` +
+        `the SQLite store (${config.dataDir}/qtsp.sqlite) has one writing process. ` +
+        'Use server.workers=1 with SQLite, or PostgreSQL for several processes.',
     );
   }
 }
@@ -87,13 +89,15 @@ export function coalescedWake(send: () => void, windowMs: number): () => void {
   };
 }
 
-/** The primary: Redis for all, N workers, their replacement, and the stop of all of them. */
-export async function runClusterPrimary(
-  config: Config,
-  workers: number,
-  untilSignal: (stop: () => Promise<void>) => Promise<number>,
-): Promise<number> {
-  checkClusterConfig(config, workers);
+/** What the primary holds for all its workers: the data directory's lock, the store, Redis and the relay. */
+interface PrimaryShared {
+  readonly redisUrl: string;
+  readonly relay: { wake(): void };
+  /** stops the relay, closes the store, stops Redis and releases the lock, in this order */
+  close(): Promise<void>;
+}
+
+async function openPrimaryShared(config: Config): Promise<PrimaryShared> {
   // the cluster is one instance: the primary holds the data directory's lock for all its workers
   const lock = lockDataDir(config.dataDir);
   // the schema is migrated once, here, before the workers open the store together; the relay keeps it open
@@ -106,16 +110,47 @@ export async function runClusterPrimary(
     lock.release();
     throw err;
   }
-  const env = { QTSP_REDIS_URL: redis.url };
   // the one outbox relay of the instance (see the header); never waits for Redis
   const relay = startOutboxRelay({ ...config, redis: { ...config.redis, url: redis.url } }, store, logger);
-  const stopRelay = async () => {
-    await relay.close();
-    await store.close();
+  return {
+    redisUrl: redis.url,
+    relay,
+    async close() {
+      await relay.close();
+      await store.close();
+      await redis.stop();
+      lock.release();
+    },
   };
+}
+
+/** The workers of the primary: started together, replaced when one dies, stopped together. */
+interface WorkerPool {
+  /** forks `count` workers; the first one's addresses once all listen, an error when one exits before */
+  startAll(count: number): Promise<Listening>;
+  /** asks every worker to stop and waits for their exits; from then on none is replaced */
+  stopAll(): Promise<void>;
+}
+
+function workerPool(env: Record<string, string>, relay: { wake(): void }): WorkerPool {
   let stopping = false;
   let failure: ((err: Error) => void) | undefined;
   const listening = new Set<Worker>();
+  const onExit = (worker: Worker, slot: number, code: number, signal: string) => {
+    const wasListening = listening.delete(worker);
+    if (stopping) return;
+    if (!wasListening) {
+      failure?.(new Error(`a qtsp worker exited (${signal ?? code}) before it listened`));
+      return;
+    }
+    logger.error(
+      { event: 'cluster.worker_exit', pid: worker.process.pid, code, signal },
+      'qtsp worker exited; starting a new one',
+    );
+    setTimeout(() => {
+      if (!stopping) fork(slot);
+    }, RESTART_DELAY_MS).unref();
+  };
   // each worker has a slot (0..workers-1) that its replacement inherits: its own key-archive clone
   const fork = (slot: number): Worker => {
     const worker = cluster.fork({ ...env, [SLOT_ENV]: String(slot) });
@@ -123,67 +158,63 @@ export async function runClusterPrimary(
       if (msg?.type === 'qtsp-listening') listening.add(worker);
       else if (msg?.type === 'qtsp-relay-wake') relay.wake();
     });
-    worker.once('exit', (code, signal) => {
-      const wasListening = listening.delete(worker);
-      if (stopping) return;
-      if (!wasListening) {
-        failure?.(new Error(`a qtsp worker exited (${signal ?? code}) before it listened`));
-        return;
-      }
-      logger.error(
-        { event: 'cluster.worker_exit', pid: worker.process.pid, code, signal },
-        'qtsp worker exited; starting a new one',
-      );
-      setTimeout(() => {
-        if (!stopping) fork(slot);
-      }, RESTART_DELAY_MS).unref();
-    });
+    worker.once('exit', (code, signal) => onExit(worker, slot, code, signal));
     return worker;
   };
-  const stopWorkers = async () => {
-    stopping = true;
-    await Promise.all(
-      Object.values(cluster.workers ?? {}).map(
-        (w) =>
-          new Promise<void>((resolve) => {
-            if (!w || w.isDead()) return resolve();
-            w.once('exit', () => resolve());
-            // a listening worker drains its calls (asked over IPC: see runClusterWorker); one still starting has
-            // nothing to drain and may not listen to IPC yet: SIGTERM ends it
-            if (listening.has(w)) w.send({ type: 'qtsp-stop' });
-            else w.process.kill('SIGTERM');
-          }),
-      ),
-    );
+  const stopOne = (w: Worker | undefined) =>
+    new Promise<void>((resolve) => {
+      if (!w || w.isDead()) return resolve();
+      w.once('exit', () => resolve());
+      // a listening worker drains its calls (asked over IPC: see runClusterWorker); one still starting has
+      // nothing to drain and may not listen to IPC yet: SIGTERM ends it
+      if (listening.has(w)) w.send({ type: 'qtsp-stop' });
+      else w.process.kill('SIGTERM');
+    });
+  return {
+    async startAll(count) {
+      const first = await new Promise<Listening>((resolve, reject) => {
+        failure = reject;
+        let listened = 0;
+        for (let i = 0; i < count; i++) {
+          fork(i).on('message', (msg: Listening) => {
+            if (msg?.type !== 'qtsp-listening') return;
+            if (++listened === count) resolve(msg);
+          });
+        }
+      });
+      failure = undefined;
+      return first;
+    },
+    async stopAll() {
+      stopping = true;
+      await Promise.all(Object.values(cluster.workers ?? {}).map(stopOne));
+    },
   };
+}
+
+/** The primary: Redis for all, N workers, their replacement, and the stop of all of them. */
+export async function runClusterPrimary(
+  config: Config,
+  workers: number,
+  untilSignal: (stop: () => Promise<void>) => Promise<number>,
+): Promise<number> {
+  checkClusterConfig(config, workers);
+  const shared = await openPrimaryShared(config);
+  const pool = workerPool({ QTSP_REDIS_URL: shared.redisUrl }, shared.relay);
   let first: Listening;
   try {
-    first = await new Promise<Listening>((resolve, reject) => {
-      failure = reject;
-      let count = 0;
-      for (let i = 0; i < workers; i++) {
-        fork(i).on('message', (msg: Listening) => {
-          if (msg?.type !== 'qtsp-listening') return;
-          if (++count === workers) resolve(msg);
-        });
-      }
-    });
+    first = await pool.startAll(workers);
   } catch (err) {
-    await stopWorkers();
-    await stopRelay();
-    await redis.stop();
-    lock.release();
+    await pool.stopAll();
+    await shared.close();
     throw err;
   }
-  failure = undefined;
   process.stdout.write(`qtsp serving signDoc at ${first.signDocUrl} (${workers} processes)\n`);
   process.stdout.write(`qtsp publishing OCSP, CRLs, TSA at ${first.publicationUrl}\n`);
   process.stdout.write(`qtsp operations (health, metrics) at ${first.opsUrl}\n`);
   return untilSignal(async () => {
-    await stopWorkers(); // their last outbox entries are written and announced before the relay stops
-    await stopRelay();
-    await redis.stop();
-    lock.release();
+    await pool.stopAll(); // their last outbox entries are written and announced before the relay stops
+    await shared.close();
   });
 }
 
