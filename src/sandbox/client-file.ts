@@ -1,9 +1,9 @@
 /**
- * Relying parties registered from outside (issue 11 item 1): a file (JSON or YAML) or a command option of
- * `qtsp sandbox` / `qtsp dev` gives the platform configuration of spec 2.14 for each RP: client_id, redirect
- * URIs, client state, allowed_authorization_data_types, allowed_claims_qes, and the self-signed TLS client
- * certificate (spec 5.1) as a PEM file or as its x5t#S256 fingerprint (RFC 8705 3.1). The sandbox needs no
- * private key of these clients: it only compares the certificate the RP presents with the registered one.
+ * Relying parties registered from outside: a file (JSON or YAML) or a command option of `qtsp sandbox` /
+ * `qtsp dev` gives the platform configuration of spec 2.14 for each RP: client_id, redirect URIs, client state,
+ * allowed_authorization_data_types, allowed_claims_qes, and the self-signed TLS client certificate (spec 5.1)
+ * as a PEM file or as its x5t#S256 fingerprint (RFC 8705 3.1). The sandbox needs no private key of these
+ * clients: it only compares the certificate the RP presents with the registered one.
  *
  *   clients:
  *     - client_id: my-rp

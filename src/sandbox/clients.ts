@@ -52,7 +52,10 @@ export class ClientRegistry {
 
   constructor(private readonly clientsDir: string) {}
 
-  /** Adds or replaces a client whose key the sandbox holds; a replaced one keeps its certificate unless new files are given. */
+  /**
+   * Adds or replaces a client whose key the sandbox holds; a replaced one keeps its certificate unless new files
+   * are given.
+   */
   register(input: ClientInput): RpRegistration {
     const previous = this.clients.get(input.clientId)?.local;
     const files = certificateFiles(this.clientsDir, input, previous);

@@ -3,9 +3,10 @@
  * the QTSP clones and pulls over the real git protocol. Read-only: only the upload-pack service (clone,
  * fetch) is offered; pushes are refused before git runs.
  *
- * The bridge spawns git asynchronously: a synchronous spawn in the process that also serves the request
- * deadlocks (FIELD-NOTES, isomorphic-git). CGI (RFC 3875) is a handful of environment variables in, a header
- * block and a body out; no library in our dependencies speaks it, hence these few lines.
+ * The bridge spawns git asynchronously: a synchronous spawn blocks the event loop that the git client on the
+ * other end may need (the QTSP's isomorphic-git, in the same process under `qtsp dev`), and deadlocks. CGI
+ * (RFC 3875) is a handful of environment variables in, a header block and a body out; no library in our
+ * dependencies speaks it, hence these few lines.
  */
 import { spawn } from 'node:child_process';
 import type { Request, Response } from 'express';

@@ -1,8 +1,8 @@
 /**
- * The sandbox's SMTP sink (DESIGN "Parties in the sandbox"): the mail server of the banks' notification
- * addresses (spec 6.3). It accepts any recipient, offers STARTTLS with the sandbox TLS certificate (TLS 1.2+,
- * spec 8), keeps every message as received (raw bytes, for `openssl smime -verify`) and writes it to
- * <dir>/<n>.eml for people running `qtsp dev`. `controls.smtp` makes it refuse mail, temporarily or for good.
+ * The sandbox's SMTP sink: the mail server of the banks' notification addresses (spec 6.3). It accepts any
+ * recipient, offers STARTTLS with the sandbox TLS certificate (TLS 1.2+, spec 8), keeps every message as
+ * received (raw bytes, for `openssl smime -verify`) and writes it to <dir>/<n>.eml for people running
+ * `qtsp dev`. `controls.smtp` makes it refuse mail, temporarily or for good.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';

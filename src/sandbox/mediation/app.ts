@@ -81,7 +81,8 @@ function storeRecord(ctx: MediationContext) {
       throw new OAuthError(
         409,
         'duplicate_reference_id',
-        `a record with reference_id ${record.reference_id} already exists for service_provider_id ${record.service_provider_id} and issuer ${record.issuer}`,
+        `a record with reference_id ${record.reference_id} already exists for ` +
+          `service_provider_id ${record.service_provider_id} and issuer ${record.issuer}`,
       );
     }
     if (ctx.controls.mode === 'store-then-500')
