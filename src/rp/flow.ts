@@ -209,7 +209,10 @@ async function redeem(
   return { accessToken, authorizationDetails: Array.isArray(details) ? details : [] };
 }
 
-/** `opts.agent`: a keep-alive RP agent the caller owns and reuses (the benchmark's load generator); else one per call. */
+/**
+ * `opts.agent`: a keep-alive RP agent the caller owns and reuses (the benchmark's load generator); else one per
+ * call.
+ */
 export async function authorizeSigning(
   e: RpEndpoints,
   req: SigningRequest,

@@ -92,8 +92,8 @@ function parseSignDocAnswer(
 
 /**
  * B-LTA: a document time-stamp (ETSI.RFC3161) over the whole file as it is now, DSS included. The RFC 3161
- * client is the QTSP's own one for external TSAs (pki/tsa.ts RemoteTsa: nonce, imprint check, retries); its
- * chain is not needed here, the token carries the TSA certificate.
+ * client is the QTSP's own one for external TSAs (timestamping/tsa.ts RemoteTsa: nonce, imprint check,
+ * retries); its chain is not needed here, the token carries the TSA certificate.
  */
 async function addDocumentTimestamp(
   pdf: Buffer,

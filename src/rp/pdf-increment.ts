@@ -5,11 +5,11 @@
  *
  * Why by hand: pdf-lib 1.17 (the PDF library we have) can only save a whole new file. It renumbers nothing
  * but re-serialises every object and writes a new xref, so the bytes an earlier signature's /ByteRange
- * covers move or change and that signature breaks (FIELD-NOTES, PDF). So pdf-lib is used to parse the
- * document and to build and serialise objects, and this module writes only the increment: every object whose
- * serialisation differs from the snapshot taken at open() (new objects, and the page, AcroForm or catalog
- * that gained a reference), then a cross-reference section of the same kind as the previous one (a classic
- * table after a table, a cross-reference stream after a stream, 7.5.8), then trailer, startxref and %%EOF.
+ * covers move or change and that signature breaks. So pdf-lib is used to parse the document and to build and
+ * serialise objects, and this module writes only the increment: every object whose serialisation differs from
+ * the snapshot taken at open() (new objects, and the page, AcroForm or catalog that gained a reference), then a
+ * cross-reference section of the same kind as the previous one (a classic table after a table, a
+ * cross-reference stream after a stream, 7.5.8), then trailer, startxref and %%EOF.
  */
 import { createHash } from 'node:crypto';
 import {

@@ -33,9 +33,9 @@ export { PdfFormatError } from './pdf-increment.ts';
 
 /**
  * Space reserved for the CMS in /Contents, in bytes (the placeholder holds twice as many hex digits). Our PAdES
- * CMS never carries revocation data (they go into the DSS, EN 319 142-1 5.4.2), so its size is predictable:
- * measured ~2.0 KB at B-B and ~3.3 KB from B-T on with a P-256 chain, ~4.0 KB with an RSA-3072 signer key
- * (test/integration/pades.test.ts prints them). 16 KB leaves room for RSA CA and TSA chains.
+ * CMS never carries revocation data (they go into the DSS, EN 319 142-1 5.4.2), so its size is predictable: a
+ * few KB, the signer chain and from B-T on the time-stamp token (test/integration/pades.test.ts prints the
+ * sizes). 16 KB leaves room for RSA CA and TSA chains.
  */
 export const SIGNATURE_CONTENTS_BYTES = 16_384;
 /** The same for a document time-stamp token (TSA certificate chain included). */
