@@ -13,7 +13,7 @@ import { watchReadiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import type { Delivery } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
-import { pkiExists, trustServicesExist } from './ca/init.ts';
+import { pkiExists, trustServicesExist } from './ca/material.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
 import { openKeyCustody } from './custody/open.ts';
 import type { KeyCustody } from './custody/types.ts';

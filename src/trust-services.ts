@@ -14,7 +14,7 @@ import { fromPem } from './util/base64.ts';
 import type { KeyedCertificate } from './ca/authority.ts';
 import { CrlIssuer } from './revocation/crl.ts';
 import type { KeyCustody } from './custody/types.ts';
-import { loadCustodyMaterial } from './ca/init.ts';
+import { loadCustodyMaterial } from './ca/material.ts';
 import { OcspResponder } from './revocation/ocsp.ts';
 import { issuingCaPointers, pkiUrls, publicBaseUrl, type PkiUrls } from './ca/publication.ts';
 import type { TimestampProvider } from './timestamping/provider.ts';

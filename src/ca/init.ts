@@ -1,25 +1,19 @@
 /**
- * `qtsp pki init`: the QTSP's long-lived material in <dataDir>/pki:
- *   root-ca.pem / .key.pem        root CA (publish it: relying parties verify our signatures against it)
- *   issuing-ca.pem / .key.pem     issuing CA of the per-request signer certificates
- *   qtsp-client.pem / .key.pem    our self-signed TLS client certificate towards the AS (spec 5.8)
- *   tsa.pem / .key.pem            time-stamping unit, issued by the root (RFC 3161 2.3: EKU timeStamping only)
- *   ocsp-responder.pem / .key.pem delegated OCSP responder of the issuing CA (RFC 6960 4.2.2.2)
- * The last two are also created for data directories made before they existed (ensureTrustServiceCertificates).
- * Keys are PKCS#8 PEM files readable by the owner only (software custody, sandbox).
+ * `qtsp pki init`, the key ceremony: makes the QTSP's long-lived material in <dataDir>/pki (material.ts lists
+ * the files). With key files (pkiInit), every key is a PKCS#8 PEM file readable by the owner only. The TSA and
+ * OCSP responder certificates are also created for data directories made before they existed
+ * (ensureTrustServiceCertificates).
  *
- * `qtsp pki init --pkcs11` (pkiInitInToken): the issuing CA, TSA and OCSP responder keys are generated inside
- * the token instead (custody/pkcs11.ts), no key file is written for them, and keys-in-token.json records the
- * token. The root CA stays a software key in both cases: it signs only at init (and its CRL); a real operator's
- * root lives offline, apart from the online HSM.
+ * In a key custody that keeps long-lived keys itself (pkiInitInToken, e.g. a PKCS#11 token): the issuing CA,
+ * TSA and OCSP responder keys are generated inside it instead, no key file is written for them, and the marker
+ * file records the custody. The root CA stays a software key in both cases: it signs only at init (and its
+ * CRL); a real operator's root lives offline, apart from the online HSM.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { X509Certificate, type KeyObject } from 'node:crypto';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import type { KeyObject } from 'node:crypto';
 import { SoftwareSigningKey } from '../crypto/signature.ts';
-import { ConfigError } from '../config/load.ts';
-import { fromPem, toPem } from '../util/base64.ts';
+import { toPem } from '../util/base64.ts';
 import { ensurePrivateDir } from '../util/private-files.ts';
-import { join } from 'node:path';
 import {
   certifiedKey,
   createRootCa,
@@ -30,6 +24,14 @@ import {
   type SoftwareKeyedCertificate,
 } from './authority.ts';
 import { describeLocation, type KeyCustody, type LongLivedKeyMaker, type LongLivedKeyName } from '../custody/types.ts';
+import {
+  custodyMarkerFile,
+  keysInCustody,
+  loadCaMaterial,
+  pkiExists,
+  pkiPaths,
+  trustServicesExist,
+} from './material.ts';
 import { generateKeyPair, type KeyAlgorithm } from '../crypto/keys.ts';
 import {
   DEFAULT_PUBLIC_BASE_URL,
@@ -52,37 +54,6 @@ import {
   type NameAttribute,
 } from './x509.ts';
 
-export interface PkiPaths {
-  readonly dir: string;
-  readonly rootCert: string;
-  readonly rootKey: string;
-  readonly issuingCert: string;
-  readonly issuingKey: string;
-  readonly clientCert: string;
-  readonly clientKey: string;
-  readonly tsaCert: string;
-  readonly tsaKey: string;
-  readonly ocspCert: string;
-  readonly ocspKey: string;
-}
-
-export function pkiPaths(dataDir: string): PkiPaths {
-  const dir = join(dataDir, 'pki');
-  return {
-    dir,
-    rootCert: join(dir, 'root-ca.pem'),
-    rootKey: join(dir, 'root-ca.key.pem'),
-    issuingCert: join(dir, 'issuing-ca.pem'),
-    issuingKey: join(dir, 'issuing-ca.key.pem'),
-    clientCert: join(dir, 'qtsp-client.pem'),
-    clientKey: join(dir, 'qtsp-client.key.pem'),
-    tsaCert: join(dir, 'tsa.pem'),
-    tsaKey: join(dir, 'tsa.key.pem'),
-    ocspCert: join(dir, 'ocsp-responder.pem'),
-    ocspKey: join(dir, 'ocsp-responder.key.pem'),
-  };
-}
-
 export interface PkiInitOptions {
   readonly dataDir: string;
   readonly qtspId: string;
@@ -91,21 +62,6 @@ export interface PkiInitOptions {
   readonly force?: boolean;
   /** base URL of our OCSP, CRL and CA certificate endpoints, for the AIA and CRL DP extensions (server.publicBaseUrl) */
   readonly publicBaseUrl?: string;
-}
-
-/** keys-in-token.json: written by `qtsp pki init --pkcs11`; the long-lived keys other than the root are in that token */
-export function tokenMarkerFile(dataDir: string): string {
-  return join(pkiPaths(dataDir).dir, 'keys-in-token.json');
-}
-
-export function keysInToken(dataDir: string): boolean {
-  return existsSync(tokenMarkerFile(dataDir));
-}
-
-export function pkiExists(dataDir: string): boolean {
-  const p = pkiPaths(dataDir);
-  const keyFiles = keysInToken(dataDir) ? [] : [p.issuingKey];
-  return [p.rootCert, p.rootKey, p.issuingCert, p.clientCert, p.clientKey, ...keyFiles].every((f) => existsSync(f));
 }
 
 const ORG = { type: OID.organizationName, value: 'qtsp sandbox trust service' };
@@ -130,7 +86,7 @@ export function pkiInit(options: PkiInitOptions): boolean {
   saveKeyed(root, p.rootCert, p.rootKey);
   saveKeyed(issuing, p.issuingCert, p.issuingKey);
   saveKeyed(client, p.clientCert, p.clientKey);
-  rmSync(tokenMarkerFile(options.dataDir), { force: true });
+  rmSync(custodyMarkerFile(options.dataDir), { force: true });
   ensureTrustServiceCertificates(options.dataDir, urls, true);
   return true;
 }
@@ -152,7 +108,7 @@ export async function pkiInitInToken(options: PkiInitInTokenOptions): Promise<bo
   ensurePrivateDir(options.dataDir);
   if (
     pkiExists(options.dataDir) &&
-    keysInToken(options.dataDir) &&
+    keysInCustody(options.dataDir) &&
     trustServicesExist(options.dataDir) &&
     !options.force
   )
@@ -185,7 +141,7 @@ export async function pkiInitInToken(options: PkiInitInTokenOptions): Promise<bo
     rmSync(keyFile, { force: true }); // a software key of before must not linger beside the token's
   }
   writeFileSync(
-    tokenMarkerFile(options.dataDir),
+    custodyMarkerFile(options.dataDir),
     `${JSON.stringify({ keys: 'pkcs11', token: describeLocation(options.token.location), createdAt: new Date().toISOString() }, null, 2)}\n`,
   );
   return true;
@@ -264,73 +220,10 @@ function issueBy(ca: SoftwareKeyedCertificate, profile: Profile): SoftwareKeyedC
  */
 export function ensureTrustServiceCertificates(dataDir: string, urls: PkiUrls, replace = false): void {
   const p = pkiPaths(dataDir);
-  if (keysInToken(dataDir)) return; // `qtsp pki init --pkcs11` made them
+  if (keysInCustody(dataDir)) return; // `qtsp pki init --pkcs11` made them
   const missing = (cert: string, key: string) => replace || !existsSync(cert) || !existsSync(key);
   if (!missing(p.tsaCert, p.tsaKey) && !missing(p.ocspCert, p.ocspKey)) return;
   const { root, issuing } = loadCaMaterial(dataDir);
   if (missing(p.tsaCert, p.tsaKey)) saveKeyed(issueBy(root, PROFILES.tsa(urls)), p.tsaCert, p.tsaKey);
   if (missing(p.ocspCert, p.ocspKey)) saveKeyed(issueBy(issuing, PROFILES['ocsp-responder']()), p.ocspCert, p.ocspKey);
-}
-
-export function trustServicesExist(dataDir: string): boolean {
-  const p = pkiPaths(dataDir);
-  const keyFiles = keysInToken(dataDir) ? [] : [p.tsaKey, p.ocspKey];
-  return [p.tsaCert, p.ocspCert, ...keyFiles].every((f) => existsSync(f));
-}
-
-export interface CaMaterial {
-  readonly root: SoftwareKeyedCertificate;
-  readonly issuing: SoftwareKeyedCertificate;
-}
-
-export function loadCaMaterial(dataDir: string): CaMaterial {
-  const p = pkiPaths(dataDir);
-  return { root: loadKeyed(p.rootCert, p.rootKey), issuing: loadKeyed(p.issuingCert, p.issuingKey) };
-}
-
-export interface TrustServiceMaterial {
-  readonly tsa: SoftwareKeyedCertificate;
-  readonly ocspResponder: SoftwareKeyedCertificate;
-}
-
-export interface CustodyMaterial {
-  readonly root: SoftwareKeyedCertificate;
-  readonly issuing: KeyedCertificate;
-  readonly tsa: KeyedCertificate;
-  readonly ocspResponder: KeyedCertificate;
-}
-
-const spkiDer = (key: KeyObject) => key.export({ type: 'spki', format: 'der' });
-
-/**
- * The long-lived certificates with their keys from the custodian: each certificate must certify the key the
- * custodian holds under its name (a token initialised for another data directory is refused at start).
- */
-export function loadCustodyMaterial(
-  dataDir: string,
-  custody: Pick<KeyCustody, 'longLivedKey' | 'location'>,
-): CustodyMaterial {
-  const p = pkiPaths(dataDir);
-  const withKey = (file: string, name: LongLivedKeyName): KeyedCertificate => {
-    const der = fromPem(readFileSync(file, 'utf8'))[0];
-    if (!der) throw new Error(`no certificate in ${file}`);
-    const key = custody.longLivedKey(name);
-    if (!spkiDer(new X509Certificate(der).publicKey).equals(spkiDer(key.publicKey))) {
-      throw new ConfigError(
-        `setting keys.provider: the ${name} key of the key custody (${describeLocation(custody.location)}) is not the key certified in ${file}; run \`qtsp pki init\` for this custody`,
-      );
-    }
-    return certifiedKey(der, key);
-  };
-  return {
-    root: loadKeyed(p.rootCert, p.rootKey),
-    issuing: withKey(p.issuingCert, 'issuing-ca'),
-    tsa: withKey(p.tsaCert, 'tsa'),
-    ocspResponder: withKey(p.ocspCert, 'ocsp-responder'),
-  };
-}
-
-export function loadTrustServiceMaterial(dataDir: string): TrustServiceMaterial {
-  const p = pkiPaths(dataDir);
-  return { tsa: loadKeyed(p.tsaCert, p.tsaKey), ocspResponder: loadKeyed(p.ocspCert, p.ocspKey) };
 }

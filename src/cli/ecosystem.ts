@@ -14,7 +14,8 @@ import { join } from 'node:path';
 import { openKeyCustody } from '../custody/open.ts';
 import type { Pkcs11Custody } from '../custody/pkcs11/custody.ts';
 import { createSoftHsmToken } from '../custody/pkcs11/softhsm.ts';
-import { keysInToken, pkiExists, pkiInit, pkiInitInToken, trustServicesExist } from '../ca/init.ts';
+import { keysInCustody, pkiExists, trustServicesExist } from '../ca/material.ts';
+import { pkiInit, pkiInitInToken } from '../ca/init.ts';
 import { publicBaseUrl } from '../ca/publication.ts';
 import type { RpEndpoints } from '../rp/flow.ts';
 import { startSandbox, type ExternalClient, type Sandbox } from '../sandbox/index.ts';
@@ -127,7 +128,7 @@ async function initPki(base: Config): Promise<void> {
     pkiInit(init);
     return;
   }
-  if (pkiExists(base.dataDir) && keysInToken(base.dataDir) && trustServicesExist(base.dataDir)) return;
+  if (pkiExists(base.dataDir) && keysInCustody(base.dataDir) && trustServicesExist(base.dataDir)) return;
   const custody = (await openKeyCustody(base, { forInit: true })) as Pkcs11Custody;
   try {
     await pkiInitInToken({ ...init, token: custody });

@@ -11,7 +11,7 @@ import type { Config } from '../config/schema.ts';
 import { untilStopped } from '../util/lifecycle.ts';
 import { applyHeapGrowth } from '../util/heap-growth.ts';
 import { logger } from '../util/logger.ts';
-import { pkiPaths } from '../ca/init.ts';
+import { pkiPaths } from '../ca/material.ts';
 import { startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
 import { runClusterPrimary, runClusterWorker, workerCount } from './serve-cluster.ts';

@@ -7,7 +7,7 @@
 import type { Config } from '../config/schema.ts';
 import { ConfigError } from '../config/load.ts';
 import type { Logger } from '../util/logger.ts';
-import { keysInToken, pkiPaths } from '../ca/init.ts';
+import { keysInCustody, pkiPaths } from '../ca/material.ts';
 import { Pkcs11Custody } from './pkcs11/custody.ts';
 import { SoftwareCustody } from './software/custody.ts';
 import type { KeyCustody } from './types.ts';
@@ -26,7 +26,7 @@ export async function openKeyCustody(
 ): Promise<KeyCustody> {
   const logger = options.logger;
   if (config.keys.provider === 'software') {
-    if (keysInToken(config.dataDir) && !options.forInit) {
+    if (keysInCustody(config.dataDir) && !options.forInit) {
       throw new ConfigError(
         `setting keys.provider: the CA keys of ${config.dataDir}/pki are in a PKCS#11 token (\`qtsp pki init --pkcs11\`); set keys.provider to pkcs11, or run \`qtsp pki init --force\``,
       );
@@ -43,7 +43,7 @@ export async function openKeyCustody(
       'setting keys.provider: softhsm is the sandbox switch of `qtsp dev` (a SoftHSM2 token under the data dir); `qtsp serve` takes pkcs11 with keys.pkcs11Module, keys.tokenLabel and keys.pinFile',
     );
   }
-  if (!keysInToken(config.dataDir) && !options.forInit) {
+  if (!keysInCustody(config.dataDir) && !options.forInit) {
     throw new ConfigError(
       `setting keys.provider: ${config.dataDir}/pki holds software CA keys; run \`qtsp pki init --pkcs11 --force\` to make them in the token`,
     );

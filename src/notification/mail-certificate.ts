@@ -17,7 +17,7 @@ import {
   type KeyedCertificate,
   type SoftwareKeyedCertificate,
 } from '../ca/authority.ts';
-import { pkiPaths } from '../ca/init.ts';
+import { pkiPaths } from '../ca/material.ts';
 import { generateKeyPair } from '../crypto/keys.ts';
 import {
   basicConstraintsExtension,

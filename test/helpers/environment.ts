@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { startEcosystem, type Ecosystem, type EcosystemOptions } from '../../src/cli/ecosystem.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import type { ConfigInput } from '../../src/config/schema.ts';
-import { pkiPaths } from '../../src/ca/init.ts';
+import { pkiPaths } from '../../src/ca/material.ts';
 import type { SignatureScheme, SignHash } from '../../src/crypto/signature.ts';
 import { startQtsp, type QtspService } from '../../src/service.ts';
 import type { Logger } from '../../src/util/logger.ts';

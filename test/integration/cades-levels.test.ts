@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
-import { pkiPaths } from '../../src/ca/init.ts';
+import { pkiPaths } from '../../src/ca/material.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { startEnvironment, PROFILE, type TestEnvironment } from '../helpers/environment.ts';

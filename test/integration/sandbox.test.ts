@@ -17,7 +17,8 @@ import {
   type JSONWebKeySet,
   type JWTPayload,
 } from 'jose';
-import { pkiInit, pkiPaths } from '../../src/ca/init.ts';
+import { pkiPaths } from '../../src/ca/material.ts';
+import { pkiInit } from '../../src/ca/init.ts';
 import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
 import {
   ACR_ONLINE_BANKING_SCA,

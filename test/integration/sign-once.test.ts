@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { MEDIATION_TOPIC } from '../../src/mediation/record.ts';
-import { pkiPaths } from '../../src/ca/init.ts';
+import { pkiPaths } from '../../src/ca/material.ts';
 import { authorizeSigning, callSignDoc, type RpEndpoints } from '../../src/rp/flow.ts';
 import { startQtsp, type QtspService } from '../../src/service.ts';
 import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';

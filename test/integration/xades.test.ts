@@ -16,7 +16,7 @@ import * as asn1js from 'asn1js';
 import { hashByName, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
 import { rsaPssParams } from '../../src/crypto/signature.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
-import { pkiPaths } from '../../src/ca/init.ts';
+import { pkiPaths } from '../../src/ca/material.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { startEnvironment, PROFILE, type TestEnvironment } from '../helpers/environment.ts';
 import { run } from '../helpers/openssl.ts';

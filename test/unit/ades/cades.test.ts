@@ -34,7 +34,8 @@ import {
 } from '../../../src/crypto/cms.ts';
 import { buildCadesBaselineB } from '../../../src/ades/cades.ts';
 import { SoftwareSigningKey } from '../../../src/crypto/signature.ts';
-import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../../src/ca/init.ts';
+import { loadCaMaterial, pkiPaths, type CaMaterial } from '../../../src/ca/material.ts';
+import { pkiInit } from '../../../src/ca/init.ts';
 import { generateKeyPair, KEY_ALGORITHMS, type KeyAlgorithm, type KeyPair } from '../../../src/crypto/keys.ts';
 import { mintTestSignerCertificate } from '../../helpers/signer.ts';
 

@@ -24,7 +24,8 @@ import { SIGNATURE_FORMATS, type SignatureFormat } from '../../../src/ades/forma
 import type { SignatureInput } from '../../../src/ades/types.ts';
 import { rsaPssParams, type SignHash } from '../../../src/crypto/signature.ts';
 import { SignDocError } from '../../../src/errors.ts';
-import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../../src/ca/init.ts';
+import { loadCaMaterial, pkiPaths, type CaMaterial } from '../../../src/ca/material.ts';
+import { pkiInit } from '../../../src/ca/init.ts';
 import {
   generateKeyPair,
   signingKeyFor,

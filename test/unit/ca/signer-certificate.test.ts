@@ -13,7 +13,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { loadCaMaterial, pkiInit, pkiPaths, type CaMaterial } from '../../../src/ca/init.ts';
+import { loadCaMaterial, pkiPaths, type CaMaterial } from '../../../src/ca/material.ts';
+import { pkiInit } from '../../../src/ca/init.ts';
 import { generateKeyPair } from '../../../src/crypto/keys.ts';
 import { loadConfig } from '../../../src/config/load.ts';
 import {

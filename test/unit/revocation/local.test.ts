@@ -11,14 +11,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CrlIssuer } from '../../../src/revocation/crl.ts';
-import {
-  ensureTrustServiceCertificates,
-  loadCaMaterial,
-  loadTrustServiceMaterial,
-  pkiInit,
-  pkiPaths,
-  type CaMaterial,
-} from '../../../src/ca/init.ts';
+import { loadCaMaterial, loadTrustServiceMaterial, pkiPaths, type CaMaterial } from '../../../src/ca/material.ts';
+import { ensureTrustServiceCertificates, pkiInit } from '../../../src/ca/init.ts';
 import { generateKeyPair } from '../../../src/crypto/keys.ts';
 import { OcspResponder } from '../../../src/revocation/ocsp.ts';
 import { pkiUrls } from '../../../src/ca/publication.ts';

@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import { tlsAgent, type HttpAgent } from '../../../src/util/http-client.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pkiInit, pkiPaths } from '../../../src/ca/init.ts';
+import { pkiPaths } from '../../../src/ca/material.ts';
+import { pkiInit } from '../../../src/ca/init.ts';
 import { startSandbox, type Sandbox } from '../../../src/sandbox/index.ts';
 import { IdpDirectory, IdpDirectoryUnavailable } from '../../../src/trust/idp-directory.ts';
 

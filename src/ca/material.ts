@@ -1,0 +1,134 @@
+/**
+ * The QTSP's long-lived material in <dataDir>/pki, as `qtsp pki init` (init.ts) leaves it:
+ *   root-ca.pem / .key.pem        root CA (publish it: relying parties verify our signatures against it)
+ *   issuing-ca.pem / .key.pem     issuing CA of the per-request signer certificates
+ *   qtsp-client.pem / .key.pem    our self-signed TLS client certificate towards the AS (spec 5.8)
+ *   tsa.pem / .key.pem            time-stamping unit, issued by the root (RFC 3161 2.3: EKU timeStamping only)
+ *   ocsp-responder.pem / .key.pem delegated OCSP responder of the issuing CA (RFC 6960 4.2.2.2)
+ *   keys-in-token.json            present when the issuing CA, TSA and OCSP responder keys are in a key custody
+ *                                 (then their .key.pem files are not)
+ * Where each file is, whether the material is complete, and loading it with the keys that sign for it.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { X509Certificate, type KeyObject } from 'node:crypto';
+import { join } from 'node:path';
+import { ConfigError } from '../config/load.ts';
+import { describeLocation, type KeyCustody, type LongLivedKeyName } from '../custody/types.ts';
+import { fromPem } from '../util/base64.ts';
+import { certifiedKey, loadKeyed, type KeyedCertificate, type SoftwareKeyedCertificate } from './authority.ts';
+
+export interface PkiPaths {
+  readonly dir: string;
+  readonly rootCert: string;
+  readonly rootKey: string;
+  readonly issuingCert: string;
+  readonly issuingKey: string;
+  readonly clientCert: string;
+  readonly clientKey: string;
+  readonly tsaCert: string;
+  readonly tsaKey: string;
+  readonly ocspCert: string;
+  readonly ocspKey: string;
+}
+
+export function pkiPaths(dataDir: string): PkiPaths {
+  const dir = join(dataDir, 'pki');
+  return {
+    dir,
+    rootCert: join(dir, 'root-ca.pem'),
+    rootKey: join(dir, 'root-ca.key.pem'),
+    issuingCert: join(dir, 'issuing-ca.pem'),
+    issuingKey: join(dir, 'issuing-ca.key.pem'),
+    clientCert: join(dir, 'qtsp-client.pem'),
+    clientKey: join(dir, 'qtsp-client.key.pem'),
+    tsaCert: join(dir, 'tsa.pem'),
+    tsaKey: join(dir, 'tsa.key.pem'),
+    ocspCert: join(dir, 'ocsp-responder.pem'),
+    ocspKey: join(dir, 'ocsp-responder.key.pem'),
+  };
+}
+
+/**
+ * The marker `qtsp pki init` writes when it made the long-lived keys (all but the root) in a key custody. Its
+ * name predates custodies other than a PKCS#11 token; data directories made since keep it.
+ */
+export function custodyMarkerFile(dataDir: string): string {
+  return join(pkiPaths(dataDir).dir, 'keys-in-token.json');
+}
+
+/** Whether the long-lived keys other than the root are in a key custody rather than key files. */
+export function keysInCustody(dataDir: string): boolean {
+  return existsSync(custodyMarkerFile(dataDir));
+}
+
+/** The root and issuing CA and our TLS client identity exist (the issuing CA key as a file, or in a custody). */
+export function pkiExists(dataDir: string): boolean {
+  const p = pkiPaths(dataDir);
+  const keyFiles = keysInCustody(dataDir) ? [] : [p.issuingKey];
+  return [p.rootCert, p.rootKey, p.issuingCert, p.clientCert, p.clientKey, ...keyFiles].every((f) => existsSync(f));
+}
+
+/** The TSA and OCSP responder certificates exist, with their key files unless their keys are in a custody. */
+export function trustServicesExist(dataDir: string): boolean {
+  const p = pkiPaths(dataDir);
+  const keyFiles = keysInCustody(dataDir) ? [] : [p.tsaKey, p.ocspKey];
+  return [p.tsaCert, p.ocspCert, ...keyFiles].every((f) => existsSync(f));
+}
+
+export interface CaMaterial {
+  readonly root: SoftwareKeyedCertificate;
+  readonly issuing: SoftwareKeyedCertificate;
+}
+
+export function loadCaMaterial(dataDir: string): CaMaterial {
+  const p = pkiPaths(dataDir);
+  return { root: loadKeyed(p.rootCert, p.rootKey), issuing: loadKeyed(p.issuingCert, p.issuingKey) };
+}
+
+export interface TrustServiceMaterial {
+  readonly tsa: SoftwareKeyedCertificate;
+  readonly ocspResponder: SoftwareKeyedCertificate;
+}
+
+export function loadTrustServiceMaterial(dataDir: string): TrustServiceMaterial {
+  const p = pkiPaths(dataDir);
+  return { tsa: loadKeyed(p.tsaCert, p.tsaKey), ocspResponder: loadKeyed(p.ocspCert, p.ocspKey) };
+}
+
+export interface CustodyMaterial {
+  readonly root: SoftwareKeyedCertificate;
+  readonly issuing: KeyedCertificate;
+  readonly tsa: KeyedCertificate;
+  readonly ocspResponder: KeyedCertificate;
+}
+
+const spkiDer = (key: KeyObject) => key.export({ type: 'spki', format: 'der' });
+
+/**
+ * The long-lived certificates with their keys from the custodian: each certificate must certify the key the
+ * custodian holds under its name (a token initialised for another data directory is refused at start).
+ */
+export function loadCustodyMaterial(
+  dataDir: string,
+  custody: Pick<KeyCustody, 'longLivedKey' | 'location'>,
+): CustodyMaterial {
+  const p = pkiPaths(dataDir);
+  const withKey = (file: string, name: LongLivedKeyName): KeyedCertificate => {
+    const der = fromPem(readFileSync(file, 'utf8'))[0];
+    if (!der) throw new Error(`no certificate in ${file}`);
+    const key = custody.longLivedKey(name);
+    if (!spkiDer(new X509Certificate(der).publicKey).equals(spkiDer(key.publicKey))) {
+      throw new ConfigError(
+        `setting keys.provider: the ${name} key of the key custody (${describeLocation(custody.location)}) ` +
+          `is not the key certified in ${file}; run \`qtsp pki init\` for this custody`,
+      );
+    }
+    return certifiedKey(der, key);
+  };
+  return {
+    root: loadKeyed(p.rootCert, p.rootKey),
+    issuing: withKey(p.issuingCert, 'issuing-ca'),
+    tsa: withKey(p.tsaCert, 'tsa'),
+    ocspResponder: withKey(p.ocspCert, 'ocsp-responder'),
+  };
+}
