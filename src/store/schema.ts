@@ -66,7 +66,7 @@ export interface HealthProbeTable {
   filler: Buffer | null;
 }
 
-/** documents signed under a consent (issue 11 item 3, documents.ts): the primary key is the document */
+/** documents signed under a consent (documents.ts): the primary key is the document */
 export interface SignedDocumentsTable {
   iss: string;
   txn: string;
@@ -106,138 +106,55 @@ export interface SchemaShape {
   readonly schema: string | undefined;
 }
 
+/** the column types a migration needs of the database it runs on */
+interface ColumnTypes {
+  readonly time: SchemaShape['timeType'];
+  readonly bytes: SchemaShape['bytesType'];
+  /** PostgreSQL: a `seq` identity column orders the rows as inserted (SQLite has its rowid) */
+  readonly seq: boolean;
+}
+
+/** lowercase hex, written once for both databases with ltrim, which both have */
+const hex = (column: string) =>
+  sql`length(${sql.ref(column)}) > 0 AND ltrim(${sql.ref(column)}, '0123456789abcdef') = ''`;
+const nonEmpty = (column: string) => sql`length(${sql.ref(column)}) > 0`;
+
 /**
  * The migrations, applied in name order. Never edit one that shipped; add the next. 0001 to 0003 are the
  * numbered migrations 1 to 3 of the two stores before this one (same tables, columns and constraints; their
  * dialect-specific hex check is written once here with ltrim, which both databases have).
  */
 function migrations(shape: SchemaShape): Record<string, Migration> {
-  const { timeType: time, bytesType: bytes } = shape;
-  const seq = shape.insertionOrder === 'seq';
-  const hex = (column: string) =>
-    sql`length(${sql.ref(column)}) > 0 AND ltrim(${sql.ref(column)}, '0123456789abcdef') = ''`;
-  const nonEmpty = (column: string) => sql`length(${sql.ref(column)}) > 0`;
+  const types: ColumnTypes = { time: shape.timeType, bytes: shape.bytesType, seq: shape.insertionOrder === 'seq' };
+  /** a migration release 0.1 applied as its version `version` runs only where that release did not */
+  const released = (version: number, up: (db: Kysely<unknown>) => Promise<void>): Migration => ({
+    async up(db) {
+      if ((await releasedUpTo(db, shape)) >= version) return;
+      await up(db);
+    },
+  });
   return {
-    '0001_certificates_transactions_outbox': {
-      async up(db) {
-        if ((await releasedUpTo(db, shape)) >= 1) return;
-        await db.schema
-          .createTable('certificates')
-          .addColumn('serial_hex', 'text', (c) => c.primaryKey().notNull().check(hex('serial_hex')))
-          .addColumn('issuer_key_id', 'text', (c) => c.notNull().check(hex('issuer_key_id')))
-          .addColumn('subject', 'text', (c) => c.notNull())
-          .addColumn('not_before', time, (c) => c.notNull())
-          .addColumn('not_after', time, (c) => c.notNull())
-          .addColumn('issued_at', time, (c) => c.notNull())
-          .addColumn('txn', 'text')
-          .addColumn('der', bytes, (c) => c.notNull().check(nonEmpty('der')))
-          .addColumn('status', 'text', (c) => c.notNull().defaultTo('good').check(sql`status IN ('good', 'revoked')`))
-          .addColumn('revoked_at', time)
-          .addColumn('revocation_reason', 'text')
-          .addCheckConstraint(
-            'certificates_status_revocation',
-            sql`(status = 'good') = (revoked_at IS NULL AND revocation_reason IS NULL)`,
-          )
-          .execute();
-        await db.schema
-          .createIndex('certificates_issuer_status')
-          .on('certificates')
-          .columns(['issuer_key_id', 'status'])
-          .execute();
-        await db.schema.createIndex('certificates_txn').on('certificates').column('txn').execute();
-
-        let transactions = db.schema
-          .createTable('signing_transactions')
-          .addColumn('certificate_serial_hex', 'text', (c) =>
-            c.primaryKey().notNull().references('certificates.serial_hex'),
-          )
-          .addColumn('txn', 'text', (c) => c.notNull().check(nonEmpty('txn')));
-        for (const column of ['iss', 'sub', 'client_id', 'client_state'])
-          transactions = transactions.addColumn(column, 'text', (c) => c.notNull());
-        transactions = transactions
-          .addColumn('introspection_jwt', 'text', (c) => c.notNull().check(nonEmpty('introspection_jwt')))
-          .addColumn('hash_algorithm_oid', 'text', (c) => c.notNull())
-          .addColumn('hashes', 'text', (c) => c.notNull())
-          .addColumn('hash_count', 'integer', (c) => c.notNull())
-          .addColumn('signature_format', 'text', (c) => c.notNull())
-          .addColumn('conformance_level', 'text', (c) => c.notNull())
-          .addColumn('created_at', time, (c) => c.notNull());
-        if (seq) transactions = transactions.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
-        await transactions.execute();
-        await db.schema
-          .createIndex('signing_transactions_txn')
-          .on('signing_transactions')
-          .columns(['txn', 'created_at'])
-          .execute();
-
-        let outbox = db.schema
-          .createTable('outbox')
-          .addColumn('id', 'text', (c) => c.primaryKey().notNull().check(nonEmpty('id')))
-          .addColumn('topic', 'text', (c) => c.notNull().check(nonEmpty('topic')))
-          .addColumn('payload', 'text', (c) => c.notNull())
-          .addColumn('state', 'text', (c) =>
-            c.notNull().defaultTo('pending').check(sql`state IN ('pending', 'queued', 'delivered', 'failed')`),
-          )
-          .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
-          .addColumn('last_error', 'text')
-          .addColumn('created_at', time, (c) => c.notNull())
-          .addColumn('updated_at', time, (c) => c.notNull());
-        if (seq) outbox = outbox.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
-        await outbox.execute();
-        // SQLite indexes end in the rowid by themselves
-        await db.schema
-          .createIndex('outbox_topic_state')
-          .on('outbox')
-          .columns(['topic', 'state', 'created_at', ...(seq ? ['seq'] : [])])
-          .execute();
-      },
-    },
-    // issue 3: which source vouched for the AS key of the introspection response
-    '0002_signing_key_source': {
-      async up(db) {
-        if ((await releasedUpTo(db, shape)) >= 2) return;
-        await db.schema.alterTable('signing_transactions').addColumn('key_source', 'text').execute();
-      },
-    },
+    '0001_certificates_transactions_outbox': released(1, async (db) => {
+      await createCertificates(db, types);
+      await createSigningTransactions(db, types);
+      await createOutbox(db, types);
+    }),
+    // which source vouched for the AS key of the introspection response (archive first, then jwks_uri)
+    '0002_signing_key_source': released(2, async (db) => {
+      await db.schema.alterTable('signing_transactions').addColumn('key_source', 'text').execute();
+    }),
     // readiness' write probe (release 0.1's version 3; its PostgreSQL table had no filler, never written there)
-    '0003_health_probe': {
-      async up(db) {
-        if ((await releasedUpTo(db, shape)) >= 3) return;
-        await db.schema
-          .createTable('health_probe')
-          .addColumn('id', 'text', (c) => c.primaryKey().notNull())
-          .addColumn('at', time, (c) => c.notNull())
-          .addColumn('filler', bytes)
-          .execute();
-      },
-    },
-    // issue 9: where the signer key lived: "software" or "pkcs11:<token label>:<token serial>"
+    '0003_health_probe': released(3, (db) => createHealthProbe(db, types)),
+    // where the signer key lived: "software" or "pkcs11:<token label>:<token serial>"
     '0004_signing_key_custody': {
       async up(db) {
         await db.schema.alterTable('signing_transactions').addColumn('key_custody', 'text').execute();
       },
     },
-    // issue 11 item 3: one consent, one signature per document; the primary key decides which request signs
-    '0005_signed_documents': {
-      async up(db) {
-        await db.schema
-          .createTable('signed_documents')
-          .addColumn('iss', 'text', (c) => c.notNull())
-          .addColumn('txn', 'text', (c) => c.notNull())
-          .addColumn('hash_alg', 'text', (c) => c.notNull())
-          .addColumn('hash', 'text', (c) => c.notNull())
-          .addColumn('claim_id', 'text', (c) => c.notNull())
-          .addColumn('request_key', 'text', (c) => c.notNull())
-          .addColumn('claimed_at', time, (c) => c.notNull())
-          .addColumn('signature', 'text')
-          .addColumn('revocation', 'text')
-          .addColumn('signed_at', time)
-          .addPrimaryKeyConstraint('signed_documents_pkey', ['iss', 'txn', 'hash_alg', 'hash'])
-          .execute();
-      },
-    },
-    // issue 12: the relay's look for queued entries whose job may be lost (store.ts outboxPending) is a range
-    // of this index, not a scan of every entry of the topic (delivered ones stay in the outbox)
+    // one consent, one signature per document; the primary key decides which request signs
+    '0005_signed_documents': { up: (db) => createSignedDocuments(db, types) },
+    // the relay's look for queued entries whose job may be lost (outbox.ts outboxPending) is a range of this
+    // index, not a scan of every entry of the topic (delivered ones stay in the outbox)
     '0006_outbox_queued_since': {
       async up(db) {
         await db.schema
@@ -248,6 +165,106 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
       },
     },
   };
+}
+
+async function createCertificates(db: Kysely<unknown>, { time, bytes }: ColumnTypes): Promise<void> {
+  await db.schema
+    .createTable('certificates')
+    .addColumn('serial_hex', 'text', (c) => c.primaryKey().notNull().check(hex('serial_hex')))
+    .addColumn('issuer_key_id', 'text', (c) => c.notNull().check(hex('issuer_key_id')))
+    .addColumn('subject', 'text', (c) => c.notNull())
+    .addColumn('not_before', time, (c) => c.notNull())
+    .addColumn('not_after', time, (c) => c.notNull())
+    .addColumn('issued_at', time, (c) => c.notNull())
+    .addColumn('txn', 'text')
+    .addColumn('der', bytes, (c) => c.notNull().check(nonEmpty('der')))
+    .addColumn('status', 'text', (c) => c.notNull().defaultTo('good').check(sql`status IN ('good', 'revoked')`))
+    .addColumn('revoked_at', time)
+    .addColumn('revocation_reason', 'text')
+    .addCheckConstraint(
+      'certificates_status_revocation',
+      sql`(status = 'good') = (revoked_at IS NULL AND revocation_reason IS NULL)`,
+    )
+    .execute();
+  await db.schema
+    .createIndex('certificates_issuer_status')
+    .on('certificates')
+    .columns(['issuer_key_id', 'status'])
+    .execute();
+  await db.schema.createIndex('certificates_txn').on('certificates').column('txn').execute();
+}
+
+async function createSigningTransactions(db: Kysely<unknown>, { time, seq }: ColumnTypes): Promise<void> {
+  let transactions = db.schema
+    .createTable('signing_transactions')
+    .addColumn('certificate_serial_hex', 'text', (c) => c.primaryKey().notNull().references('certificates.serial_hex'))
+    .addColumn('txn', 'text', (c) => c.notNull().check(nonEmpty('txn')));
+  for (const column of ['iss', 'sub', 'client_id', 'client_state'])
+    transactions = transactions.addColumn(column, 'text', (c) => c.notNull());
+  transactions = transactions
+    .addColumn('introspection_jwt', 'text', (c) => c.notNull().check(nonEmpty('introspection_jwt')))
+    .addColumn('hash_algorithm_oid', 'text', (c) => c.notNull())
+    .addColumn('hashes', 'text', (c) => c.notNull())
+    .addColumn('hash_count', 'integer', (c) => c.notNull())
+    .addColumn('signature_format', 'text', (c) => c.notNull())
+    .addColumn('conformance_level', 'text', (c) => c.notNull())
+    .addColumn('created_at', time, (c) => c.notNull());
+  if (seq) transactions = transactions.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
+  await transactions.execute();
+  await db.schema
+    .createIndex('signing_transactions_txn')
+    .on('signing_transactions')
+    .columns(['txn', 'created_at'])
+    .execute();
+}
+
+async function createOutbox(db: Kysely<unknown>, { time, seq }: ColumnTypes): Promise<void> {
+  let outbox = db.schema
+    .createTable('outbox')
+    .addColumn('id', 'text', (c) => c.primaryKey().notNull().check(nonEmpty('id')))
+    .addColumn('topic', 'text', (c) => c.notNull().check(nonEmpty('topic')))
+    .addColumn('payload', 'text', (c) => c.notNull())
+    .addColumn('state', 'text', (c) =>
+      c.notNull().defaultTo('pending').check(sql`state IN ('pending', 'queued', 'delivered', 'failed')`),
+    )
+    .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+    .addColumn('last_error', 'text')
+    .addColumn('created_at', time, (c) => c.notNull())
+    .addColumn('updated_at', time, (c) => c.notNull());
+  if (seq) outbox = outbox.addColumn('seq', 'bigint', (c) => c.generatedAlwaysAsIdentity());
+  await outbox.execute();
+  // SQLite indexes end in the rowid by themselves
+  await db.schema
+    .createIndex('outbox_topic_state')
+    .on('outbox')
+    .columns(['topic', 'state', 'created_at', ...(seq ? ['seq'] : [])])
+    .execute();
+}
+
+async function createHealthProbe(db: Kysely<unknown>, { time, bytes }: ColumnTypes): Promise<void> {
+  await db.schema
+    .createTable('health_probe')
+    .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+    .addColumn('at', time, (c) => c.notNull())
+    .addColumn('filler', bytes)
+    .execute();
+}
+
+async function createSignedDocuments(db: Kysely<unknown>, { time }: ColumnTypes): Promise<void> {
+  await db.schema
+    .createTable('signed_documents')
+    .addColumn('iss', 'text', (c) => c.notNull())
+    .addColumn('txn', 'text', (c) => c.notNull())
+    .addColumn('hash_alg', 'text', (c) => c.notNull())
+    .addColumn('hash', 'text', (c) => c.notNull())
+    .addColumn('claim_id', 'text', (c) => c.notNull())
+    .addColumn('request_key', 'text', (c) => c.notNull())
+    .addColumn('claimed_at', time, (c) => c.notNull())
+    .addColumn('signature', 'text')
+    .addColumn('revocation', 'text')
+    .addColumn('signed_at', time)
+    .addPrimaryKeyConstraint('signed_documents_pkey', ['iss', 'txn', 'hash_alg', 'hash'])
+    .execute();
 }
 
 /** the schema version release 0.1 recorded in `schema_version` (0 when the database was not made by it) */
