@@ -91,9 +91,9 @@ class TransactionalDdlSqliteAdapter extends SqliteAdapter {
 const KEPT_STATEMENTS = 256;
 
 /**
- * The reading connection as Kysely's SQLite driver sees it, keeping its prepared statements (issue 12): the
- * driver prepares every query anew (better-sqlite3 prepare, SQLite's parse and plan: ~11 µs of a relay pass's
- * read), while the store reads the same few SQL texts over and over. better-sqlite3 re-prepares a kept statement
+ * The reading connection as Kysely's SQLite driver sees it, keeping its prepared statements: the driver
+ * prepares every query anew (better-sqlite3 prepare, SQLite's parse and plan, a good part of a short read),
+ * while the store reads the same few SQL texts over and over. better-sqlite3 re-prepares a kept statement
  * by itself when the schema changes (sqlite3_prepare_v3), and a statement still iterating (a streamed query,
  * busy) is never handed out a second time. Kysely's driver uses nothing of the database but these two methods.
  */
@@ -155,7 +155,10 @@ export async function sqliteDialect(file: string, options: SqliteStoreOptions = 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database */
   readonly url: string;
-  /** most connections this instance opens, at least 2 (default 10): a third of them for ordered writes, the rest for reads and durable writes */
+  /**
+   * most connections this instance opens, at least 2 (default 10): a third of them for ordered writes, the rest
+   * for reads and durable writes
+   */
   readonly maxConnections?: number;
 }
 
@@ -163,53 +166,10 @@ export interface PostgresStoreOptions {
 export async function postgresDialect(options: PostgresStoreOptions): Promise<StoreDialect> {
   const budget = Math.max(2, options.maxConnections ?? 10);
   const orderedConnections = Math.max(1, Math.floor(budget / 3));
-  const pool = new pg.Pool({
-    connectionString: options.url,
-    max: budget - orderedConnections,
-    connectionTimeoutMillis: 5000,
-    query_timeout: 10_000,
-  });
-  // an idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
-  // The next query (and readiness' ping) reports the outage instead.
-  pool.on('error', () => undefined);
-  const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
-  try {
-    // the version tables go where the store's tables go (search_path): stores may share one database
-    const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(db);
-    await migrate(db, { timeType: 'timestamptz', bytesType: 'bytea', insertionOrder: 'seq', schema: rows[0]!.schema });
-  } catch (err) {
-    await db.destroy().catch(() => undefined);
-    throw err;
-  }
-  // Ordered writes have connections of their own whose commits do not wait for their WAL flush
-  // (synchronous_commit off for the session, set before the connection's first use: pg runs a client's queries in
-  // order). A later durable commit, on any connection, flushes the WAL up to its own commit record and so theirs
-  // too. A session setting rather than SET LOCAL in each write: that took a transaction, hence three more round
-  // trips, even for a write of one statement (issue 12).
-  const orderedPool = new pg.Pool({
-    connectionString: options.url,
-    max: orderedConnections,
-    connectionTimeoutMillis: 5000,
-    query_timeout: 10_000,
-  });
-  orderedPool.on('error', () => undefined);
-  orderedPool.on('connect', (client) => void client.query('SET synchronous_commit TO OFF').catch(() => undefined)); // a failure fails the client's next query too
-  const ordered = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: orderedPool }) });
-  const run = async (target: Kysely<Tables>, statements: readonly Statement[]): Promise<number[]> => {
-    const one = async (executor: Kysely<Tables>, s: Statement) =>
-      Number((await executor.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n);
-    if (statements.length === 0) return [];
-    // one statement is atomic on its own: no BEGIN and COMMIT round trips around it
-    if (statements.length === 1) return [await one(target, statements[0]!)];
-    // a failing statement rolls the transaction back; Kysely discards a client whose rollback failed
-    return target.transaction().execute(async (trx) => {
-      const changes: number[] = [];
-      for (const s of statements) changes.push(await one(trx, s));
-      return changes;
-    });
-  };
+  const db = await openMigrated(options.url, budget - orderedConnections);
+  const ordered = orderedWrites(options.url, orderedConnections);
   const writer: Writer = {
-    write: (statements, durability = 'durable') => run(durability === 'ordered' ? ordered : db, statements),
+    write: (statements, durability = 'durable') => runWrite(durability === 'ordered' ? ordered : db, statements),
     close: async () => undefined,
   };
   return {
@@ -224,4 +184,56 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
       await db.destroy();
     },
   };
+}
+
+/** a pool of at most `max` connections, each query bounded */
+function postgresPool(url: string, max: number): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+  // an idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
+  // The next query (and readiness' ping) reports the outage instead.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** The connections for reads and durable writes, once the schema is migrated. */
+async function openMigrated(url: string, max: number): Promise<Kysely<Tables>> {
+  const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: postgresPool(url, max) }) });
+  try {
+    // the version tables go where the store's tables go (search_path): stores may share one database
+    const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(db);
+    await migrate(db, { timeType: 'timestamptz', bytesType: 'bytea', insertionOrder: 'seq', schema: rows[0]!.schema });
+  } catch (err) {
+    await db.destroy().catch(() => undefined);
+    throw err;
+  }
+  return db;
+}
+
+/**
+ * Ordered writes have connections of their own whose commits do not wait for their WAL flush
+ * (synchronous_commit off for the session, set before the connection's first use: pg runs a client's queries
+ * in order). A later durable commit, on any connection, flushes the WAL up to its own commit record and so
+ * theirs too. A session setting rather than SET LOCAL in each write: that took a transaction, hence three more
+ * round trips, even for a write of one statement.
+ */
+function orderedWrites(url: string, max: number): Kysely<Tables> {
+  const pool = postgresPool(url, max);
+  // a failure fails the client's next query too
+  pool.on('connect', (client) => void client.query('SET synchronous_commit TO OFF').catch(() => undefined));
+  return new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** One atomic write: the rows each statement changed. */
+async function runWrite(target: Kysely<Tables>, statements: readonly Statement[]): Promise<number[]> {
+  const one = async (executor: Kysely<Tables>, s: Statement) =>
+    Number((await executor.executeQuery(CompiledQuery.raw(s.sql, [...s.parameters]))).numAffectedRows ?? 0n);
+  if (statements.length === 0) return [];
+  // one statement is atomic on its own: no BEGIN and COMMIT round trips around it
+  if (statements.length === 1) return [await one(target, statements[0]!)];
+  // a failing statement rolls the transaction back; Kysely discards a client whose rollback failed
+  return target.transaction().execute(async (trx) => {
+    const changes: number[] = [];
+    for (const s of statements) changes.push(await one(trx, s));
+    return changes;
+  });
 }

@@ -1,8 +1,8 @@
 /**
- * SQLite group commit. With synchronous=FULL each commit is an fsync (1-2 ms): one per write would cap
- * signDoc. So the writes waiting together (signDoc's evidence and outbox rows, the relay's outbox marks)
- * share one transaction and one fsync; each still runs in its own SAVEPOINT, so one failing write rolls back
- * alone and rejects only its caller. A write is answered only after the shared COMMIT, so the evidence is
+ * SQLite group commit. With synchronous=FULL each commit is an fsync: one per write would cap signDoc at the
+ * disk's flush rate. So the writes waiting together (signDoc's evidence and outbox rows, the relay's outbox
+ * marks) share one transaction and one fsync; each still runs in its own SAVEPOINT, so one failing write rolls
+ * back alone and rejects only its caller. A write is answered only after the shared COMMIT, so the evidence is
  * durable before signDoc answers. The batch runs in the writer thread (sqlite-writer-thread.ts), off the
  * main thread.
  *

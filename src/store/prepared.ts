@@ -1,7 +1,6 @@
 /**
- * Statements of a fixed shape, compiled by Kysely once per store instead of once per call (issue 12: building
- * and compiling the ~8 statements of a signDoc cost ~0.15 ms of the event loop, ~20 µs each, more than the
- * writes themselves).
+ * Statements of a fixed shape, compiled by Kysely once per store instead of once per call: building and
+ * compiling the statements of a signDoc cost the event loop more than handing over the writes themselves.
  *
  * prepare(build) calls `build` once with a placeholder in place of each argument; Kysely builds and compiles the
  * query exactly as it would with values (a placeholder is an opaque value to it: it becomes a parameter), and

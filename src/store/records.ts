@@ -11,7 +11,7 @@ const HEX = /^[0-9a-f]+$/;
 /**
  * The store's record of a certificate we issued. The subject text is what OpenSSL prints (node:crypto
  * X509Certificate, lines joined by ", "), so it matches what `openssl x509 -subject` shows an auditor. The
- * signDoc path passes `subjectText` from the builder (pki/x509.ts nameText, tested against OpenSSL) instead
+ * signDoc path passes `subjectText` from the builder (ca/x509.ts nameText, tested against OpenSSL) instead
  * of parsing the certificate it just built; without it, OpenSSL formats it here.
  */
 export function issuedCertificateRecord(input: {

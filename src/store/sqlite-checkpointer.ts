@@ -2,9 +2,10 @@
  * The SQLite store's WAL checkpoints, on a thread and connection of their own (sqlite-checkpoint-thread.ts,
  * started by the writer thread). SQLite's automatic checkpoint runs inside the COMMIT that crosses its
  * threshold (by default 1,000 pages), on the committing connection: on the writer thread it copies those
- * pages into the database file and fsyncs it while every write queued behind it waits. A PASSIVE checkpoint from another connection copies
- * what is committed without taking the write lock, so the writer keeps committing meanwhile; the writer's
- * automatic checkpoint stays armed at a far higher threshold in case this thread stops.
+ * pages into the database file and fsyncs it while every write queued behind it waits. A PASSIVE checkpoint
+ * from another connection copies what is committed without taking the write lock, so the writer keeps
+ * committing meanwhile; the writer's automatic checkpoint stays armed at a far higher threshold in case this
+ * thread stops.
  */
 import { startModuleWorker } from '../util/ts-worker.ts';
 import type { CheckpointThreadData } from './sqlite-checkpoint-thread.ts';

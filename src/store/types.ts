@@ -1,11 +1,11 @@
 /**
- * The evidence and certificate store (DESIGN: store/), one interface with two implementations: embedded
- * SQLite (default, one file in the data directory) and PostgreSQL (several instances sharing the load).
- * It never holds a private key or an access token.
+ * The evidence and certificate store, one interface with two implementations: embedded SQLite (default, one
+ * file in the data directory) and PostgreSQL (several instances sharing the load). It never holds a private
+ * key or an access token.
  *
- * Writes that back a signature happen before the signature leaves (spec 5.13, issue "trust and evidence"):
- * recordSigning writes the transaction, the issued certificate and (issue "mediation") the outbox records in
- * one database transaction; if it fails, signDoc fails cleanly and nothing is half-written.
+ * Writes that back a signature happen before the signature leaves (spec 5.13): recordSigning writes the
+ * transaction, the issued certificate and the outbox records (mediation, spec 6.2) in one database
+ * transaction; if it fails, signDoc fails cleanly and nothing is half-written.
  *
  * Every method rejects (never throws synchronously) when the database fails; callers map that to their own
  * error (signDoc: 503 temporarily_unavailable).
@@ -81,12 +81,12 @@ export interface SigningTransaction {
   readonly signatureFormat: string;
   readonly conformanceLevel: string;
   /**
-   * which source vouched for the key of the introspection response (issue 3: archive first, then jwks_uri):
+   * which source vouched for the key of the introspection response (the key archive first, then jwks_uri):
    * "archive <commit>" or "jwks_uri"; null for rows written before this was recorded
    */
   readonly keySource: string | null;
   /**
-   * where the signer key lived (issue 9): "software", or "pkcs11:<token label>:<token serial>" (custody/types.ts
+   * where the signer key lived: "software", or "pkcs11:<token label>:<token serial>" (custody/types.ts
    * describeLocation); null for rows written before this was recorded (software keys then)
    */
   readonly keyCustody: string | null;
@@ -132,7 +132,7 @@ export interface RecordSigningInput {
 }
 
 /**
- * One request's claim on documents of a consent (issue 11 item 3, signing/once.ts): a document is the key
+ * One request's claim on documents of a consent (signing/once.ts): a document is the key
  * (iss, txn, hashAlgorithmOid, hash); at most one request signs it.
  */
 export interface DocumentClaim {
@@ -177,7 +177,10 @@ export interface Store {
   recordSigning(input: RecordSigningInput, durability?: Durability): Promise<void>;
   /** every signing recorded for an AS txn, oldest first; [] when none */
   getTransaction(txn: string): Promise<SigningTransaction[]>;
-  /** a certificate issued outside signDoc (TSA, OCSP responder) that our OCSP/CRL must know; fails if the serial exists */
+  /**
+   * a certificate issued outside signDoc (TSA, OCSP responder) that our OCSP/CRL must know; fails if the serial
+   * exists
+   */
   addCertificate(certificate: IssuedCertificate): Promise<void>;
   /** OCSP (RFC 6960 2.2): good / revoked / unknown (never issued by that CA key) */
   certificateStatus(issuerKeyId: string, serialHex: string): Promise<CertificateStatus>;
@@ -216,7 +219,10 @@ export interface Store {
    * documents known, some not, or some signed and some not).
    */
   claimDocuments(claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome>;
-  /** the signatures of a claim and the records to deliver, in one database transaction; rejects (writing nothing) when the claim is no longer held */
+  /**
+   * the signatures of a claim and the records to deliver, in one database transaction; rejects (writing
+   * nothing) when the claim is no longer held
+   */
   keepSignatures(input: {
     claim: DocumentClaim;
     signatures: readonly KeptSignature[];
