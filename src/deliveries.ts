@@ -65,7 +65,10 @@ export function startDeliveries(config: Config, deps: DeliveriesDeps): Delivery 
   });
 }
 
-/** Only the outbox relay of both topics, no workers: a cluster's primary, which its workers wake (cli/serve-cluster.ts). */
+/**
+ * Only the outbox relay of both topics, no workers: a cluster's primary, which its workers wake
+ * (cli/serve-cluster.ts).
+ */
 export function startOutboxRelay(config: Config, store: Store, logger: Logger): Delivery {
   return startDelivery(config, { store, logger, workers: false, topics: DELIVERY_TOPICS, handlers: () => ({}) });
 }

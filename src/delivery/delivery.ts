@@ -1,7 +1,7 @@
 /**
- * Delivery of what the QTSP owes others after a signature (DESIGN step 10, spec 6.2, 6.3): the outbox relay
- * (in every process that writes the outbox, or in the one process a cluster's workers wake) and, where
- * configured, the workers, one per outbox topic.
+ * Delivery of what the QTSP owes others after a signature (spec 6.2, 6.3; step 10 of docs/architecture.md):
+ * the outbox relay (in every process that writes the outbox, or in the one process a cluster's workers wake)
+ * and, where configured, the workers, one per outbox topic.
  * What a topic's entries are and how one is delivered is plugged in by topic (src/deliveries.ts wires the
  * mediation records and the notifications); this module knows no topic. Starting never waits for Redis: the
  * connections come up in the background, and until they do the outbox simply keeps the entries.
@@ -71,41 +71,13 @@ function outageLogger(logger: Logger, what: string): { error: (err: Error) => vo
 
 /** The Redis URL must be resolved by now (resolveRedis in cli/redis.ts fills it in). */
 export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
-  const url = config.redis.url;
-  if (!url)
-    throw new ConfigError(
-      'setting redis.url (QTSP_REDIS_URL): required; `qtsp dev` and `qtsp serve` fill it in (REDIS_URL or a local redis-server)',
-    );
-  const producerLog = outageLogger(deps.logger, 'producer');
-  const connection = redisConnection(url, { blocking: false, onError: producerLog.error });
-  connection.on('ready', producerLog.ready);
-  const queues = new DeliveryQueues(connection, deps.topics, config, producerLog.error);
-  const relay = deps.relayElsewhere
-    ? undefined
-    : new OutboxRelay({
-        store: deps.store,
-        queues,
-        topics: deps.topics,
-        intervalMs: config.delivery.relayIntervalMs,
-        requeueAfterMs: config.delivery.requeueAfterMs,
-        logger: deps.logger,
-      });
-  relay?.start();
-  let workers: DeliveryWorkers | undefined;
-  if (deps.workers) {
-    const workerLog = outageLogger(deps.logger, 'worker');
-    const workerConnection = redisConnection(url, { blocking: true, onError: workerLog.error });
-    workerConnection.on('ready', workerLog.ready);
-    workers = new DeliveryWorkers({
-      connection: workerConnection,
-      store: deps.store,
-      handlers: deps.handlers(),
-      config,
-      logger: deps.logger,
-    });
-  }
+  const url = redisUrl(config);
+  const queues = producerQueues(url, config, deps);
+  const relay = deps.relayElsewhere ? undefined : startRelay(config, deps, queues);
+  const workers = deps.workers ? startWorkers(url, config, deps) : undefined;
   return {
-    wake: relay ? (entries) => relay.wake(entries) : () => deps.relayElsewhere!(), // the primary's relay reads what the workers wrote
+    // without a relay here, the primary's relay reads what the workers wrote
+    wake: relay ? (entries) => relay.wake(entries) : () => deps.relayElsewhere!(),
     idle: async () => relay?.idle(),
     status: () => deliveryStatus(deps.store, queues),
     async close() {
@@ -114,6 +86,44 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
       await queues.close();
     },
   };
+}
+
+function redisUrl(config: Config): string {
+  const url = config.redis.url;
+  if (url) return url;
+  throw new ConfigError(
+    'setting redis.url (QTSP_REDIS_URL): required; `qtsp dev` and `qtsp serve` fill it in ' +
+      '(REDIS_URL or a local redis-server)',
+  );
+}
+
+/** the producer side: a fail-fast connection and the topics' queues on it */
+function producerQueues(url: string, config: Config, deps: DeliveryDeps): DeliveryQueues {
+  const log = outageLogger(deps.logger, 'producer');
+  const connection = redisConnection(url, { blocking: false, onError: log.error });
+  connection.on('ready', log.ready);
+  return new DeliveryQueues(connection, deps.topics, config, log.error);
+}
+
+function startRelay(config: Config, deps: DeliveryDeps, queues: DeliveryQueues): OutboxRelay {
+  const relay = new OutboxRelay({
+    store: deps.store,
+    queues,
+    topics: deps.topics,
+    intervalMs: config.delivery.relayIntervalMs,
+    requeueAfterMs: config.delivery.requeueAfterMs,
+    logger: deps.logger,
+  });
+  relay.start();
+  return relay;
+}
+
+/** the workers, on a blocking connection of their own */
+function startWorkers(url: string, config: Config, deps: DeliveryDeps): DeliveryWorkers {
+  const log = outageLogger(deps.logger, 'worker');
+  const connection = redisConnection(url, { blocking: true, onError: log.error });
+  connection.on('ready', log.ready);
+  return new DeliveryWorkers({ connection, store: deps.store, handlers: deps.handlers(), config, logger: deps.logger });
 }
 
 /** Outbox counts per topic, and the queue depth when Redis answers. */

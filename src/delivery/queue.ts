@@ -1,8 +1,9 @@
 /**
  * The delivery queues on Redis (bullmq): one queue per outbox topic (the topics are given by whoever wires
- * the delivery: mediation records and notifications, src/deliveries.ts), the outbox id as the job id. Every call has its own timeout (FIELD-NOTES, bullmq: with a Redis that was never
- * reachable `add()` stays pending for ever), and the connection never queues commands while Redis is away
- * (enableOfflineQueue false), so callers learn at once and the outbox keeps the entry.
+ * the delivery: mediation records and notifications, src/deliveries.ts), the outbox id as the job id. Every
+ * call has its own timeout (with a Redis that was never reachable, bullmq's `add()` stays pending for ever),
+ * and the connection never queues commands while Redis is away (enableOfflineQueue false), so callers learn
+ * at once and the outbox keeps the entry.
  *
  * Jobs carry only the outbox id; the payload stays in the store (notifications hold a user's sub, which has
  * no business in Redis). bullmq drops an add() whose job id exists, so handing an entry over twice is harmless.

@@ -16,9 +16,9 @@
  * first connection of a process counts as a restart too (Redis may have restarted while we were not running).
  * delivery.requeueAfterMs remains the backstop for jobs lost without a restart (a FLUSHALL, say).
  *
- * Entries handed over without reading them back (issue 12): a signDoc that has just committed its mediation
- * record names it in wake(entries), and a pass that has nothing else to look for hands those ids to Redis and
- * marks them, without the outbox read (~0.05 ms of the event loop per signDoc, for rows whose ids we hold).
+ * Entries handed over without reading them back: a signDoc that has just committed its mediation record
+ * names it in wake(entries), and a pass that has nothing else to look for hands those ids to Redis and marks
+ * them, sparing the event loop an outbox read per signDoc for rows whose ids we hold.
  * Every other pass reads the outbox as before: the timer's (every intervalMs, so nothing written by another
  * process or left by a failure waits longer than that), the first after a (re)connect, the one after a failed
  * pass, and a wake that names no entries. A read and a hand-over may both hand one entry over: Redis keeps
@@ -32,10 +32,10 @@ import type { DeliveryQueues } from './queue.ts';
 
 /**
  * A pass starts this long after the wake that asked for it, and wakes meanwhile join it: under load one pass
- * (one call to Redis, one write of the marks) serves the records of many signDocs instead of one each (issue
- * 12). A pass costs more than its records: at 400 records/s, the relay's CPU on the main thread per record was
- * 125-140 us with 10 ms and 60-90 us with 50 ms (bench/relay.bench.ts, hand-over passes). Delivery happens
- * after the response anyway; 50 ms more before it is nothing to the mediation service.
+ * (one call to Redis, one write of the marks) serves the records of many signDocs instead of one each. A pass
+ * costs more than its records, so a longer wait costs the main thread less CPU per record (bench/relay.bench.ts
+ * compares waits). Delivery happens after the response anyway; 50 ms more before it is nothing to the
+ * mediation service.
  */
 export const GATHER_MS = 50;
 
@@ -79,8 +79,8 @@ export class OutboxRelay {
   private requeueQueuedBefore: Date | undefined;
   /**
    * when a pass last looked for queued entries whose job may be lost: at most once per intervalMs, not on every
-   * wake (those entries are requeueAfterMs old; issue 12: under load that look was half of the relay's reads,
-   * one per pass, on the event loop)
+   * wake (those entries are requeueAfterMs old, and under load one look per pass would be a large share of the
+   * relay's reads on the event loop)
    */
   private staleCheckedAt = Number.NEGATIVE_INFINITY;
   /** the next pass reads the outbox (see the head of this file for when) */
@@ -153,37 +153,49 @@ export class OutboxRelay {
     do {
       this.again = false;
       this.gathering = true;
-      await sleep(this.o.gatherMs ?? GATHER_MS); // the signDoc response goes out first, and the records of others join this pass
+      // the signDoc response goes out first, and the records of others join this pass
+      await sleep(this.o.gatherMs ?? GATHER_MS);
       this.gathering = false;
-      const read = this.readDue;
-      const held = this.held;
-      this.readDue = false;
-      this.held = new Map();
-      this.heldCount = 0;
-      try {
-        await this.noticeRestart();
-        const now = Date.now();
-        const checkStale = this.requeueQueuedBefore !== undefined || now - this.staleCheckedAt >= this.o.intervalMs;
-        if (read || checkStale) {
-          // the read finds the held entries too: pending, or queued by the pass that read them before
-          const queuedBefore =
-            this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
-          for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
-          if (checkStale) this.staleCheckedAt = now; // a pass cut short looks again next time
-          // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
-          if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore)
-            this.requeueQueuedBefore = undefined;
-        } else {
-          for (const [topic, ids] of held) {
-            for (let i = 0; i < ids.length; i += this.batchSize)
-              await this.handOver(topic, ids.slice(i, i + this.batchSize)); // as drain's batches
-          }
-        }
-      } catch (err) {
-        this.readDue = true; // what this pass did not hand over is still pending: the next pass reads it
-        this.reportFailure(err as Error);
-      }
+      await this.pass();
     } while (this.again && !this.stopped);
+  }
+
+  /** One pass: reads the outbox when that is due (see the head of this file), else hands over the held entries. */
+  private async pass(): Promise<void> {
+    const read = this.readDue;
+    const held = this.held;
+    this.readDue = false;
+    this.held = new Map();
+    this.heldCount = 0;
+    try {
+      await this.noticeRestart();
+      const now = Date.now();
+      const checkStale = this.requeueQueuedBefore !== undefined || now - this.staleCheckedAt >= this.o.intervalMs;
+      if (read || checkStale) await this.readAll(now, checkStale);
+      else await this.handOverHeld(held);
+    } catch (err) {
+      this.readDue = true; // what this pass did not hand over is still pending: the next pass reads it
+      this.reportFailure(err as Error);
+    }
+  }
+
+  /**
+   * Drains every topic; with `checkStale`, or after a Redis restart, the queued entries whose job may be lost
+   * too. The read finds the held entries as well: pending, or queued by the pass that read them before.
+   */
+  private async readAll(now: number, checkStale: boolean): Promise<void> {
+    const queuedBefore = this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
+    for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
+    if (checkStale) this.staleCheckedAt = now; // a pass cut short looks again next time
+    // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
+    if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
+  }
+
+  /** the entries wake() named, in drain's batches */
+  private async handOverHeld(held: ReadonlyMap<string, readonly string[]>): Promise<void> {
+    for (const [topic, ids] of held) {
+      for (let i = 0; i < ids.length; i += this.batchSize) await this.handOver(topic, ids.slice(i, i + this.batchSize));
+    }
   }
 
   /** After a (re)connect: a new run_id means a restarted Redis, so every queued entry is handed over again. */
@@ -208,9 +220,10 @@ export class OutboxRelay {
   }
 
   /**
-   * Hands over every pending entry of a topic (and, when given, the queued ones last touched before `queuedBefore`), batch
-   * by batch, while Redis takes them. Marking an entry queued touches it, so the next batch holds others; an
-   * entry that comes back anyway (a database clock behind ours) ends the pass instead of looping.
+   * Hands over every pending entry of a topic (and, when given, the queued ones last touched before
+   * `queuedBefore`), batch by batch, while Redis takes them. Marking an entry queued touches it, so the next
+   * batch holds others; an entry that comes back anyway (a database clock behind ours) ends the pass instead of
+   * looping.
    */
   private async drain(topic: string, queuedBefore: Date | undefined): Promise<void> {
     const batchSize = this.batchSize;

@@ -10,8 +10,8 @@
  *
  * A Redis that stops while a worker fetches a job can leave that job active with no worker holding it: Redis
  * ran the fetch (and wrote it to its AOF) but its answer was lost, and ioredis sends the unanswered fetch again
- * after the reconnect, which takes the next job. Measured with SIGTERM in the middle of a stream of jobs: up to
- * `concurrency` jobs in 8 of 10 stops. The stalled check runs them once their lock expires: at most lockMs +
+ * after the reconnect, which takes the next job: a Redis stopped in the middle of a stream of jobs often leaves
+ * up to `concurrency` of them so. The stalled check runs them once their lock expires: at most lockMs +
  * stalledInterval after the restart. Late, never lost.
  */
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
@@ -26,7 +26,10 @@ export class PermanentDeliveryError extends Error {
   override name = 'PermanentDeliveryError';
 }
 
-/** Delivers one entry; resolves when the receiver confirmed it. Throws PermanentDeliveryError or anything else (retried). */
+/**
+ * Delivers one entry; resolves when the receiver confirmed it. Throws PermanentDeliveryError, or anything else
+ * (retried).
+ */
 export type Deliver = (entry: OutboxEntry) => Promise<void>;
 
 export interface WorkerOptions {
@@ -53,7 +56,8 @@ function processor(topic: string, deliver: Deliver, o: WorkerOptions) {
     } catch (err) {
       const permanent = err instanceof PermanentDeliveryError;
       const last = permanent || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      await o.store.markOutbox(id, last ? 'failed' : 'queued', describe(err), ['pending', 'queued']); // never un-deliver
+      // never un-deliver: only a pending or queued entry takes the mark
+      await o.store.markOutbox(id, last ? 'failed' : 'queued', describe(err), ['pending', 'queued']);
       o.logger.warn(
         { event: 'delivery.failed', topic, id, attempt: job.attemptsMade + 1, final: last, error: describe(err) },
         last ? 'delivery failed for good; kept in the outbox' : 'delivery failed; will retry',

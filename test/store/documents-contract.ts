@@ -1,5 +1,5 @@
 /**
- * One consent, one signature per document (issue 11 item 3), as every Store implementation must keep it:
+ * One consent, one signature per document (signing/once.ts), as every Store implementation must keep it:
  * claims on (iss, txn, hash algorithm, hash) decided by the database, kept signatures returned in request
  * order, abandoned claims taken over, signatures kept only together with their mediation record. Run by the
  * SQLite and PostgreSQL test files with the same factory as the store contract; the races run concurrent
