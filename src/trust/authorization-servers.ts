@@ -86,12 +86,10 @@ export class AuthorizationServers {
     return value;
   }
 
-  /** The RS256 key with this kid, or undefined when neither the archive nor the AS has it. */
-  async getKey(issuer: string, kid: string): Promise<KeyObject | undefined> {
-    return (await this.resolveKey(issuer, kid))?.key;
-  }
-
-  /** As getKey, with the source that vouched for the key (archive first, then jwks_uri). */
+  /**
+   * The RS256 key with this kid and the source that vouched for it (archive first, then jwks_uri), or undefined
+   * when neither the archive nor the AS has it.
+   */
   async resolveKey(issuer: string, kid: string): Promise<ResolvedKey | undefined> {
     const archived = this.options.archive?.key(issuer, kid);
     const resolved: ResolvedKey | undefined = archived

@@ -12,7 +12,7 @@
  * it only after, does not vouch.
  */
 import type { KeyObject } from 'node:crypto';
-import { compactVerify, decodeJwt, decodeProtectedHeader, type JWTPayload } from 'jose';
+import { compactVerify, decodeJwt, type JWTPayload } from 'jose';
 import type * as openpgp from 'openpgp';
 import type { SigningTransaction } from '../store/types.ts';
 import {
@@ -23,6 +23,7 @@ import {
   verifyCommitSignature,
   type ArchiveCommit,
 } from './key-archive.ts';
+import { rs256Header, type HeaderFailure } from './jwt.ts';
 
 export class EvidenceError extends Error {
   override name = 'EvidenceError';
@@ -73,21 +74,27 @@ function fail(message: string): never {
   throw new EvidenceError(message);
 }
 
+const STORED = 'the stored introspection response';
+
+/** The header checks of jwt.ts, in this command's words. */
+function headerRefused(failure: HeaderFailure, header?: { alg?: unknown }): EvidenceError {
+  if (failure === 'alg') return new EvidenceError(`${STORED} is not RS256 (alg ${String(header?.alg)})`);
+  if (failure === 'crit') return new EvidenceError(`${STORED} carries critical header parameters`);
+  if (failure === 'kid') return new EvidenceError(`${STORED} names no kid`);
+  return new EvidenceError(`${STORED} is not a decodable JWT`);
+}
+
 function decoded(jwt: string): { kid: string; claims: JWTPayload } {
-  let header;
   let claims;
   try {
-    header = decodeProtectedHeader(jwt);
     claims = decodeJwt(jwt);
   } catch {
-    fail('the stored introspection response is not a decodable JWT');
+    fail(`${STORED} is not a decodable JWT`);
   }
-  if (header.alg !== 'RS256') fail(`the stored introspection response is not RS256 (alg ${String(header.alg)})`);
-  if (header.crit !== undefined) fail('the stored introspection response carries critical header parameters');
-  if (typeof header.kid !== 'string') fail('the stored introspection response names no kid');
-  if (typeof claims.iss !== 'string') fail('the stored introspection response names no issuer');
-  if (typeof claims.iat !== 'number') fail('the stored introspection response has no numeric iat');
-  return { kid: header.kid, claims };
+  const { kid } = rs256Header(jwt, headerRefused);
+  if (typeof claims.iss !== 'string') fail(`${STORED} names no issuer`);
+  if (typeof claims.iat !== 'number') fail(`${STORED} has no numeric iat`);
+  return { kid, claims };
 }
 
 interface Candidate extends ArchiveCommit {
@@ -153,13 +160,10 @@ async function vouch(
     if (!check.ok) fail(`the archive commit that holds the key does not verify: ${check.reason}`);
     return { commit: c.oid, committedAt: c.committedAt, signerKeyId: check.signerKeyId, currentAtIat: c.atIat };
   }
-  if (held)
-    fail(
-      `the stored introspection response does not verify with key ${kid} that the archive held at its iat ${iso(iat)}: the stored JWT was altered`,
-    );
-  fail(
-    `the archive did not hold key ${kid} of ${issuer} at iat ${iso(iat)} (±${o.skewSeconds} s); ${await whereIsKey(gitdir, head, issuer, kid)}`,
-  );
+  const atIat = `that the archive held at its iat ${iso(iat)}`;
+  if (held) fail(`${STORED} does not verify with key ${kid} ${atIat}: the stored JWT was altered`);
+  const where = await whereIsKey(gitdir, head, issuer, kid);
+  fail(`the archive did not hold key ${kid} of ${issuer} at iat ${iso(iat)} (±${o.skewSeconds} s); ${where}`);
 }
 
 function signDetail(claims: JWTPayload): { hashAlgorithmOID?: unknown; documentDigests?: unknown } {
@@ -225,10 +229,11 @@ export async function verifyEvidence(t: SigningTransaction, options: VerifyEvide
 
 export function formatVerifiedEvidence(v: VerifiedEvidence): string {
   const c = v.vouchedBy;
+  const when = c.currentAtIat ? '(the archive HEAD at iat)' : '(within the clock tolerance of iat)';
   return [
     `evidence for txn ${v.txn} verifies:`,
     `  the bank ${v.issuer} signed this introspection response at ${iso(v.iat)} (RS256, kid ${v.kid})`,
-    `  key vouched for by key archive commit ${c.commit} of ${iso(c.committedAt)}${c.currentAtIat ? ' (the archive HEAD at iat)' : ' (within the clock tolerance of iat)'},`,
+    `  key vouched for by key archive commit ${c.commit} of ${iso(c.committedAt)} ${when},`,
     `    signed by the operating party's OpenPGP key ${c.signerKeyId}`,
     `  user (sub)          ${v.sub}`,
     `  relying party       ${v.clientId}${v.clientState ? ` (client_state ${v.clientState})` : ''}`,

@@ -1,13 +1,12 @@
 /**
- * RS256 signature check of a compact JWS (RFC 7515 5.2, RFC 7518 3.3) with node:crypto, for the two JWTs of
- * every signDoc (the SAD and the signed introspection response).
+ * RS256 signature check of a compact JWS (RFC 7515 5.2, RFC 7518 3.3) with node:crypto, for the JWTs jwt.ts
+ * verifies (the SAD and the signed introspection response of every signDoc).
  *
  * Why not jose's compactVerify: jose 6 verifies through WebCrypto, so each call re-imports our KeyObject as a
- * CryptoKey and awaits subtle.verify (~0.15 ms per JWT, FIELD-NOTES speed); node:crypto.verify with the
- * KeyObject we already hold is the same RSASSA-PKCS1-v1_5 SHA-256 check at the cost of the RSA operation.
- * What compactVerify checked beyond the signature is checked here too: three segments of strict base64url,
- * an RSA key (not RSA-PSS, not EC) of at least 2048 bits (RFC 7518 3.3). The header checks (alg pinned to
- * RS256, no crit, kid) stay with the callers, in the order spec 5.7 and 5.9 give them.
+ * CryptoKey and awaits subtle.verify, several times the CPU of node:crypto.verify with the KeyObject we already
+ * hold, which is the same RSASSA-PKCS1-v1_5 SHA-256 check. What compactVerify checked beyond the signature is
+ * checked here too: three segments of strict base64url, an RSA key (not RSA-PSS, not EC) of at least 2048 bits
+ * (RFC 7518 3.3). The header checks (alg pinned to RS256, no crit, kid) are jwt.ts's.
  */
 import { verify, type KeyObject } from 'node:crypto';
 
@@ -17,7 +16,7 @@ export class JwsVerificationFailed extends Error {
   override name = 'JwsVerificationFailed';
 }
 
-/** Verifies the RS256 signature of `token` with `key`; returns the decoded payload bytes, or throws JwsVerificationFailed. */
+/** Verifies the RS256 signature of `token` with `key`; the decoded payload bytes, or JwsVerificationFailed. */
 export function verifyRs256(token: string, key: KeyObject): Buffer {
   if (
     key.type !== 'public' ||
