@@ -32,10 +32,10 @@ const STEPS: readonly [label: string, file: string, fn: string][] = [
   ['4 introspection call (sending)', 'src/introspection/client.ts', 'call'],
   ['4 introspection response check', 'src/introspection/client.ts', 'verifyIntrospectionResponse'],
   ['5 consent', 'src/signing/consent.ts', 'checkConsent'],
-  ['7 key + signer certificate', 'src/signing/sign-doc.ts', 'mintSigner'],
-  ['6 evidence (store.recordSigning)', 'src/signing/sign-doc.ts', 'recordEvidence'],
-  ['8 signatures', 'src/signing/sign-doc.ts', 'signHashes'],
-  ['10 mediation record', 'src/signing/sign-doc.ts', 'report'],
+  ['7 key + signer certificate', 'src/signing/signer.ts', 'mintSigner'],
+  ['6 evidence (store.recordSigning)', 'src/signing/evidence.ts', 'recordEvidence'],
+  ['8 signatures', 'src/signing/signatures.ts', 'signHashes'],
+  ['10 mediation record', 'src/signing/report.ts', 'report'],
 ];
 
 export function moduleOf(url: string): string | undefined {
