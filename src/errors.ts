@@ -25,7 +25,7 @@ export class SignDocError extends Error {
   readonly status: number;
   /**
    * What went wrong in our terms (addresses, errno, the upstream's answer): logged by the HTTP layer, never
-   * sent. The description is what the relying party reads, in its terms (issue 11 item 6).
+   * sent. The description is what the relying party reads, in its terms.
    */
   readonly detail: string | undefined;
   constructor(

@@ -38,7 +38,9 @@ export function mediationDeliverer(target: MediationTarget): Deliver {
       );
       return;
     }
-    const why = `the mediation service answered HTTP ${res.status}${typeof body?.error === 'string' ? ` ${body.error}` : ''}${typeof body?.error_description === 'string' ? `: ${body.error_description}` : ''}`;
+    const error = typeof body?.error === 'string' ? ` ${body.error}` : '';
+    const description = typeof body?.error_description === 'string' ? `: ${body.error_description}` : '';
+    const why = `the mediation service answered HTTP ${res.status}${error}${description}`;
     throw PERMANENT.has(res.status) ? new PermanentDeliveryError(why) : new Error(why);
   };
 }

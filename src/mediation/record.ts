@@ -1,8 +1,9 @@
 /**
  * The QTSP's mediation record `remote_signature_creation` (spec 6.2), built for one signDoc call before its
  * signature data is returned, and handed to the store with the evidence (one database transaction) as an
- * outbox entry whose id is the record's reference_id. Delivery happens later (delivery/relay.ts, delivery/worker.ts); the
- * response never waits for it (6.2: "The failure must not affect the response to the caller").
+ * outbox entry whose id is the record's reference_id. Delivery happens later (delivery/relay.ts,
+ * delivery/worker.ts); the response never waits for it (6.2: "The failure must not affect the response to the
+ * caller").
  *
  * The record carries exactly the fields 6.2 lists: delivery_time, transaction_id, owner_id, credentialID,
  * count, service_provider_id, client_id, issuer, reference_id; with QESID also requested_claims and
@@ -31,7 +32,7 @@ export interface RemoteSignatureCreationRecord {
   readonly provided_claim_names?: readonly string[];
 }
 
-/** What the mediation service receives: the envelope is not specified (spec 4.7), so the type goes beside the record. */
+/** What the mediation service receives: the envelope is not specified (spec 4.7), so its type is the record's. */
 export interface MediationEnvelope {
   readonly type: typeof RECORD_TYPE;
   readonly record: RemoteSignatureCreationRecord;

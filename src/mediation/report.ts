@@ -1,5 +1,5 @@
 /**
- * signDoc step 10, report (DESIGN; spec 6.2): the record remote_signature_creation is written to the outbox
+ * signDoc step 10, report (signing/report.ts; spec 6.2): the record remote_signature_creation is written to the outbox
  * once the signatures exist and before they are returned, then the relay is woken; delivery happens after the
  * response and never delays it.
  *

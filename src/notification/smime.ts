@@ -1,6 +1,6 @@
 /**
  * S/MIME 4.0 (RFC 8551) for the end-user notification (spec 6.3), written by hand because nodemailer has no
- * S/MIME (FIELD-NOTES, Mail): the message is composed here and sent raw.
+ * S/MIME: the message is composed here and sent raw.
  *   signed:    multipart/signed; protocol="application/pkcs7-signature"; micalg=sha-256 (RFC 8551 3.5.3),
  *              a detached CMS SignedData over the inner MIME part exactly as transmitted (CRLF line ends,
  *              base64 body, so no transport can alter it), built with our CMS parts (crypto/cms.ts:

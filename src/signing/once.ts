@@ -1,8 +1,8 @@
 /**
- * Step 5b of signDoc, once per document (issue 11 item 3): one consent (the AS transaction, `iss` + `txn`)
- * gives at most one signature per consented document. Before anything is minted, the request claims its
- * documents in the store (a unique key per iss, txn, hash algorithm and hash, so two requests, on one
- * instance or on several sharing PostgreSQL, cannot both claim one document). Then:
+ * Step 5b of signDoc, once per document: one consent (the AS transaction, `iss` + `txn`) gives at most one
+ * signature per consented document. Before anything is minted, the request claims its documents in the store
+ * (a unique key per iss, txn, hash algorithm and hash, so two requests, on one instance or on several sharing
+ * PostgreSQL, cannot both claim one document). Then:
  *
  * - every document is new: this request signs them; the signatures are kept with the claim when the mediation
  *   record is written (same database transaction), so a signature is kept for a retry exactly when it is billed;
@@ -75,7 +75,8 @@ async function claimOrWait(
     if (outcome.kind !== 'in_progress') return outcome;
     if (Date.now() >= deadline)
       throw temporarilyUnavailable(
-        `documentDigests.hashes[${outcome.index}] is being signed under this consent by another request; retry to receive that signature`,
+        `documentDigests.hashes[${outcome.index}] is being signed under this consent by another request; ` +
+          'retry to receive that signature',
       );
     await sleep(POLL_MS);
   }
@@ -115,13 +116,16 @@ export async function claimDocuments(
       return { kind: 'replay', signatures: outcome.signatures };
     case 'other_request':
       throw badRequest(
-        `documentDigests.hashes[${outcome.index}] was signed under this consent with ${describe(outcome.requestKey)}; ` +
-          'a consent gives one signature per document: repeat that request to receive it again, or ask the user for a new consent',
+        `documentDigests.hashes[${outcome.index}] was signed under this consent ` +
+          `with ${describe(outcome.requestKey)}; ` +
+          'a consent gives one signature per document: repeat that request to receive it again, ' +
+          'or ask the user for a new consent',
       );
     case 'mixed':
       throw badRequest(
-        `documentDigests.hashes[${outcome.index}] was already signed under this consent by another request and others were not; ` +
-          'send the documents signed before in a request of their own (their signatures are returned again) and the others in another',
+        `documentDigests.hashes[${outcome.index}] was already signed under this consent by another request ` +
+          'and others were not; send the documents signed before in a request of their own ' +
+          '(their signatures are returned again) and the others in another',
       );
   }
 }

@@ -56,8 +56,12 @@ function describe(error: ErrorObject): string {
       return `${where} must be ${JSON.stringify(error.params.allowedValue)}`;
     case 'enum':
       return `${where} must be one of ${(error.params.allowedValues as unknown[]).join(', ')}`;
-    case 'pattern':
-      return `${where} is not well-formed (${error.instancePath.includes('hashes') ? 'standard Base64 of the raw digest expected' : 'see openapi.yaml'})`;
+    case 'pattern': {
+      const expected = error.instancePath.includes('hashes')
+        ? 'standard Base64 of the raw digest expected'
+        : 'see openapi.yaml';
+      return `${where} is not well-formed (${expected})`;
+    }
     default:
       return `${where} ${error.message ?? 'is invalid'}`;
   }
@@ -73,14 +77,15 @@ export function parseSignDocRequest(body: unknown): ParsedSignDocRequest {
     if (!decoded.ok) throw badRequest(`documentDigests.hashes[${i}] ${decoded.reason}`);
     return decoded.bytes;
   });
-  // one consent gives at most one signature per document (issue 11 item 3): a hash twice in one request asks
+  // one consent gives at most one signature per document (once.ts): a hash twice in one request asks
   // for two signatures of one document, which no RP needs and which would bill the consent twice
   const seen = new Map<string, number>();
   hashes.forEach((h, i) => {
     const first = seen.get(h.toString('hex'));
     if (first !== undefined)
       throw badRequest(
-        `documentDigests.hashes[${i}] repeats documentDigests.hashes[${first}]: each document is signed once per consent`,
+        `documentDigests.hashes[${i}] repeats documentDigests.hashes[${first}]: ` +
+          'each document is signed once per consent',
       );
     seen.set(h.toString('hex'), i);
   });

@@ -144,7 +144,8 @@ export class IdpDirectory {
       return {
         ready: false,
         reasons: [
-          `IDP directory last answered ${Math.round(age / 1000)} s ago${failing}, beyond trust.idpMaxStaleSeconds (${maxStale} s): SADs are refused until it answers`,
+          `IDP directory last answered ${Math.round(age / 1000)} s ago${failing}, ` +
+            `beyond trust.idpMaxStaleSeconds (${maxStale} s): SADs are refused until it answers`,
         ],
       };
     if (!this.lastFailure) return { ready: true, reasons: [] };
@@ -199,13 +200,15 @@ export class IdpDirectory {
         return cached;
       }
       throw new IdpDirectoryUnavailable(
-        `the IDP directory could not be reached and its last answer about issuer ${iss} is ${Math.round(age / 1000)} s old, ` +
-          `beyond the maximum of ${maxStale} s (trust.idpMaxStaleSeconds): SADs of this issuer are refused until the directory answers`,
+        `the IDP directory could not be reached and its last answer about issuer ${iss} ` +
+          `is ${Math.round(age / 1000)} s old, beyond the maximum of ${maxStale} s (trust.idpMaxStaleSeconds): ` +
+          'SADs of this issuer are refused until the directory answers',
         `IDP directory ${this.options.url}: ${describe(err)}`,
       );
     }
     throw new IdpDirectoryUnavailable(
-      `the IDP directory could not be reached and has never answered about issuer ${iss}: SADs of this issuer are refused until it answers`,
+      `the IDP directory could not be reached and has never answered about issuer ${iss}: ` +
+        'SADs of this issuer are refused until it answers',
       `IDP directory ${this.options.url}: ${describe(err)}`,
     );
   }

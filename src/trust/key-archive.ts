@@ -68,8 +68,8 @@ export async function loadSignerKeys(file: string): Promise<openpgp.PublicKey[]>
 
 /**
  * What git signs: the raw commit object without its signature header. Rebuilt from the raw bytes rather
- * than taken from isomorphic-git's `payload`, which is only right for OpenPGP signatures (FIELD-NOTES);
- * latin1 keeps every byte as it is.
+ * than taken from isomorphic-git's `payload`, which is only right for OpenPGP signatures; latin1 keeps every
+ * byte as it is.
  */
 function signedPayload(raw: Uint8Array): { payload: Uint8Array; signature?: string } {
   const text = Buffer.from(raw).toString('latin1');
@@ -388,8 +388,10 @@ export class KeyArchive {
       reasons.push(`key archive ${where}: no verified state (${why})`);
     }
     if (this.refusal && this.head) {
+      const { remoteHead, reason } = this.refusal;
       reasons.push(
-        `key archive ${where}: security event: update to ${this.refusal.remoteHead} refused (${this.refusal.reason}); keeping verified commit ${this.head}`,
+        `key archive ${where}: security event: update to ${remoteHead} refused (${reason}); ` +
+          `keeping verified commit ${this.head}`,
       );
     }
     return { ready: this.head !== undefined, reasons };
