@@ -130,7 +130,8 @@ export async function runEvidence(args: string[]): Promise<number> {
       case 'show':
         return await show(store, txn, values.json);
       case 'verify': {
-        // re-checks the stored introspection JWT against the key the archive held at its iat (src/trust/evidence-verify.ts)
+        // re-checks the stored introspection JWT against the key the archive held at its iat
+        // (src/trust/evidence-verify.ts)
         const signings = await store.getTransaction(txn);
         if (signings.length === 0) {
           process.stderr.write(`no signing recorded for txn ${txn}\n`);

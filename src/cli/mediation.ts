@@ -28,9 +28,8 @@ export function formatStatus(status: Record<string, TopicStatus>): string {
     out.push(topic === MEDIATION_TOPIC ? 'mediation records (spec 6.2)' : 'end-user notifications (spec 6.3)');
     out.push(line('outbox', s.outbox));
     out.push(s.queue ? line('queue', s.queue) : `  queue   unknown: ${s.queueError}`);
-    out.push(
-      `  ${topic === MEDIATION_TOPIC ? 'confirmed by the mediation service' : 'accepted by the mail server'}: ${s.outbox.delivered}`,
-    );
+    const receiver = topic === MEDIATION_TOPIC ? 'confirmed by the mediation service' : 'accepted by the mail server';
+    out.push(`  ${receiver}: ${s.outbox.delivered}`);
   }
   return `${out.join('\n')}\n`;
 }

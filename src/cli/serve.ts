@@ -1,10 +1,11 @@
 /**
- * `qtsp serve` (the QTSP alone; with server.workers, one process per worker: serve-cluster.ts) and `qtsp dev` (sandbox ecosystem + QTSP, the embedded sandbox defaults that
- * `npm start` runs). Both stop cleanly on SIGINT/SIGTERM.
+ * `qtsp serve` (the QTSP alone; with server.workers, one process per worker: serve-cluster.ts) and `qtsp dev`
+ * (sandbox ecosystem + QTSP, the embedded sandbox defaults that `npm start` runs). Both stop cleanly on
+ * SIGINT/SIGTERM.
  */
 import cluster from 'node:cluster';
 import { join } from 'node:path';
-import { describeLocation } from '../custody/types.ts';
+import { describeCustody } from '../custody/types.ts';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
@@ -15,10 +16,13 @@ import { pkiPaths } from '../ca/material.ts';
 import { startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
 import { runClusterPrimary, runClusterWorker, workerCount } from './serve-cluster.ts';
-import { SANDBOX_READY, sandboxInfo, startEcosystem } from './ecosystem.ts';
+import { type Ecosystem, SANDBOX_READY, sandboxInfo, startEcosystem } from './ecosystem.ts';
 import { externalClients, startSandbox, type ExternalClient, type PlatformClient } from '../sandbox/index.ts';
 
-/** SIGTERM/SIGINT (and, with lifecycle.exitWithParent, the end of the parent) run `stop`, bounded (util/lifecycle.ts). */
+/**
+ * SIGTERM/SIGINT (and, with lifecycle.exitWithParent, the end of the parent) run `stop`, bounded
+ * (util/lifecycle.ts).
+ */
 function untilSignal(config: Config, name: string, stop: () => Promise<void>): Promise<number> {
   const { shutdownTimeoutMs, exitWithParent } = config.lifecycle;
   return untilStopped(stop, { shutdownTimeoutMs, exitWithParent, logger, name });
@@ -28,8 +32,9 @@ function untilSignal(config: Config, name: string, stop: () => Promise<void>): P
 export function refuseUnsharedRedis(config: Config, env: NodeJS.ProcessEnv): void {
   if (config.instance.id === undefined || config.redis.url || env['REDIS_URL']) return;
   throw new ConfigError(
-    `setting redis.url (QTSP_REDIS_URL): instance.id (QTSP_INSTANCE_ID=${config.instance.id}) declares one of several instances, ` +
-      'which must share one Redis (set QTSP_REDIS_URL or REDIS_URL); a local redis-server would serve this instance alone',
+    `setting redis.url (QTSP_REDIS_URL): instance.id (QTSP_INSTANCE_ID=${config.instance.id}) ` +
+      'declares one of several instances, which must share one Redis (set QTSP_REDIS_URL or REDIS_URL); ' +
+      'a local redis-server would serve this instance alone',
   );
 }
 
@@ -37,7 +42,8 @@ export async function runServe(_args: string[]): Promise<number> {
   const config = loadConfig();
   refuseUnsharedRedis(config, process.env);
   const workers = workerCount(config);
-  applyHeapGrowth(config.server.heapGrowthPercent); // this process serves (a cluster primary relays): its full collections stall calls in flight
+  // this process serves (a cluster primary relays): its full collections stall calls in flight
+  applyHeapGrowth(config.server.heapGrowthPercent);
   if (cluster.isWorker)
     return runClusterWorker(config, (stop) => untilSignal(config, `qtsp serve worker ${process.pid}`, stop));
   if (workers !== 1) return runClusterPrimary(config, workers, (stop) => untilSignal(config, 'qtsp serve', stop));
@@ -109,27 +115,39 @@ export async function runDev(args: string[]): Promise<number> {
     smtpPort: Number(values['smtp-port']),
   });
   const stopped = untilSignal(eco.config, 'qtsp dev', () => eco.close()); // handlers before the banner
-  process.stdout.write(
-    [
-      'qtsp sandbox is running',
-      `  signDoc              ${eco.qtsp.signDocUrl}`,
-      `  OCSP, CRLs, TSA      ${eco.qtsp.publicationUrl} (plain HTTP: /ocsp, /crl/*.crl, /ca/*.crt, /tsa)`,
-      `  operations           ${eco.qtsp.opsUrl} (plain HTTP, this machine only: /health/live, /health/ready, /metrics)`,
-      `  bank AS (issuer)     ${eco.sandbox.issuer}`,
-      `  IDP directory        ${eco.sandbox.idpDirectoryUrl}`,
-      `  service config       ${eco.sandbox.serviceConfigurationUrl}`,
-      `  mediation service    ${eco.sandbox.mediationUrl}`,
-      `  SMTP sink            ${eco.sandbox.smtp.url} (mail kept in ${join(eco.config.dataDir, 'sandbox', 'mail')})`,
-      `  Redis                ${eco.redis.url}${eco.redis.local ? ' (local redis-server)' : ''}`,
-      `  root CA              ${pkiPaths(eco.config.dataDir).rootCert}`,
-      `  keys                 ${eco.qtsp.deps.keys.kind === 'software' ? 'software (keys.provider software)' : `${describeLocation(eco.qtsp.deps.keys.location)} (PKCS#11)`}`,
-      ...rpLines(eco.sandbox, eco.config.qtspId, eco.sandbox.clients()),
-      'try, in another terminal:  ./bin/qtsp.js sign README.md',
-      '',
-    ].join('\n'),
-  );
+  process.stdout.write(devBanner(eco));
   return stopped;
 }
+
+/** Where the signing keys are, as the banner of `qtsp dev` says it. */
+function keysText(keys: Ecosystem['qtsp']['deps']['keys']): string {
+  return describeCustody(keys);
+}
+
+/** What `qtsp dev` prints once everything listens: the addresses of the QTSP and of the sandbox. */
+function devBanner(eco: Ecosystem): string {
+  return [
+    'qtsp sandbox is running',
+    `  signDoc              ${eco.qtsp.signDocUrl}`,
+    `  OCSP, CRLs, TSA      ${eco.qtsp.publicationUrl} (plain HTTP: /ocsp, /crl/*.crl, /ca/*.crt, /tsa)`,
+    `  operations           ${eco.qtsp.opsUrl} (plain HTTP, this machine only: /health/live, /health/ready, /metrics)`,
+    `  bank AS (issuer)     ${eco.sandbox.issuer}`,
+    `  IDP directory        ${eco.sandbox.idpDirectoryUrl}`,
+    `  service config       ${eco.sandbox.serviceConfigurationUrl}`,
+    `  mediation service    ${eco.sandbox.mediationUrl}`,
+    `  SMTP sink            ${eco.sandbox.smtp.url} (mail kept in ${join(eco.config.dataDir, 'sandbox', 'mail')})`,
+    `  Redis                ${eco.redis.url}${eco.redis.local ? ' (local redis-server)' : ''}`,
+    `  root CA              ${pkiPaths(eco.config.dataDir).rootCert}`,
+    `  keys                 ${keysText(eco.qtsp.deps.keys)}`,
+    ...rpLines(eco.sandbox, eco.config.qtspId, eco.sandbox.clients()),
+    'try, in another terminal:  ./bin/qtsp.js sign README.md',
+    '',
+  ].join('\n');
+}
+
+const SANDBOX_USAGE =
+  'usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N] [--mediation-port N] ' +
+  '[--smtp-port N] [--clients FILE]... [--client JSON]...\n';
 
 /**
  * `qtsp sandbox --signdoc-url URL`: the sandbox ecosystem alone, as a separate program (what the benchmark
@@ -150,9 +168,7 @@ export async function runSandbox(args: string[]): Promise<number> {
     },
   });
   if (!values['signdoc-url']) {
-    process.stderr.write(
-      'usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N] [--mediation-port N] [--smtp-port N] [--clients FILE]... [--client JSON]...\n',
-    );
+    process.stderr.write(SANDBOX_USAGE);
     return 2;
   }
   const clients = clientsOf(values);

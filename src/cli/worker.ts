@@ -1,8 +1,8 @@
 /**
- * `qtsp worker`: the delivery process on its own (DESIGN step 10): relays the outbox to the queues and runs
- * the workers that post mediation records (spec 6.2) and send end-user notifications (6.3). Configured like
- * `qtsp serve` (QTSP_* variables); Redis from redis.url, REDIS_URL, or the local one of a running `qtsp dev`
- * on the same data directory. Run it beside QTSP instances started with QTSP_DELIVERY_IN_PROCESS_WORKER=false.
+ * `qtsp worker`: the delivery process on its own: relays the outbox to the queues and runs the workers that
+ * post mediation records (spec 6.2) and send end-user notifications (6.3). Configured like `qtsp serve`
+ * (QTSP_* variables); Redis from redis.url, REDIS_URL, or the local one of a running `qtsp dev` on the same
+ * data directory. Run it beside QTSP instances started with QTSP_DELIVERY_IN_PROCESS_WORKER=false.
  */
 import { loadConfig, ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
@@ -19,7 +19,8 @@ export function withRedis(config: Config, env: NodeJS.ProcessEnv = process.env):
   const url = knownRedisUrl(config.redis.url, env, config.dataDir);
   if (!url)
     throw new ConfigError(
-      'setting redis.url (QTSP_REDIS_URL): no Redis known; set it or REDIS_URL, or start `qtsp dev` on this data directory first',
+      'setting redis.url (QTSP_REDIS_URL): no Redis known; set it or REDIS_URL, ' +
+        'or start `qtsp dev` on this data directory first',
     );
   return { ...config, redis: { ...config.redis, url } };
 }
@@ -54,7 +55,8 @@ export async function runWorker(_args: string[]): Promise<number> {
     { shutdownTimeoutMs, exitWithParent, logger, name: 'qtsp worker' },
   );
   process.stdout.write(
-    `qtsp worker delivering: mediation records to ${config.mediation.url}, notifications via ${config.notification.smtpUrl}\n`,
+    `qtsp worker delivering: mediation records to ${config.mediation.url}, ` +
+      `notifications via ${config.notification.smtpUrl}\n`,
   );
   return stopped;
 }
