@@ -114,11 +114,11 @@ export const configSchema = z
         workers: z.coerce.number().int().min(0).max(256).default(1),
         /**
          * How far V8 lets the heap grow past what the last full collection kept before it marks again (percent;
-         * `qtsp serve` only; 0: V8's own adaptive choice). V8's choice under signDoc load is about 50 %: with a
-         * live heap of about 55 MB a full collection started every 1-2 s, and each one stalled every call in flight
-         * for 50-100 ms (issue 12: the half-load p99). At 400 the heap may grow to about five times the live heap
-         * (up to some 300 MB) and full collections come about every half minute, mostly when external (Buffer)
-         * memory calls for one. Lower it where memory is scarcer than latency.
+         * `qtsp serve` only; 0: V8's own adaptive choice). Under signDoc load V8's own choice is small, so full
+         * collections come often, and each one stalls every call in flight: that sets the tail latency
+         * (docs/performance.md). At 400 the heap may grow to about five times the live heap and full collections
+         * are rare, mostly when external (Buffer) memory calls for one. Lower it where memory is scarcer than
+         * latency.
          */
         heapGrowthPercent: z.coerce.number().int().min(0).max(1000).default(400),
         /**
@@ -244,13 +244,19 @@ export const configSchema = z
     keys: z
       .strictObject({
         /**
-         * Where private keys live (src/pki/custody/): 'software' (node:crypto keys in this process, PKCS#8 files
-         * in <dataDir>/pki: the sandbox default), 'pkcs11' (a hardware security module: issuing CA, TSA and OCSP
-         * responder keys made in the token by `qtsp pki init --pkcs11`, every signer key generated in the token
-         * and destroyed after its request), or 'softhsm' (`qtsp dev` only: pkcs11 on a SoftHSM2 token it
-         * creates under <dataDir>/softhsm; the pkcs11 settings below are then filled in).
+         * The key custody backend: a folder under src/custody/ (registry.ts loads it; an unknown name stops the
+         * start naming this setting). 'software' (node:crypto keys in this process, PKCS#8 files in
+         * <dataDir>/pki: the sandbox default), 'pkcs11' (a hardware security module: issuing CA, TSA and OCSP
+         * responder keys made in the token by `qtsp pki init`, every signer key generated in the token and
+         * destroyed after its request), or 'softhsm' (`qtsp dev` only: pkcs11 on a SoftHSM2 token it creates
+         * under <dataDir>/softhsm; the pkcs11 settings below are then filled in). Each backend's own settings
+         * follow.
          */
-        provider: z.enum(['software', 'pkcs11', 'softhsm']).default('software'),
+        provider: z
+          .string()
+          .regex(/^[a-z0-9-]+$/, 'a key custody name: lowercase letters, digits and -')
+          .default('software'),
+        // pkcs11
         /** Path of the PKCS#11 module (e.g. /usr/lib/softhsm/libsofthsm2.so); required for pkcs11. */
         pkcs11Module: z.string().min(1).optional(),
         /** Label of the token holding our keys; required for pkcs11. */
@@ -297,15 +303,24 @@ export const configSchema = z
         ocspValiditySeconds: positiveInt.default(3600),
         /** Validity of our CRLs: nextUpdate - thisUpdate (seconds). */
         crlValiditySeconds: positiveInt.default(86400),
-        /** How long a CRL is served before it is issued anew (seconds); a revocation through this process refreshes it at once. */
+        /**
+         * How long a CRL is served before it is issued anew (seconds); a revocation through this process refreshes
+         * it at once.
+         */
         crlRefreshSeconds: positiveInt.default(300),
       })
       .prefault({}),
     store: z
       .strictObject({
-        /** Evidence and certificate store: 'sqlite' (embedded, one file <dataDir>/qtsp.sqlite) or 'postgres' (several instances). */
+        /**
+         * Evidence and certificate store: 'sqlite' (embedded, one file <dataDir>/qtsp.sqlite) or 'postgres'
+         * (several instances).
+         */
         driver: z.enum(['sqlite', 'postgres']).default('sqlite'),
-        /** PostgreSQL connection URL (postgres://user:password@host:port/database); required when driver is postgres. */
+        /**
+         * PostgreSQL connection URL (postgres://user:password@host:port/database); required when driver is
+         * postgres.
+         */
         url: z
           .string()
           .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL')
@@ -338,7 +353,10 @@ export const configSchema = z
           .string()
           .regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only')
           .default('qtsp'),
-        /** Timeout of every queue call (ms): Redis down or slow never holds anything longer (FIELD-NOTES, bullmq). */
+        /**
+         * Timeout of every queue call (ms): Redis down or slow never holds anything longer (with a Redis that was
+         * never reachable, bullmq's add() stays pending for ever).
+         */
         commandTimeoutMs: positiveInt.default(2000),
       })
       .prefault({}),
@@ -363,7 +381,10 @@ export const configSchema = z
       .prefault({}),
     delivery: z
       .strictObject({
-        /** Run the delivery workers (mediation records, notifications) in the QTSP process; false: `qtsp worker` runs them. */
+        /**
+         * Run the delivery workers (mediation records, notifications) in the QTSP process; false: `qtsp worker`
+         * runs them.
+         */
         inProcessWorker: booleanSetting.default(true),
         /** How often the relay moves outbox entries to the queues (ms); every signature also wakes it. */
         relayIntervalMs: positiveInt.default(1000),
@@ -372,9 +393,15 @@ export const configSchema = z
          * Redis lost without restarting (a restart is noticed by its run_id and handled at once, delivery/relay.ts).
          */
         requeueAfterMs: positiveInt.default(15 * 60_000),
-        /** Delivery attempts per record before it is marked failed (kept in the outbox, shown by `qtsp mediation status`). */
+        /**
+         * Delivery attempts per record before it is marked failed (kept in the outbox, shown by
+         * `qtsp mediation status`).
+         */
         attempts: positiveInt.max(100).default(15),
-        /** First retry delay (ms); doubles per attempt, with jitter (15 attempts from 1 s: retries for up to about 4.5 hours). */
+        /**
+         * First retry delay (ms); doubles per attempt, with jitter (15 attempts from 1 s: retries for up to about
+         * 4.5 hours).
+         */
         backoffMs: positiveInt.default(1000),
         /** Timeout of one delivery (HTTP post or SMTP session) (ms). */
         timeoutMs: positiveInt.default(10000),
@@ -386,7 +413,10 @@ export const configSchema = z
       .prefault({}),
     mediation: z
       .strictObject({
-        /** Records endpoint of the mediation service (spec 6.2); we authenticate with our TLS client certificate (5.12). */
+        /**
+         * Records endpoint of the mediation service (spec 6.2); we authenticate with our TLS client certificate
+         * (5.12).
+         */
         url: url.default('https://127.0.0.1:8443/mediation/v1/records'),
         /** owner_id in our records: the owner_id of our SP directory record (spec 2.13, 6.2). */
         ownerId: z.string().min(1).default('owner-qtsp-sandbox'),
@@ -420,7 +450,10 @@ export const configSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['store', 'driver'],
-        message: `sqlite serves one instance on one machine, but instance.id (QTSP_INSTANCE_ID=${c.instance.id}) declares one of several instances: set QTSP_STORE_DRIVER=postgres and QTSP_STORE_URL, shared by all instances`,
+        message:
+          `sqlite serves one instance on one machine, but instance.id (QTSP_INSTANCE_ID=${c.instance.id}) ` +
+          'declares one of several instances: set QTSP_STORE_DRIVER=postgres and QTSP_STORE_URL, ' +
+          'shared by all instances',
       });
     }
   });
