@@ -51,8 +51,8 @@ export function checkedBase64Text(text: string): Base64Text {
 }
 
 /**
- * The JSON array of Base64 texts, exactly as JSON.stringify writes it, without its per-character escape scan
- * (issue 12: ~2.5 ns per character, 0.07 ms of a ten-hash B-B answer's 27 KB; the join costs a seventh of it).
+ * The JSON array of Base64 texts, exactly as JSON.stringify writes it, without its per-character escape scan,
+ * which costs far more than the join on answers of many signatures (docs/performance.md).
  */
 export function base64JsonArray(items: readonly Base64Text[]): string {
   return items.length === 0 ? '[]' : `["${items.join('","')}"]`;

@@ -5,7 +5,7 @@
  * Written by hand rather than with asn1js because these structures embed DER we must keep byte-exact
  * (certificates, tokens from a TSA, signed attributes) and asn1js re-encodes what it parsed (times, for one,
  * are rebuilt from the parsed date) and silently drops RawData inside constructed values; and because building
- * asn1js objects costs about ten times as much per SignerInfo (issue 12). Reading only walks definite-length
+ * asn1js objects costs much more CPU per SignerInfo (docs/performance.md). Reading only walks definite-length
  * DER; requests from clients are parsed with pkijs.
  */
 
@@ -135,7 +135,8 @@ export function namedBit(bit: number): Buffer {
 const pad = (n: number, width = 2) => String(n).padStart(width, '0');
 
 function timeDigits(date: Date): string {
-  return `${pad(date.getUTCMonth() + 1)}${pad(date.getUTCDate())}${pad(date.getUTCHours())}${pad(date.getUTCMinutes())}${pad(date.getUTCSeconds())}`;
+  const day = `${pad(date.getUTCMonth() + 1)}${pad(date.getUTCDate())}`;
+  return `${day}${pad(date.getUTCHours())}${pad(date.getUTCMinutes())}${pad(date.getUTCSeconds())}`;
 }
 
 /** GeneralizedTime in whole seconds, "YYYYMMDDHHMMSSZ" (RFC 5280 4.1.2.5.2, RFC 3161 2.4.2). */
@@ -235,7 +236,8 @@ export function decodeOid(contentBytes: Uint8Array): string {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// X.509 (RFC 5280 4.1): the parts we need, read without parsing the whole certificate (~µs instead of ~1 ms)
+// X.509 (RFC 5280 4.1): the parts we need, read without parsing the whole certificate (a walk over a few TLVs,
+// not a full decode)
 
 export interface CertificateParts {
   readonly der: Buffer;

@@ -3,9 +3,9 @@
  * engine of Node's own fetch; global fetch cannot take TLS options without undici's Agent anyway). Bodies are
  * capped so a hostile peer cannot exhaust memory.
  *
- * Why undici and not node:https (issue 12): signDoc makes one introspection call per request. Through this
- * module, a kept-alive mTLS POST with a 1.5 KB answer cost 168-175 us of CPU on node:https (ClientRequest, the
- * agent's socket pool, IncomingMessage's stream) and costs 85-99 us on undici, side by side on this machine.
+ * Why undici and not node:https: signDoc makes one introspection call per request, and through this module a
+ * kept-alive mTLS POST costs about half the client CPU on undici that it cost on node:https (ClientRequest, the
+ * agent's socket pool, IncomingMessage's stream); docs/performance.md has the comparison.
  */
 import { Agent, type Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -97,12 +97,12 @@ class StaleSocketError extends HttpTransportError {}
 const UNDICI_TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
 /**
- * One request with one deadline over the answer and its body. Written with a plain timer, events and no
- * AbortSignal: side by side (8 at a time, kept-alive mTLS POST), an AbortController and its signal added 35-45 us
- * of CPU to each call, an Error built in advance for the timeout ~20 us, reading the body with `for await`
- * ~5 us more than with 'data' events; undici's own call costs ~70 us. At the deadline the caller gets its
- * timeout at once; a request still waiting for its answer is ended by undici's headersTimeout (the same
- * timeoutMs, counted from when it went out) and an answer arriving after the deadline is discarded.
+ * One request with one deadline over the answer and its body. Written with a plain timer, 'data' events and
+ * no AbortSignal, and the timeout's Error built only when it fires: an AbortController and its signal, an Error
+ * built in advance and a `for await` over the body each cost CPU on every call (docs/performance.md). At the
+ * deadline the caller gets its timeout at once; a request still waiting for its answer is ended by undici's
+ * headersTimeout (the same timeoutMs, counted from when it went out) and an answer arriving after the deadline
+ * is discarded.
  */
 function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse> {
   const limit = options.maxResponseBytes ?? 1024 * 1024;

@@ -1,7 +1,7 @@
 /**
- * How a qtsp process stops (issue 10 item 3): on SIGTERM or SIGINT it runs its stop steps once, each step
- * bounded, and the whole stop bounded by lifecycle.shutdownTimeoutMs, so a Redis or PostgreSQL that is
- * already gone cannot hold the exit. A second signal exits at once. With lifecycle.exitWithParent the process
+ * How a qtsp process stops: on SIGTERM or SIGINT it runs its stop steps once, each step bounded, and the
+ * whole stop bounded by lifecycle.shutdownTimeoutMs, so a Redis or PostgreSQL that is already gone cannot hold
+ * the exit. A second signal exits at once. With lifecycle.exitWithParent the process
  * also stops when the process that started it ends, SIGKILL included: an orphan is re-parented, so its parent
  * pid changes (polled; Node has no prctl(PR_SET_PDEATHSIG)).
  */

@@ -1,8 +1,8 @@
 /**
  * A local redis-server for `qtsp dev`, `qtsp serve` without a configured Redis, and the tests: started on a
- * free loopback port, with the settings bullmq wants (FIELD-NOTES, bullmq: noeviction, AOF), stopped with
- * SIGTERM so the AOF is flushed. restart() brings it back on the same port and directory with its data,
- * which is what the outage tests need. The package itself (Debian redis-server) is installed by
+ * free loopback port, with the settings bullmq wants (noeviction, AOF: see launch), stopped with SIGTERM so
+ * the AOF is flushed. restart() brings it back on the same port and directory with its data, which is what the
+ * outage tests need. The package itself (Debian redis-server) is installed by
  * scripts/ensure-packages.mjs, which `npm start` and `npm test` run first.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -123,7 +123,8 @@ function exited(child: ChildProcess): Promise<void> {
 export async function startRedisServer(options: { dir: string; port?: number }): Promise<LocalRedis> {
   if (!redisServerInstalled()) {
     throw new RedisServerMissing(
-      'redis-server is not installed: install the Debian package redis-server (`node scripts/ensure-packages.mjs start` does) or set REDIS_URL',
+      'redis-server is not installed: install the Debian package redis-server ' +
+        '(`node scripts/ensure-packages.mjs start` does) or set REDIS_URL',
     );
   }
   ensurePrivateDir(options.dir);
@@ -151,7 +152,10 @@ export async function startRedisServer(options: { dir: string; port?: number }):
   return handle;
 }
 
-/** Where a local redis-server of a data directory keeps its files, and its URL while it runs (for `qtsp worker`, `qtsp mediation status`). */
+/**
+ * Where a local redis-server of a data directory keeps its files, and its URL while it runs (for `qtsp worker`,
+ * `qtsp mediation status`).
+ */
 export function localRedisPaths(dataDir: string): { dir: string; urlFile: string } {
   const dir = join(dataDir, 'redis');
   return { dir, urlFile: join(dir, 'url') };
