@@ -119,11 +119,6 @@ export async function runDev(args: string[]): Promise<number> {
   return stopped;
 }
 
-/** Where the signing keys are, as the banner of `qtsp dev` says it. */
-function keysText(keys: Ecosystem['qtsp']['deps']['keys']): string {
-  return describeCustody(keys);
-}
-
 /** What `qtsp dev` prints once everything listens: the addresses of the QTSP and of the sandbox. */
 function devBanner(eco: Ecosystem): string {
   return [
@@ -138,7 +133,7 @@ function devBanner(eco: Ecosystem): string {
     `  SMTP sink            ${eco.sandbox.smtp.url} (mail kept in ${join(eco.config.dataDir, 'sandbox', 'mail')})`,
     `  Redis                ${eco.redis.url}${eco.redis.local ? ' (local redis-server)' : ''}`,
     `  root CA              ${pkiPaths(eco.config.dataDir).rootCert}`,
-    `  keys                 ${keysText(eco.qtsp.deps.keys)}`,
+    `  keys                 ${describeCustody(eco.qtsp.deps.keys)}`,
     ...rpLines(eco.sandbox, eco.config.qtspId, eco.sandbox.clients()),
     'try, in another terminal:  ./bin/qtsp.js sign README.md',
     '',
