@@ -5,7 +5,9 @@
 import { existsSync } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
-import { createApp, listen, listenPublication, withSignDocFastPath, type RunningServer } from './http/server.ts';
+import { createApp } from './http/app.ts';
+import { listenPublication } from './http/publication.ts';
+import { listen, type RunningServer } from './http/tls-listener.ts';
 import { pkiRouter } from './http/pki-routes.ts';
 import { createMetrics, operationalGauges, type OperationalSnapshot } from './http/metrics.ts';
 import { listenOps } from './http/ops.ts';
@@ -313,7 +315,7 @@ async function startWithCustody(
       logger,
     });
     publication = await listenPublication(config, [publicationRoutes], logger);
-    server = await listen(config, withSignDocFastPath(config, deps, app), logger);
+    server = await listen(config, app, logger);
   } catch (err) {
     await publication?.close();
     await ops?.close();

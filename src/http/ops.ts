@@ -1,5 +1,5 @@
 /**
- * The operations listener (issue 10 item 4): GET /health/live, /health/ready and /metrics on their own port,
+ * The operations listener: GET /health/live, /health/ready and /metrics on their own port,
  * plain HTTP, loopback by default (ops.host, ops.port). Apart from the public signDoc port so that nobody
  * on the network reads our internals, and so that a load balancer's or orchestrator's probe needs no client
  * certificate. Plain HTTP is fine on loopback or a private interface: nothing here is secret, and nothing
@@ -11,7 +11,7 @@ import express from 'express';
 import type { Config } from '../config/schema.ts';
 import type { Metrics } from '../util/metrics.ts';
 import type { Logger } from '../util/logger.ts';
-import { drainable } from './server.ts';
+import { drainable } from './listener.ts';
 
 export interface OpsSources {
   /** the last outcome of the readiness checks, without I/O (it must answer at once) */

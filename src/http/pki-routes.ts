@@ -45,7 +45,7 @@ function tsaRoutes(router: express.Router, s: PkiHttpServices): void {
     PKI_PATHS.tsa,
     (req, res, next) =>
       req.is(TIMESTAMP_QUERY) ? next() : tsaRejected(res, `Content-Type must be ${TIMESTAMP_QUERY}`),
-    express.raw({ type: TIMESTAMP_QUERY, limit: MAX_BODY, inflate: false }), // compressed: refused (server.ts)
+    express.raw({ type: TIMESTAMP_QUERY, limit: MAX_BODY, inflate: false }), // compressed: refused (answers.ts)
     async (req, res) => {
       const answer = await s.tsa.respond(req.body as Buffer);
       tsaReply(res, answer.granted ? 200 : 400, answer.body);

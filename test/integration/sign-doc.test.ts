@@ -311,8 +311,8 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
   });
 });
 
-describe('signDoc without express (the common request) answers exactly as the express route', () => {
-  /** POST with a Content-Length (the direct path), or chunked (no Content-Length: always the express app) */
+describe('signDoc reads a body sent with a Content-Length exactly as the same body sent chunked', () => {
+  /** POST with a Content-Length, or chunked (no Content-Length: the body ends with its last chunk) */
   function send(
     body: Buffer,
     chunked: boolean,
@@ -346,30 +346,44 @@ describe('signDoc without express (the common request) answers exactly as the ex
 
   it('same status, content type, cache control and body for good and bad bodies', async () => {
     const bom = Buffer.from([0xef, 0xbb, 0xbf]);
-    const bodies: [string, Buffer][] = [
-      ['not JSON', Buffer.from('{"SAD": ')],
-      ['whitespace only', Buffer.from(' \n ')],
-      ['a JSON string', Buffer.from('"x"')],
-      ['a JSON number after whitespace', Buffer.from('  42')],
-      ['an array', Buffer.from(JSON.stringify([body('x.y.z')]))],
-      ['an empty object', Buffer.from('{}')],
-      ['a lone BOM', bom],
-      ['a BOM and a request with a bad SAD', Buffer.concat([bom, Buffer.from(JSON.stringify(body('x.y.z')))])],
+    const notJson = 'the request body is not valid JSON';
+    const noSad = "missing required parameter 'SAD' in the request";
+    // the answer to each body as express.json reads it, which src/http/json-body.ts follows
+    const bodies: [string, Buffer, string][] = [
+      ['not JSON', Buffer.from('{"SAD": '), notJson],
+      ['whitespace only', Buffer.from(' \n '), notJson],
+      ['a JSON string', Buffer.from('"x"'), notJson],
+      ['a JSON number after whitespace', Buffer.from('  42'), notJson],
+      ['an array', Buffer.from(JSON.stringify([body('x.y.z')])), 'the request body must be a JSON object'],
+      ['an empty object', Buffer.from('{}'), noSad],
+      ['a lone BOM', bom, noSad],
+      [
+        'a BOM and a request with a bad SAD',
+        Buffer.concat([bom, Buffer.from(JSON.stringify(body('x.y.z')))]),
+        'SAD is not a decodable JWT',
+      ],
       [
         'invalid UTF-8 inside a string',
         Buffer.concat([Buffer.from('{"SAD": "'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+        "missing required parameter 'credentialID' in the request",
       ],
-      ['an unknown parameter', Buffer.from(JSON.stringify({ ...body('x.y.z'), foo: 1 }))],
+      [
+        'an unknown parameter',
+        Buffer.from(JSON.stringify({ ...body('x.y.z'), foo: 1 })),
+        "unknown parameter 'foo' in the request",
+      ],
     ];
-    for (const [what, b] of bodies) {
+    for (const [what, b, description] of bodies) {
       for (const contentType of ['application/json', 'application/json; charset=utf-8']) {
-        const direct = await send(b, false, contentType);
-        const viaExpress = await send(b, true, contentType);
-        assert.equal(direct.status, viaExpress.status, what);
-        assert.equal(direct.body, viaExpress.body, what);
-        assert.equal(direct.headers['content-type'], viaExpress.headers['content-type'], what);
-        assert.equal(direct.headers['cache-control'], viaExpress.headers['cache-control'], what);
-        assert.ok(direct.status === 400 || direct.status === 401, `${what}: ${direct.status}`);
+        const withLength = await send(b, false, contentType);
+        const chunked = await send(b, true, contentType);
+        assert.equal(withLength.status, chunked.status, what);
+        assert.equal(withLength.body, chunked.body, what);
+        assert.equal(withLength.headers['content-type'], chunked.headers['content-type'], what);
+        assert.equal(withLength.headers['cache-control'], chunked.headers['cache-control'], what);
+        assert.ok(withLength.status === 400 || withLength.status === 401, `${what}: ${withLength.status}`);
+        assert.equal(withLength.headers['cache-control'], 'no-store', what);
+        assert.equal(JSON.parse(withLength.body).error_description, description, what);
       }
     }
   });

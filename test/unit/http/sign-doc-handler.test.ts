@@ -1,16 +1,16 @@
 /**
- * The signDoc answer's JSON written by hand (server.ts signDocAnswerJson, issue 12) must be the very text
- * JSON.stringify makes of the object the express route sends, and Base64Text must never carry a character
- * that JSON would have to escape.
+ * The signDoc answer's JSON written by hand (sign-doc-handler.ts signDocAnswerJson) must be the very text
+ * JSON.stringify makes of the answer object, and Base64Text must never carry a character that JSON would have to
+ * escape.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { signDocAnswerJson } from '../../../src/http/server.ts';
+import { signDocAnswerJson } from '../../../src/http/sign-doc-handler.ts';
 import { base64JsonArray, base64Text, checkedBase64Text, type Base64Text } from '../../../src/util/base64.ts';
 
 const texts = (...sizes: number[]): Base64Text[] => sizes.map((n) => base64Text(randomBytes(n)));
-/** what the express route sends (server.ts createApp) */
+/** the answer object of signDoc as JSON.stringify writes it */
 const reference = (r: { SignatureObject: Base64Text[]; revocationInfo?: { ocsp: Base64Text[]; crl: Base64Text[] } }) =>
   JSON.stringify({
     SignatureObject: r.SignatureObject,
