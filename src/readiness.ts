@@ -1,5 +1,5 @@
 /**
- * Readiness (GET /health/ready on the operations listener, issue 10 item 4): ready exactly when a signDoc
+ * Readiness (GET /health/ready on the operations listener): ready exactly when a signDoc
  * could succeed now, i.e. when every step of sign-doc.ts that depends on something outside this process can
  * run:
  * - the evidence store commits a write (step 10 refuses to sign without evidence: a full disk is not ready);
@@ -106,29 +106,10 @@ export function watchReadiness(parts: ReadinessParts): Readiness {
   };
 
   const report = (): ReadinessReport => {
-    const reasons: string[] = [];
-    const { health, driver } = parts.store;
-    if (!health.healthy) reasons.push(`evidence store (${driver}) does not accept a write: ${health.reason}`);
-    reasons.push(...signing.reasons);
-    const idps = parts.idps.readiness();
-    reasons.push(...idps.reasons);
-    const archive = parts.keyArchive.readiness();
-    reasons.push(...archive.reasons);
-    let keySources = archive.ready;
-    if (!archive.ready) {
-      keySources = asKeys.ok;
-      reasons.push(
-        asKeys.ok
-          ? 'AS key sources: every active AS serves its keys at jwks_uri; introspection responses are checked with those'
-          : 'no source for AS keys: neither the key archive nor the jwks_uri of every active AS is usable',
-      );
-      if (!asKeys.ok) reasons.push(...asKeys.reasons);
-    }
-    const ready = health.healthy && signing.ok && idps.ready && keySources;
-    const now = { ready, reasons };
-    if (last && last.ready !== ready) {
-      if (ready) parts.logger.info({ event: 'readiness.ready' }, 'ready');
-      else parts.logger.warn({ event: 'readiness.not_ready', reasons }, 'not ready');
+    const now = currentReport(parts, signing, asKeys);
+    if (last && last.ready !== now.ready) {
+      if (now.ready) parts.logger.info({ event: 'readiness.ready' }, 'ready');
+      else parts.logger.warn({ event: 'readiness.not_ready', reasons: now.reasons }, 'not ready');
     }
     last = now;
     return now;
@@ -137,4 +118,27 @@ export function watchReadiness(parts: ReadinessParts): Readiness {
   const timer = setInterval(() => void tick(), parts.intervalMs);
   timer.unref();
   return { report, refresh, stop: () => clearInterval(timer) };
+}
+
+const AS_KEYS_SERVE =
+  'AS key sources: every active AS serves its keys at jwks_uri; introspection responses are checked with those';
+const NO_AS_KEYS = 'no source for AS keys: neither the key archive nor the jwks_uri of every active AS is usable';
+
+/** The report of the last outcomes: ready when every part a signDoc needs is; the reasons of every part */
+function currentReport(parts: ReadinessParts, signing: Outcome, asKeys: Outcome): ReadinessReport {
+  const reasons: string[] = [];
+  const { health, driver } = parts.store;
+  if (!health.healthy) reasons.push(`evidence store (${driver}) does not accept a write: ${health.reason}`);
+  reasons.push(...signing.reasons);
+  const idps = parts.idps.readiness();
+  reasons.push(...idps.reasons);
+  const archive = parts.keyArchive.readiness();
+  reasons.push(...archive.reasons);
+  let keySources = archive.ready;
+  if (!archive.ready) {
+    keySources = asKeys.ok;
+    reasons.push(asKeys.ok ? AS_KEYS_SERVE : NO_AS_KEYS);
+    if (!asKeys.ok) reasons.push(...asKeys.reasons);
+  }
+  return { ready: health.healthy && signing.ok && idps.ready && keySources, reasons };
 }

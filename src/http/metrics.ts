@@ -72,7 +72,8 @@ export function operationalGauges(
     new Gauge<L>({ name, help, labelNames, registers: [registry] });
   const outbox = gauge(
     'qtsp_outbox_entries',
-    'outbox entries by delivery topic and state (pending: not handed to the queue yet; queued; delivered; failed: given up)',
+    'outbox entries by delivery topic and state ' +
+      '(pending: not handed to the queue yet; queued; delivered; failed: given up)',
     ['topic', 'state'],
   );
   const oldest = gauge(
