@@ -39,10 +39,12 @@ describe('queued entries whose job Redis lost', () => {
 
   it('are handed over again once requeueAfterMs old, not before, while signatures keep waking the relay', async () => {
     const id = await signOne('requeue 0');
-    const queued = await waitFor('the entry queued', async () => {
-      const e = await outbox(id);
-      return e.state === 'queued' ? e : undefined;
-    });
+    await waitFor('the entry queued', async () => (await outbox(id)).state === 'queued');
+    // a read pass and the hand-over of the entry signDoc named may both mark it, each touching it: what counts
+    // is the entry as it is once the relay has nothing left in hand
+    await env.qtsp.delivery.idle();
+    const queued = await outbox(id);
+    assert.equal(queued.state, 'queued');
     // Redis loses every job and keeps its run_id: only the requeue backstop can bring the entry back
     const redis = new Redis(env.redis.url, { maxRetriesPerRequest: 1 });
     try {
@@ -50,14 +52,16 @@ describe('queued entries whose job Redis lost', () => {
     } finally {
       redis.disconnect();
     }
-    // signatures wake the relay meanwhile: none of those passes touches the entry before it is old enough
+    // signatures wake the relay meanwhile: none of those passes touches the entry before it is old enough. On a
+    // busy machine a signature may take long enough for the entry to come of age while it runs: a touch is then
+    // right, provided it came requeueAfterMs after the last one or later (the store's clock is ours)
     const t0 = Date.now();
     for (let i = 1; Date.now() - queued.updatedAt.getTime() < REQUEUE_AFTER_MS - 300; i++) {
       await signOne(`requeue ${i}`);
-      assert.equal(
-        (await outbox(id)).updatedAt.getTime(),
-        queued.updatedAt.getTime(),
-        `handed over again after ${Date.now() - t0} ms`,
+      const touched = (await outbox(id)).updatedAt.getTime();
+      assert.ok(
+        touched === queued.updatedAt.getTime() || touched - queued.updatedAt.getTime() >= REQUEUE_AFTER_MS,
+        `handed over again after ${touched - queued.updatedAt.getTime()} ms (${Date.now() - t0} ms in)`,
       );
     }
     // then a pass within about relayIntervalMs hands it over again: touched anew, and a job in Redis once more
