@@ -48,9 +48,12 @@ export function readJsonBody(req: http.IncomingMessage, charset: string, limit: 
   const declared = req.headers['content-length'];
   const length = declared === undefined ? undefined : Number(declared);
   const refused = refusedAtOnce(req.headers, charset);
-  const refusedAfterReading = refused ? undefined : refusedOnceRead(length, limit, charset);
-  if (refused) done(refused);
-  else if (refusedAfterReading) readOff(req, refusedAfterReading, done);
+  if (refused) {
+    done(refused);
+    return;
+  }
+  const refusedOnRead = refusedOnceRead(length, limit, charset);
+  if (refusedOnRead) readOff(req, refusedOnRead, done);
   else collect(req, length, limit, charset, done);
 }
 
