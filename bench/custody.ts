@@ -2,18 +2,15 @@
  * Key custody variants of the benchmark: what `npm run bench` needs to run the same QTSP with its
  * keys elsewhere. `software`: node:crypto keys in the QTSP process (the default). `softhsm`: every key in a
  * SoftHSM2 token over PKCS#11: a copy of the benchmark's data directory whose issuing CA, TSA and OCSP
- * responder keys `qtsp pki init --pkcs11` made in a fresh token (the root and the sandbox files stay the
+ * responder keys `qtsp pki init` made in a fresh token (the root and the sandbox files stay the
  * same, so the sandbox needs no change), and the QTSP_* settings that select it.
  */
 import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadConfig } from '../src/config/load.ts';
 import type { ConfigInput } from '../src/config/schema.ts';
-import { openKeyCustody } from '../src/custody/open.ts';
-import type { Pkcs11Custody } from '../src/custody/pkcs11/custody.ts';
-import { createSoftHsmToken } from '../src/custody/pkcs11/softhsm.ts';
-import { pkiInitInToken } from '../src/ca/init.ts';
-import { publicBaseUrl } from '../src/ca/publication.ts';
+import { createSoftHsmToken } from '../src/custody/softhsm/token.ts';
+import { keyCeremony } from '../src/ca/init.ts';
 
 export interface CustodyVariant {
   /** QTSP_* (and SOFTHSM2_CONF) settings for the QTSP process */
@@ -41,13 +38,7 @@ export async function custodyVariant(
     tokenLabel: token.label,
     pinFile: token.pinFile,
   };
-  const config = loadConfig({ ...base, dataDir: dir, keys: keysConfig }, {});
-  const custody = (await openKeyCustody(config, { forInit: true })) as Pkcs11Custody;
-  try {
-    await pkiInitInToken({ dataDir: dir, qtspId: config.qtspId, publicBaseUrl: publicBaseUrl(config), token: custody });
-  } finally {
-    await custody.close();
-  }
+  await keyCeremony(loadConfig({ ...base, dataDir: dir, keys: keysConfig }, {}));
   return {
     env: {
       QTSP_DATA_DIR: dir,

@@ -15,9 +15,9 @@ import { watchReadiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import type { Delivery } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
-import { pkiExists, trustServicesExist } from './ca/material.ts';
+import { longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
-import { openKeyCustody } from './custody/open.ts';
+import { openKeyCustody } from './custody/registry.ts';
 import type { KeyCustody } from './custody/types.ts';
 import { signerProfile } from './ca/signer-certificate.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
@@ -169,7 +169,7 @@ export async function startQtsp(config: Config, options: StartOptions = {}): Pro
 async function startLocked(config: Config, options: StartOptions = {}): Promise<QtspService> {
   const logger = options.logger ?? defaultLogger;
   // first: a missing module, token or wrong PIN stops the start naming the setting; starts filling the RSA key pool
-  const keys = await openKeyCustody(config, { logger });
+  const keys = await openKeyCustody(config, { material: longLivedMaterial(config.dataDir), logger });
   try {
     return await startWithCustody(config, options, keys, logger);
   } catch (err) {

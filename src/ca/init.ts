@@ -23,11 +23,16 @@ import {
   type KeyedCertificate,
   type SoftwareKeyedCertificate,
 } from './authority.ts';
+import { ConfigError } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
+import { loadCustodyBackend } from '../custody/registry.ts';
 import { describeLocation, type KeyCustody, type LongLivedKeyMaker, type LongLivedKeyName } from '../custody/types.ts';
+import type { Logger } from '../util/logger.ts';
 import {
   custodyMarkerFile,
   keysInCustody,
   loadCaMaterial,
+  longLivedMaterial,
   pkiExists,
   pkiPaths,
   trustServicesExist,
@@ -38,6 +43,7 @@ import {
   ocspNoCheckExtension,
   pkiUrls,
   PKIX_OID,
+  publicBaseUrl,
   rootCaPointers,
   type PkiUrls,
 } from './publication.ts';
@@ -93,38 +99,24 @@ export function pkiInit(options: PkiInitOptions): boolean {
 
 const ROOT_SUBJECT: NameAttribute[] = [COUNTRY, ORG, { type: OID.commonName, value: 'qtsp Sandbox Root CA' }];
 
-export interface PkiInitInTokenOptions extends PkiInitOptions {
-  /** the token custodian (custody/pkcs11.ts), opened without requiring the long-lived keys */
-  readonly token: LongLivedKeyMaker & Pick<KeyCustody, 'location'>;
+export interface PkiInitInCustodyOptions extends PkiInitOptions {
+  /** the custodian, opened without requiring the long-lived keys */
+  readonly custody: LongLivedKeyMaker & Pick<KeyCustody, 'kind' | 'location'>;
 }
 
 /**
- * `qtsp pki init --pkcs11`: the issuing CA, TSA and OCSP responder keys generated inside the token (sensitive,
- * never extractable token objects), their certificates written as by pkiInit; the root CA and our TLS client
+ * The issuing CA, TSA and OCSP responder keys generated inside the custody (for a token: sensitive, never
+ * extractable token objects), their certificates written as by pkiInit; the root CA and our TLS client
  * certificate stay software (kept when they exist). Returns whether it created anything.
  */
-export async function pkiInitInToken(options: PkiInitInTokenOptions): Promise<boolean> {
-  const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
+export async function pkiInitInCustody(options: PkiInitInCustodyOptions): Promise<boolean> {
   ensurePrivateDir(options.dataDir);
-  if (
-    pkiExists(options.dataDir) &&
-    keysInCustody(options.dataDir) &&
-    trustServicesExist(options.dataDir) &&
-    !options.force
-  )
-    return false;
+  if (custodyMaterialExists(options.dataDir) && !options.force) return false;
   const p = pkiPaths(options.dataDir);
   const algorithm = options.algorithm ?? 'P-256';
   const keepRoot = existsSync(p.rootCert) && existsSync(p.rootKey) && !options.force;
   const root = keepRoot ? loadKeyed(p.rootCert, p.rootKey) : createRootCa(ROOT_SUBJECT, algorithm);
-  const inToken = async (name: LongLivedKeyName, ca: KeyedCertificate): Promise<KeyedCertificate> => {
-    const key = await options.token.generateLongLivedKey(name, algorithm);
-    const { der, certificate } = await issueCertificateAsync(requestFor(ca, PROFILES[name](urls), key.publicKey));
-    return certifiedKey(der, key, certificate);
-  };
-  const issuing = await inToken('issuing-ca', root);
-  const tsa = await inToken('tsa', root);
-  const responder = await inToken('ocsp-responder', issuing);
+  const issued = await issueInCustody(options, root, algorithm);
   if (!keepRoot) saveKeyed(root, p.rootCert, p.rootKey);
   if (!existsSync(p.clientCert) || !existsSync(p.clientKey) || options.force)
     saveKeyed(
@@ -133,18 +125,85 @@ export async function pkiInitInToken(options: PkiInitInTokenOptions): Promise<bo
       p.clientKey,
     );
   for (const [cert, der, keyFile] of [
-    [p.issuingCert, issuing.der, p.issuingKey],
-    [p.tsaCert, tsa.der, p.tsaKey],
-    [p.ocspCert, responder.der, p.ocspKey],
+    [p.issuingCert, issued.issuing.der, p.issuingKey],
+    [p.tsaCert, issued.tsa.der, p.tsaKey],
+    [p.ocspCert, issued.responder.der, p.ocspKey],
   ] as const) {
     writeFileSync(cert, toPem(der, 'CERTIFICATE'));
-    rmSync(keyFile, { force: true }); // a software key of before must not linger beside the token's
+    rmSync(keyFile, { force: true }); // a software key of before must not linger beside the custody's
   }
-  writeFileSync(
-    custodyMarkerFile(options.dataDir),
-    `${JSON.stringify({ keys: 'pkcs11', token: describeLocation(options.token.location), createdAt: new Date().toISOString() }, null, 2)}\n`,
-  );
+  writeCustodyMarker(options.dataDir, options.custody);
   return true;
+}
+
+/** The material is complete with its long-lived keys in a custody: nothing for `qtsp pki init` to do. */
+function custodyMaterialExists(dataDir: string): boolean {
+  return pkiExists(dataDir) && keysInCustody(dataDir) && trustServicesExist(dataDir);
+}
+
+/** The long-lived keys made in the custody, each certified by its CA. */
+async function issueInCustody(
+  options: PkiInitInCustodyOptions,
+  root: KeyedCertificate,
+  algorithm: KeyAlgorithm,
+): Promise<{ issuing: KeyedCertificate; tsa: KeyedCertificate; responder: KeyedCertificate }> {
+  const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
+  const inCustody = async (name: LongLivedKeyName, ca: KeyedCertificate): Promise<KeyedCertificate> => {
+    const key = await options.custody.generateLongLivedKey(name, algorithm);
+    const { der, certificate } = await issueCertificateAsync(requestFor(ca, PROFILES[name](urls), key.publicKey));
+    return certifiedKey(der, key, certificate);
+  };
+  const issuing = await inCustody('issuing-ca', root);
+  const tsa = await inCustody('tsa', root);
+  const responder = await inCustody('ocsp-responder', issuing);
+  return { issuing, tsa, responder };
+}
+
+/** The marker ca/material.ts reads: which custody holds the long-lived keys, and where in it. */
+function writeCustodyMarker(dataDir: string, custody: Pick<KeyCustody, 'kind' | 'location'>): void {
+  const marker = { keys: custody.kind, token: describeLocation(custody.location), createdAt: new Date().toISOString() };
+  writeFileSync(custodyMarkerFile(dataDir), `${JSON.stringify(marker, null, 2)}\n`);
+}
+
+export interface KeyCeremonyOptions {
+  readonly algorithm?: KeyAlgorithm;
+  /** replace existing material (never done implicitly) */
+  readonly force?: boolean;
+  /** the keys must go into a custody (`qtsp pki init --pkcs11`): refuse a backend that keeps key files */
+  readonly inCustody?: boolean;
+  readonly logger?: Logger;
+}
+
+/**
+ * `qtsp pki init` for a configuration: the long-lived keys where keys.provider keeps them, as key files
+ * (pkiInit) or made in the custody (pkiInitInCustody). Returns whether it created anything.
+ */
+export async function keyCeremony(config: Config, options: KeyCeremonyOptions = {}): Promise<boolean> {
+  const { logger, inCustody, ...chosen } = options;
+  const init: PkiInitOptions = {
+    dataDir: config.dataDir,
+    qtspId: config.qtspId,
+    publicBaseUrl: publicBaseUrl(config),
+    ...chosen,
+  };
+  const backend = await loadCustodyBackend(config.keys.provider);
+  if (!backend.openForInit) {
+    if (inCustody)
+      throw new ConfigError(
+        `setting keys.provider: ${config.keys.provider} keeps the CA keys as files; \`qtsp pki init --pkcs11\` ` +
+          'makes them in the key custody keys.provider names (e.g. pkcs11 with keys.pkcs11Module, ' +
+          'keys.tokenLabel, keys.pinFile)',
+      );
+    return pkiInit(init);
+  }
+  if (custodyMaterialExists(config.dataDir) && !options.force) return false;
+  const context = { material: longLivedMaterial(config.dataDir), ...(logger ? { logger } : {}) };
+  const custody = await backend.openForInit(config, context);
+  try {
+    return await pkiInitInCustody({ ...init, custody });
+  } finally {
+    await custody.close();
+  }
 }
 
 const YEAR_MS = 365 * 24 * 3600 * 1000;

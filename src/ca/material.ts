@@ -13,6 +13,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { X509Certificate, type KeyObject } from 'node:crypto';
 import { join } from 'node:path';
 import { ConfigError } from '../config/load.ts';
+import type { LongLivedMaterial } from '../custody/registry.ts';
 import { describeLocation, type KeyCustody, type LongLivedKeyName } from '../custody/types.ts';
 import { fromPem } from '../util/base64.ts';
 import { certifiedKey, loadKeyed, type KeyedCertificate, type SoftwareKeyedCertificate } from './authority.ts';
@@ -59,6 +60,26 @@ export function custodyMarkerFile(dataDir: string): string {
 /** Whether the long-lived keys other than the root are in a key custody rather than key files. */
 export function keysInCustody(dataDir: string): boolean {
   return existsSync(custodyMarkerFile(dataDir));
+}
+
+/** What the key custody needs to know of the material: the long-lived key files, and where the keys are. */
+export function longLivedMaterial(dataDir: string): LongLivedMaterial {
+  const p = pkiPaths(dataDir);
+  return {
+    dir: p.dir,
+    keyFiles: { 'issuing-ca': p.issuingKey, tsa: p.tsaKey, 'ocsp-responder': p.ocspKey },
+    heldBy: keysInCustody(dataDir) ? custodyInMarker(dataDir) : undefined,
+  };
+}
+
+/** The custody the marker names; one that cannot be read names none that exists. */
+function custodyInMarker(dataDir: string): string {
+  try {
+    const marker = JSON.parse(readFileSync(custodyMarkerFile(dataDir), 'utf8')) as { keys?: unknown };
+    return typeof marker.keys === 'string' ? marker.keys : 'unknown';
+  } catch {
+    return 'unknown';
+  }
 }
 
 /** The root and issuing CA and our TLS client identity exist (the issuing CA key as a file, or in a custody). */

@@ -10,13 +10,8 @@ import { urlHost } from '../util/listen.ts';
 import { freePort } from '../util/free-port.ts';
 import { loadConfig } from '../config/load.ts';
 import type { Config, ConfigInput } from '../config/schema.ts';
-import { join } from 'node:path';
-import { openKeyCustody } from '../custody/open.ts';
-import type { Pkcs11Custody } from '../custody/pkcs11/custody.ts';
-import { createSoftHsmToken } from '../custody/pkcs11/softhsm.ts';
-import { keysInCustody, pkiExists, trustServicesExist } from '../ca/material.ts';
-import { pkiInit, pkiInitInToken } from '../ca/init.ts';
-import { publicBaseUrl } from '../ca/publication.ts';
+import { sandboxKeys } from '../custody/registry.ts';
+import { keyCeremony } from '../ca/init.ts';
 import type { RpEndpoints } from '../rp/flow.ts';
 import { startSandbox, type ExternalClient, type Sandbox } from '../sandbox/index.ts';
 import { startQtsp, type QtspService } from '../service.ts';
@@ -102,39 +97,13 @@ export function qtspConfigInput(
 }
 
 /**
- * keys.provider softhsm (the sandbox switch, e.g. QTSP_KEYS_PROVIDER=softhsm npm start): a SoftHSM2 token under
- * <dataDir>/softhsm (created on first start, its own softhsm2.conf, a random PIN in a 0600 file), and the
- * pkcs11 settings pointing at it. SOFTHSM2_CONF is set for this process: the module reads it when initialised.
+ * A keys.provider that stands in for another one in the sandbox (softhsm: a SoftHSM2 token under the data dir,
+ * run by the pkcs11 custody): its backend prepares what it needs and gives the keys settings to run with.
  */
-export function withSoftHsm(options: EcosystemOptions): EcosystemOptions {
-  const given = loadConfig(options.config ?? {}, options.env ?? {});
-  if (given.keys.provider !== 'softhsm') return options;
-  const token = createSoftHsmToken(join(given.dataDir, 'softhsm'), 'qtsp-sandbox');
-  process.env['SOFTHSM2_CONF'] = token.conf;
-  const keys = {
-    ...options.config?.keys,
-    provider: 'pkcs11' as const,
-    pkcs11Module: token.module,
-    tokenLabel: token.label,
-    pinFile: token.pinFile,
-  };
-  return { ...options, config: { ...options.config, keys } };
-}
-
-/** The CA material: software keys in files, or (keys.provider pkcs11) the CA and service keys made in the token. */
-async function initPki(base: Config): Promise<void> {
-  const init = { dataDir: base.dataDir, qtspId: base.qtspId, publicBaseUrl: publicBaseUrl(base) };
-  if (base.keys.provider === 'software') {
-    pkiInit(init);
-    return;
-  }
-  if (pkiExists(base.dataDir) && keysInCustody(base.dataDir) && trustServicesExist(base.dataDir)) return;
-  const custody = (await openKeyCustody(base, { forInit: true })) as Pkcs11Custody;
-  try {
-    await pkiInitInToken({ ...init, token: custody });
-  } finally {
-    await custody.close();
-  }
+export async function withSandboxCustody(options: EcosystemOptions): Promise<EcosystemOptions> {
+  const keys = await sandboxKeys(loadConfig(options.config ?? {}, options.env ?? {}));
+  if (!keys) return options;
+  return { ...options, config: { ...options.config, keys: { ...options.config?.keys, ...keys } } };
 }
 
 /** Ports chosen up front (the sandbox's SP record names our signDoc URL) and the CA material in place. */
@@ -147,7 +116,7 @@ export async function prepare(
   const publicationPort =
     given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
   const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
-  await initPki(base);
+  await keyCeremony(base); // key files, or the CA and service keys made in the custody keys.provider names
   return {
     base,
     port,
@@ -171,7 +140,7 @@ async function startQtspFor(
 }
 
 export async function startEcosystem(given: EcosystemOptions = {}): Promise<Ecosystem> {
-  const options = withSoftHsm(given);
+  const options = await withSandboxCustody(given);
   const { base, port, publicationPort, signDocUrl } = await prepare(options);
   const redis = await provideRedis(base.redis.url, options.env ?? process.env, base.dataDir);
   const sandbox = await startSandbox({
@@ -218,7 +187,7 @@ const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 export async function startEcosystemWithSandboxProcess(
   given: EcosystemOptions = {},
 ): Promise<Omit<Ecosystem, 'sandbox'>> {
-  const options = withSoftHsm(given);
+  const options = await withSandboxCustody(given);
   const { base, port, publicationPort, signDocUrl } = await prepare(options);
   const sandbox = await startSandboxProcess(base, signDocUrl);
   const info = sandbox.info;

@@ -1,12 +1,9 @@
 /** `qtsp pki init`, `qtsp pki root` and `qtsp pki revoke SERIAL --reason R`. */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../config/load.ts';
-import { openKeyCustody } from '../custody/open.ts';
-import type { Pkcs11Custody } from '../custody/pkcs11/custody.ts';
+import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../ca/material.ts';
-import { pkiInit, pkiInitInToken, type PkiInitInTokenOptions } from '../ca/init.ts';
-import { publicBaseUrl } from '../ca/publication.ts';
+import { keyCeremony } from '../ca/init.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
 import type { Config } from '../config/schema.ts';
@@ -55,20 +52,21 @@ async function revoke(config: Config, serialText: string | undefined, reasonText
 }
 
 /**
- * `qtsp pki init --pkcs11`: the issuing CA, TSA and OCSP responder keys generated in the token of keys.pkcs11Module,
- * keys.tokenLabel and keys.pinFile (QTSP_KEYS_* variables), as sensitive, non-extractable token objects.
+ * `qtsp pki init`: the CA material, with the issuing CA, TSA and OCSP responder keys where keys.provider keeps
+ * them: key files, or made in the key custody (a PKCS#11 token: sensitive, non-extractable token objects).
+ * `--pkcs11` insists on the latter.
  */
-async function initInToken(config: Config, init: Omit<PkiInitInTokenOptions, 'token'>): Promise<boolean> {
-  if (config.keys.provider !== 'pkcs11')
-    throw new ConfigError(
-      'setting keys.provider: `qtsp pki init --pkcs11` needs keys.provider pkcs11 (QTSP_KEYS_PROVIDER=pkcs11) and the token settings keys.pkcs11Module, keys.tokenLabel, keys.pinFile',
-    );
-  const custody = (await openKeyCustody(config, { forInit: true })) as Pkcs11Custody;
-  try {
-    return await pkiInitInToken({ ...init, token: custody });
-  } finally {
-    await custody.close();
-  }
+async function init(config: Config, options: { rsa: boolean; force: boolean; pkcs11: boolean }): Promise<number> {
+  const created = await keyCeremony(config, {
+    algorithm: options.rsa ? 'RSA-3072' : 'P-256',
+    force: options.force,
+    inCustody: options.pkcs11,
+  });
+  const dir = pkiPaths(config.dataDir).dir;
+  process.stdout.write(
+    created ? `created CA material in ${dir}\n` : `CA material exists in ${dir} (use --force to replace it)\n`,
+  );
+  return 0;
 }
 
 export async function runPki(args: string[]): Promise<number> {
@@ -86,22 +84,8 @@ export async function runPki(args: string[]): Promise<number> {
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
   const paths = pkiPaths(config.dataDir);
   switch (positionals[0]) {
-    case 'init': {
-      const init = {
-        dataDir: config.dataDir,
-        qtspId: config.qtspId,
-        algorithm: values.rsa ? ('RSA-3072' as const) : ('P-256' as const),
-        force: values.force,
-        publicBaseUrl: publicBaseUrl(config),
-      };
-      const created = values.pkcs11 ? await initInToken(config, init) : pkiInit(init);
-      process.stdout.write(
-        created
-          ? `created CA material in ${paths.dir}\n`
-          : `CA material exists in ${paths.dir} (use --force to replace it)\n`,
-      );
-      return 0;
-    }
+    case 'init':
+      return init(config, values);
     case 'root':
       process.stdout.write(readFileSync(paths.rootCert, 'utf8'));
       return 0;

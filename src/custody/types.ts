@@ -1,27 +1,39 @@
 /**
- * Key custody (DESIGN.md "Key custody"; the smallstep cas/apiv1 and PeculiarVentures x509 provider idea): one
- * interface for every private key we sign with, so that no caller knows where a key lives. Two custodians:
- * software (node:crypto KeyObjects in this process: the sandbox default) and pkcs11 (a hardware security module
- * or SoftHSM2 through PKCS#11: the keys never leave the token).
+ * Key custody: one interface for every private key we sign with, so that no caller knows where a key lives.
+ * Each backend is a folder of its own under custody/ (software: node:crypto KeyObjects in this process, the
+ * sandbox default; pkcs11: a hardware security module or SoftHSM2 through PKCS#11, the keys never leave the
+ * token), loaded through registry.ts by the name keys.provider gives.
  *
  * Two kinds of keys:
- * - a signer key lives for one signDoc request (DESIGN.md steps 7-9): createSignerKey, sign, destroy;
- * - a long-lived key (root CA, issuing CA, TSA, OCSP responder) is made once by `qtsp pki init` and named.
+ * - a signer key lives for one signDoc request (steps 7-9 of sign-doc.ts): createSignerKey, sign, destroy;
+ * - a long-lived key (issuing CA, TSA, OCSP responder) is made once by `qtsp pki init` and named.
  */
 import type { KeyObject } from 'node:crypto';
 import type { KeyAlgorithm, SignatureScheme, SignHash, SigningKey } from '../crypto/signature.ts';
 
 export type { EcdsaEncoding, SigningKey } from '../crypto/signature.ts';
 
-/** Where a key lives; the evidence of each signature records it (issue 9 item 3). */
-export type KeyLocation =
-  | { readonly kind: 'software' }
-  /** a PKCS#11 token, by its label and serial number (CK_TOKEN_INFO) */
-  | { readonly kind: 'pkcs11'; readonly tokenLabel: string; readonly tokenSerial: string };
+/** A key custody backend's name: keys.provider, and the name of the backend's folder under custody/. */
+export type CustodyName = string;
 
-/** "software", or "pkcs11:<label>:<serial>": the evidence column (store) and log lines. */
+/**
+ * Where a key lives, as the evidence of each signature records it: the backend (`kind`) and what tells its
+ * keys apart, e.g. a PKCS#11 token by its label and serial number (CK_TOKEN_INFO).
+ */
+export interface KeyLocation {
+  readonly kind: CustodyName;
+  readonly [detail: string]: string;
+}
+
+/** The kind, then each detail in order, joined by ':' ("software", "pkcs11:<label>:<serial>"): evidence, logs. */
 export function describeLocation(location: KeyLocation): string {
-  return location.kind === 'software' ? 'software' : `pkcs11:${location.tokenLabel}:${location.tokenSerial}`;
+  const details = Object.entries(location).filter(([name]) => name !== 'kind');
+  return [location.kind, ...details.map(([, value]) => value)].join(':');
+}
+
+/** One line on where the keys of a custody live, for the `qtsp dev` banner. */
+export function describeCustody(custody: Pick<KeyCustody, 'kind' | 'location'>): string {
+  return `${describeLocation(custody.location)} (keys.provider ${custody.kind})`;
 }
 
 /** The key pair of one signDoc request (spec 2.16): used for one certificate and its signatures, then destroyed. */
@@ -34,7 +46,7 @@ export interface SignerKey extends SigningKey {
 
 /**
  * The long-lived keys in custody, by the role they have in the certificates `qtsp pki init` writes. The root
- * CA is not among them: it signs at init and its CRL only, and stays a software key (pki/init.ts says why).
+ * CA is not among them: it signs at init and its CRL only, and stays a software key (ca/init.ts says why).
  */
 export const LONG_LIVED_KEYS = ['issuing-ca', 'tsa', 'ocsp-responder'] as const;
 export type LongLivedKeyName = (typeof LONG_LIVED_KEYS)[number];
@@ -45,7 +57,7 @@ export interface CustodyReadiness {
 }
 
 export interface KeyCustody {
-  readonly kind: 'software' | 'pkcs11';
+  readonly kind: CustodyName;
   readonly location: KeyLocation;
   /**
    * Whether keys made here are in a qualified signature creation device: only a token the configuration
@@ -58,14 +70,12 @@ export interface KeyCustody {
   longLivedKey(name: LongLivedKeyName): SigningKey & { readonly publicKey: KeyObject };
   /** whether this custodian signs with the scheme and hash (a PKCS#11 2.40 token has no PSS with SHA-3) */
   supports(scheme: SignatureScheme, hash: SignHash): boolean;
-  /** Resolves when the pool of RSA signer keys holds `count` (default: all) pairs (tests, benchmarks). */
-  rsaFilled(count?: number): Promise<void>;
   /** whether the custodian can sign now, and why not (readiness endpoint) */
   readiness(): CustodyReadiness;
   close(): Promise<void>;
 }
 
-/** `qtsp pki init --pkcs11`: a custodian that makes long-lived key pairs (replacing any of the same name). */
+/** `qtsp pki init`: a custodian that makes long-lived key pairs (replacing any of the same name). */
 export interface LongLivedKeyMaker {
   generateLongLivedKey(
     name: LongLivedKeyName,

@@ -4,13 +4,15 @@
  * PKCS#11 module reads SOFTHSM2_CONF when it is initialised, so the variable is set in this process too (one
  * token per test process at a time), and restored by close().
  *
- * pkcs11-tool (OpenSC) is the independent look at the token: listObjects() and readObject().
+ * pkcs11-tool (OpenSC) is the independent look at the token: listObjects() and readObject(). visibleObjects()
+ * is the custodian's own look, through its sessions: session objects are invisible to other processes.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createSoftHsmToken, SOFTHSM2_MODULE, type SoftHsmToken } from '../../src/custody/pkcs11/softhsm.ts';
+import { pkcs11js, type Handle, type Pkcs11Token } from '../../src/custody/pkcs11/token.ts';
+import { createSoftHsmToken, SOFTHSM2_MODULE, type SoftHsmToken } from '../../src/custody/softhsm/token.ts';
 
 export { SOFTHSM2_MODULE };
 
@@ -59,4 +61,36 @@ export function createTestToken(label = 'qtsp-test'): TestToken {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Every key object this application sees in the token, token and session objects alike (a session object is
+ * invisible to other processes, pkcs11-tool included): what tests check is left after signing.
+ */
+export async function visibleObjects(
+  token: Pkcs11Token,
+): Promise<{ label: string; token: boolean; objectClass: number }[]> {
+  return token.withSession((session) => {
+    const p = token.pkcs11;
+    p.C_FindObjectsInit(session, []);
+    const handles: Handle[] = [];
+    try {
+      for (let batch = p.C_FindObjects(session, 100); batch.length; batch = p.C_FindObjects(session, 100))
+        handles.push(...batch);
+    } finally {
+      p.C_FindObjectsFinal(session);
+    }
+    return handles.map((handle) => {
+      const [label, onToken, objectClass] = p.C_GetAttributeValue(session, handle, [
+        { type: pkcs11js.CKA_LABEL },
+        { type: pkcs11js.CKA_TOKEN },
+        { type: pkcs11js.CKA_CLASS },
+      ]);
+      return {
+        label: label!.value.toString('utf8'),
+        token: onToken!.value[0] === 1,
+        objectClass: objectClass!.value.readUInt32LE(0),
+      };
+    });
+  });
 }

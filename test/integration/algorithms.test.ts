@@ -22,6 +22,7 @@ import {
   TEST_KEY_CUSTODY,
   type TestEnvironment,
 } from '../helpers/environment.ts';
+import { untilHolds } from '../helpers/key-pool.ts';
 import { opensslCmsVerify } from '../helpers/openssl.ts';
 
 const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
@@ -187,7 +188,7 @@ describe('an RSA key pool of 4 and the default configuration', () => {
       skip: TEST_KEY_CUSTODY !== 'software' && 'the software RSA pool',
     }, async () => {
       const pool = (env.qtsp.deps.keys as SoftwareCustody).signerKeys.rsa;
-      await pool.filled(1);
+      await untilHolds(pool, 1);
       const before = pool.stats();
       await expectVerified(await signOne(HASHES[0]!, { signAlgo: RSA_ENCRYPTION }));
       const after = pool.stats();

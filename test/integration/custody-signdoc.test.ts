@@ -18,11 +18,12 @@ import { join } from 'node:path';
 import * as pkijs from 'pkijs';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import type { Pkcs11Custody } from '../../src/custody/pkcs11/custody.ts';
-import { SOFTHSM2_MODULE } from '../../src/custody/pkcs11/softhsm.ts';
+import { SOFTHSM2_MODULE } from '../../src/custody/softhsm/token.ts';
 import { oid } from '../../src/util/der.ts';
 import { httpRequest } from '../../src/util/http-client.ts';
 import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify } from '../helpers/openssl.ts';
+import { visibleObjects } from '../helpers/softhsm.ts';
 
 const DOC = Buffer.from('a document signed in the token\n');
 const HASH = createHash('sha256').update(DOC).digest('base64');
@@ -137,7 +138,7 @@ describe('signDoc with PKCS#11 custody (SoftHSM2)', () => {
     );
     // our own view first: it includes this process's session objects, which no other process can see
     const custody = env.qtsp.deps.keys as Pkcs11Custody;
-    const visible = await custody.visibleObjects();
+    const visible = await visibleObjects(custody.token);
     assert.deepEqual(visible.map((o) => `${o.label}/${o.token}`).sort(), [
       'qtsp-issuing-ca/true',
       'qtsp-issuing-ca/true',

@@ -1,14 +1,14 @@
 /**
  * Software key custody: keys are node:crypto KeyObjects in this process (the sandbox default of `npm start`).
- * Signer keys are today's (key-pool.ts): EC generated inline, RSA-3072 from a pool of fresh, never-used keys
- * made in worker threads; destroy() drops the last reference. Long-lived keys are the PKCS#8 files `qtsp pki
- * init` wrote, read once at start. Software keys are never in a QSCD.
+ * Signer keys (signer-keys.ts): EC generated inline, RSA-3072 from a pool of fresh, never-used keys made in
+ * worker threads; destroy() drops the last reference. Long-lived keys are the PKCS#8 files `qtsp pki init`
+ * wrote, read once at start. Software keys are never in a QSCD.
  */
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { SoftwareSigningKey, type EcdsaEncoding, type SignHash, type SigningKey } from '../../crypto/signature.ts';
 import type { Logger } from '../../util/logger.ts';
-import { createSignerKeys, type SignerKeys } from '../key-pool.ts';
+import { createSignerKeys, type SignerKeys } from './signer-keys.ts';
 import { signingKeyFor, type KeyAlgorithm, type SignatureScheme } from '../../crypto/keys.ts';
 import type { CustodyReadiness, KeyCustody, KeyLocation, LongLivedKeyName, SignerKey } from '../types.ts';
 
@@ -41,10 +41,10 @@ class SoftwareSignerKey implements SignerKey {
 }
 
 export interface SoftwareCustodyOptions {
-  /** PKCS#8 PEM files of the long-lived keys (pki/init.ts pkiPaths) */
+  /** PKCS#8 PEM files of the long-lived keys (as `qtsp pki init` wrote them) */
   readonly keyFiles: Readonly<Record<LongLivedKeyName, string>>;
   readonly rsaPoolSize: number;
-  /** worker threads of the RSA pool (default: key-pool.ts) */
+  /** worker threads of the RSA pool (default: rsa-threads.ts) */
   readonly threads?: number;
   readonly logger?: Logger;
 }
@@ -83,11 +83,6 @@ export class SoftwareCustody implements KeyCustody {
 
   supports(): boolean {
     return true; // node:crypto signs every scheme with every hash we offer
-  }
-
-  /** Resolves when the RSA pool holds `count` keys (tests, benchmarks). */
-  rsaFilled(count?: number): Promise<void> {
-    return this.signerKeys.rsa.filled(count);
   }
 
   readiness(): CustodyReadiness {

@@ -1,123 +1,154 @@
 /**
- * The RSA signer key pool (src/pki/key-pool.ts): real RSA-3072 generation in real worker threads. Every key is
- * handed out once; the pool refills in the background; an empty pool still serves (generation on demand, off
- * the event loop); close() stops the workers and fails whoever still waits.
+ * The pool of never-used keys (src/custody/key-pool.ts), generic over how a key is made and destroyed, with a
+ * maker whose keys are numbered and whose generations the test finishes by hand: a take from an empty pool
+ * waits; each key is handed out once; repeated failures fail the waiting requests; pause() and discard() (a
+ * PKCS#11 token that went away and came back); close() destroys the keys nobody took, also those still being
+ * made. The software pool with real RSA generation: software/signer-keys.test.ts.
  */
-import { describe, test, type TestContext } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
-import { createSignerKeys, KeyPoolClosedError, RsaKeyPool } from '../../../src/custody/key-pool.ts';
-import type { KeyPair } from '../../../src/crypto/keys.ts';
+import { KeyPool, KeyPoolClosedError, type KeyMaker } from '../../../src/custody/key-pool.ts';
+import { untilHolds } from '../../helpers/key-pool.ts';
 
-// Each test closes its pool when it ends (t.after), so that no refill competes with the next test for the CPU.
-function pool(t: TestContext, size: number): RsaKeyPool {
-  const p = new RsaKeyPool({ size, threads: 1 });
-  t.after(() => p.close());
-  return p;
+/** A maker whose generations stay pending until finish() or fail() settles the oldest one. */
+class ManualMaker implements KeyMaker<number> {
+  readonly destroyed: number[] = [];
+  readonly awaitedCalls: boolean[] = [];
+  readonly #pending: { resolve(key: number): void; reject(err: Error): void }[] = [];
+  #next = 0;
+
+  get pending(): number {
+    return this.#pending.length;
+  }
+
+  make(): Promise<number> {
+    return new Promise((resolve, reject) => this.#pending.push({ resolve, reject }));
+  }
+
+  async destroy(key: number): Promise<void> {
+    this.destroyed.push(key);
+  }
+
+  awaited(awaited: boolean): void {
+    this.awaitedCalls.push(awaited);
+  }
+
+  /** settles the oldest generation with the next key number, and lets the pool react */
+  async finish(): Promise<number> {
+    const key = ++this.#next;
+    this.#pending.shift()!.resolve(key);
+    await new Promise((resolve) => setImmediate(resolve));
+    return key;
+  }
+
+  async fail(message = 'generation failed'): Promise<void> {
+    this.#pending.shift()!.reject(new Error(message));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
 }
 
-const spki = (k: KeyObject) => k.export({ type: 'spki', format: 'der' }).toString('base64');
-
-function assertFreshRsa(keys: KeyPair): void {
-  assert.equal(keys.algorithm, 'RSA-3072');
-  assert.equal(keys.privateKey.type, 'private');
-  assert.equal(keys.privateKey.asymmetricKeyType, 'rsa');
-  assert.equal(keys.privateKey.asymmetricKeyDetails?.modulusLength, 3072);
-  assert.equal(
-    spki(createPublicKey(keys.privateKey)),
-    spki(keys.publicKey),
-    'the public key belongs to the private key',
-  );
-  const data = Buffer.from('pool');
-  assert.ok(verify('sha256', data, keys.publicKey, sign('sha256', data, keys.privateKey)));
+/** close() waits for the generations under way: the test settles them */
+async function closeAll(pool: KeyPool<number>, maker: ManualMaker): Promise<void> {
+  const closed = pool.close();
+  while (maker.pending > 0) await maker.finish();
+  await closed;
 }
 
-describe('RsaKeyPool', () => {
-  test('fills in the background and hands each key out once', async (t) => {
-    const p = pool(t, 2);
-    await p.filled();
-    assert.equal(p.stats().ready, 2);
-    const first = await Promise.all([p.take(), p.take(), p.take()]); // two from the pool, one on demand
-    const all = [...first, await p.take()];
-    for (const keys of all) assertFreshRsa(keys);
-    assert.equal(new Set(all.map((k) => spki(k.publicKey))).size, all.length, 'a key was handed out twice');
-    assert.equal(new Set(all.map((k) => k.privateKey)).size, all.length);
-    const s = p.stats();
-    assert.equal(s.handedOut, 4);
-    assert.ok(s.generated >= 4);
-    assert.ok(s.waited >= 1, 'the third concurrent take found the pool empty');
+function manualPool(size: number, concurrency = 1): { pool: KeyPool<number>; maker: ManualMaker } {
+  const maker = new ManualMaker();
+  const pool = new KeyPool({ maker, size, concurrency, what: 'test' });
+  return { pool, maker };
+}
+
+describe('KeyPool', () => {
+  test('fills at fill(), up to `concurrency` generations at a time, and hands each key out once', async () => {
+    const { pool, maker } = manualPool(3, 2);
+    assert.equal(maker.pending, 0, 'nothing is made before fill()');
+    pool.fill();
+    assert.equal(maker.pending, 2);
+    await maker.finish();
+    await maker.finish();
+    await maker.finish();
+    await untilHolds(pool);
+    assert.equal(maker.pending, 0, 'a full pool makes nothing');
+    const taken = [await pool.take(), await pool.take(), await pool.take()];
+    assert.deepEqual(taken, [1, 2, 3]);
+    assert.equal(pool.stats().waited, 0);
+    assert.equal(maker.pending, 2, 'the refill starts at once');
+    await closeAll(pool, maker);
+    assert.deepEqual(maker.destroyed.sort(), [4, 5], 'made while closing: destroyed');
   });
 
-  test('a take from a full pool does not wait, and the pool refills', async (t) => {
-    const p = pool(t, 2);
-    await p.filled();
-    const before = p.stats();
-    const keys = await p.take();
-    assertFreshRsa(keys);
-    assert.equal(p.stats().waited, before.waited, 'a warm pool made the request wait');
-    assert.equal(p.stats().ready, 1);
-    assert.equal(p.stats().generating, 1, 'the refill starts at once');
-    await p.filled();
-    assert.equal(p.stats().ready, 2);
-    assert.equal(p.stats().generated, before.generated + 1);
-    assert.equal(p.stats().threads, 1);
+  test('an empty pool makes the request wait, and the waiting request keeps the process alive', async () => {
+    const { pool, maker } = manualPool(0);
+    const waiting = pool.take();
+    assert.equal(pool.stats().waiting, 1);
+    assert.equal(maker.awaitedCalls.at(-1), true);
+    const key = await maker.finish();
+    assert.equal(await waiting, key);
+    assert.equal(maker.awaitedCalls.at(-1), false);
+    assert.deepEqual(pool.stats(), { ready: 0, generating: 0, waiting: 0, generated: 1, handedOut: 1, waited: 1 });
+    await pool.close();
   });
 
-  test('an empty pool (size 0) generates on demand for each request, concurrently requested keys differ', async (t) => {
-    const p = pool(t, 0);
-    await p.filled(); // nothing to fill
-    assert.equal(p.stats().generating, 0, 'size 0 keeps nothing ready');
-    const [a, b] = await Promise.all([p.take(), p.take()]);
-    assertFreshRsa(a!);
-    assertFreshRsa(b!);
-    assert.notEqual(spki(a!.publicKey), spki(b!.publicKey));
-    const { threads: _threads, ...counts } = p.stats();
-    assert.deepEqual(counts, { ready: 0, generating: 0, waiting: 0, generated: 2, handedOut: 2, waited: 2 });
+  test('three failures in a row fail the waiting requests; the next request tries again', async () => {
+    const { pool, maker } = manualPool(0);
+    const waiting = assert.rejects(pool.take(), /the third/);
+    await maker.fail();
+    await maker.fail();
+    assert.equal(pool.stats().waiting, 1, 'retried after one and two failures');
+    await maker.fail('the third');
+    await waiting;
+    assert.equal(maker.pending, 0, 'no refill after repeated failures while nobody waits');
+    const again = pool.take();
+    assert.equal(maker.pending, 1, 'a request asks again');
+    const key = await maker.finish();
+    assert.equal(await again, key);
+    await closeAll(pool, maker);
   });
 
-  test('close() fails waiting requests, drops unused keys and stops the workers; taken keys stay usable', async (t) => {
-    const p = pool(t, 1);
-    await p.filled();
-    const taken = await p.take(); // the refill is now in progress
-    const waiting = Promise.allSettled([p.take(), p.take()]); // both wait: the refill is not done yet
-    assert.equal(p.stats().waiting, 2);
-    await p.close();
-    for (const result of await waiting) {
-      assert.equal(result.status, 'rejected');
-      assert.ok(result.reason instanceof KeyPoolClosedError);
-    }
-    await assert.rejects(p.take(), KeyPoolClosedError);
-    await p.filled(); // resolves, does not hang
-    assert.deepEqual(
-      {
-        ready: p.stats().ready,
-        generating: p.stats().generating,
-        waiting: p.stats().waiting,
-        threads: p.stats().threads,
-      },
-      { ready: 0, generating: 0, waiting: 0, threads: 0 },
-    );
-    await p.close(); // idempotent
-    assertFreshRsa(taken); // the key outlives the worker thread that generated it
+  test('pause() fails waiting and later requests; discard() voids the keys made so far; fill() goes on', async () => {
+    const { pool, maker } = manualPool(2);
+    pool.fill();
+    await maker.finish();
+    const waitingBefore = pool.stats().ready;
+    assert.equal(waitingBefore, 1);
+    pool.pause(new Error('token gone'));
+    await assert.rejects(pool.take(), /token gone/);
+    pool.discard();
+    assert.equal(pool.stats().ready, 0, 'the keys of before are dropped');
+    await maker.finish(); // was under way at discard(): void too
+    assert.equal(pool.stats().ready, 0);
+    assert.deepEqual(maker.destroyed, [], 'void keys are dropped, not destroyed');
+    pool.fill();
+    await maker.finish();
+    assert.equal(await pool.take(), 3);
+    await closeAll(pool, maker);
+  });
+
+  test('close() fails waiting requests and destroys the keys nobody took, also those still being made', async () => {
+    const { pool, maker } = manualPool(2, 2);
+    pool.fill();
+    await maker.finish(); // 1 ready, one still being made
+    const closed = pool.close();
+    await maker.finish(); // 2 arrives after close
+    await closed;
+    assert.deepEqual(maker.destroyed.sort(), [1, 2]);
+    await assert.rejects(pool.take(), KeyPoolClosedError);
+    await pool.close(); // idempotent
+  });
+
+  test('a waiting request fails at close()', async () => {
+    const { pool, maker } = manualPool(0);
+    const waiting = pool.take();
+    const closed = pool.close();
+    await assert.rejects(waiting, KeyPoolClosedError);
+    await maker.fail('abandoned'); // the generation under way settles: close() waits for it
+    await closed;
+    assert.equal(pool.stats().generating, 0);
   });
 
   test('rejects a negative size', () => {
-    assert.throws(() => new RsaKeyPool({ size: -1 }), RangeError);
-  });
-});
-
-describe('createSignerKeys', () => {
-  test('EC keys inline, RSA keys from the pool', async (t) => {
-    const keys = createSignerKeys({ rsaPoolSize: 1, threads: 1 });
-    t.after(() => keys.close());
-    const p256 = await keys.take('P-256');
-    const p384 = await keys.take('P-384');
-    assert.equal(p256.privateKey.asymmetricKeyDetails?.namedCurve, 'prime256v1');
-    assert.equal(p384.privateKey.asymmetricKeyDetails?.namedCurve, 'secp384r1');
-    assert.equal(keys.rsa.stats().handedOut, 0);
-    assertFreshRsa(await keys.take('RSA-3072'));
-    assert.equal(keys.rsa.stats().handedOut, 1);
-    await keys.close();
-    await assert.rejects(keys.take('RSA-3072'), KeyPoolClosedError);
+    assert.throws(() => manualPool(-1), RangeError);
   });
 });
