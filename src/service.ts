@@ -11,9 +11,9 @@ import { listen, type RunningServer } from './http/tls-listener.ts';
 import { pkiRouter } from './http/pki-routes.ts';
 import { createMetrics, operationalGauges, type OperationalSnapshot } from './http/metrics.ts';
 import { listenOps } from './http/ops.ts';
-import { watchReadiness } from './readiness.ts';
+import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
-import type { Delivery } from './delivery/delivery.ts';
+import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
@@ -21,11 +21,13 @@ import { openKeyCustody } from './custody/registry.ts';
 import type { KeyCustody } from './custody/types.ts';
 import { signerProfile } from './ca/signer-certificate.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
-import { openStore, watchStore } from './store/open.ts';
-import { createOutgoingAgents } from './trust/agents.ts';
+import { openStore, watchStore, type StoreHealth } from './store/open.ts';
+import type { Store } from './store/types.ts';
+import { createOutgoingAgents, type OutgoingAgents } from './trust/agents.ts';
 import { AuthorizationServers } from './trust/authorization-servers.ts';
 import { IdpDirectory } from './trust/idp-directory.ts';
 import { startKeyArchive, type KeyArchive } from './trust/key-archive.ts';
+import type { HttpAgent } from './util/http-client.ts';
 import { logger as defaultLogger, type Logger } from './util/logger.ts';
 import { openToOthers } from './util/private-files.ts';
 import { runStopSteps } from './util/lifecycle.ts';
@@ -74,7 +76,8 @@ function requireFiles(config: Config): void {
     throw new ConfigError(`setting dataDir: no CA material in ${config.dataDir}/pki; run \`qtsp pki init\` first`);
   if (!trustServicesExist(config.dataDir))
     throw new ConfigError(
-      `setting dataDir: no TSA or OCSP responder certificate in ${config.dataDir}/pki; run \`qtsp pki init\` to add them`,
+      `setting dataDir: no TSA or OCSP responder certificate in ${config.dataDir}/pki; ` +
+        'run `qtsp pki init` to add them',
     );
 }
 
@@ -101,7 +104,8 @@ function warnIfOpenToOthers(dataDir: string, logger: Logger): void {
   if (!mode) return;
   logger.warn(
     { event: 'datadir.open_to_others', dir: dataDir, mode },
-    `data directory ${dataDir} is accessible to group or others (mode ${mode}); it holds private keys and personal data: chmod 700 ${dataDir}`,
+    `data directory ${dataDir} is accessible to group or others (mode ${mode}); ` +
+      `it holds private keys and personal data: chmod 700 ${dataDir}`,
   );
 }
 
@@ -109,7 +113,7 @@ function warnIfOpenToOthers(dataDir: string, logger: Logger): void {
 async function startTrustServices(
   config: Config,
   store: Parameters<typeof registerServiceCertificates>[0],
-  agent: import('./util/http-client.ts').HttpAgent,
+  agent: HttpAgent,
   custody: KeyCustody,
 ): Promise<TrustServices> {
   const pki = createTrustServices({ config, store, agent, custody });
@@ -168,7 +172,7 @@ export async function startQtsp(config: Config, options: StartOptions = {}): Pro
 
 async function startLocked(config: Config, options: StartOptions = {}): Promise<QtspService> {
   const logger = options.logger ?? defaultLogger;
-  // first: a missing module, token or wrong PIN stops the start naming the setting; starts filling the RSA key pool
+  // first: a missing module, token or wrong PIN stops the start naming the setting; the RSA key pool starts filling
   const keys = await openKeyCustody(config, { material: longLivedMaterial(config.dataDir), logger });
   try {
     return await startWithCustody(config, options, keys, logger);
@@ -176,6 +180,38 @@ async function startLocked(config: Config, options: StartOptions = {}): Promise<
     await keys.close(); // idempotent: a failure after the listeners closed it already
     throw err;
   }
+}
+
+/** The trust sources signDoc checks callers with: the IDP directory, the key archive, the AS metadata and keys. */
+interface TrustSources {
+  readonly idps: IdpDirectory;
+  readonly keyArchive: KeyArchive;
+  readonly servers: AuthorizationServers;
+}
+
+/** What a started QTSP holds besides its listeners: each is stopped at close(), in the order of stopSteps. */
+interface Running {
+  readonly config: Config;
+  readonly logger: Logger;
+  readonly agents: OutgoingAgents;
+  readonly trust: TrustSources;
+  readonly store: Store;
+  readonly storeHealth: StoreHealth;
+  readonly keys: KeyCustody;
+  readonly pki: TrustServices;
+  readonly delivery: Delivery;
+  readonly readiness: Readiness;
+}
+
+interface Listeners {
+  readonly server: RunningServer;
+  readonly publication: Listener;
+  readonly ops: Listener;
+}
+
+interface Listener {
+  readonly url: string;
+  close(): Promise<void>;
 }
 
 async function startWithCustody(
@@ -186,28 +222,76 @@ async function startWithCustody(
 ): Promise<QtspService> {
   warnIfOpenToOthers(config.dataDir, logger);
   const agents = createOutgoingAgents(config);
+  const trust = await startTrustSources(config, agents.plain, logger, options.keyArchiveDir);
+  const { store, storeHealth } = await openWatchedStore(config, logger);
+  const pki = await startTrustServices(config, store, agents.plain, keys);
+  // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
+  const delivery = startDeliveries(config, {
+    store,
+    mtlsAgent: agents.mtls,
+    idps: trust.idps,
+    logger,
+    workers: config.delivery.inProcessWorker,
+    ...(options.relayElsewhere ? { relayElsewhere: options.relayElsewhere } : {}),
+  });
+  const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger }, options);
+  const readiness = watchReadiness({
+    store: { driver: store.driver, health: storeHealth },
+    ...trust,
+    keys,
+    issuingKey: pki.issuing.key,
+    intervalMs: config.store.pingIntervalMs,
+    logger,
+  });
+  await readiness.refresh(); // the first report at start reflects real probes
+  const running: Running = { config, logger, agents, trust, store, storeHealth, keys, pki, delivery, readiness };
+  const listeners = await listenOrStop(running, deps);
+  logger.info(
+    {
+      event: 'qtsp.started',
+      url: listeners.server.signDocUrl,
+      publication: listeners.publication.url,
+      ops: listeners.ops.url,
+      qtsp_id: config.qtspId,
+    },
+    'qtsp listening',
+  );
+  return serviceOf(running, listeners, deps);
+}
+
+/** The IDP directory (first list pull), the key archive (clone or pull, spec 4.7) and the AS sources. */
+async function startTrustSources(
+  config: Config,
+  agent: HttpAgent,
+  logger: Logger,
+  keyArchiveDir: string | undefined,
+): Promise<TrustSources> {
   const timeoutMs = config.trust.httpTimeoutMs;
   const idps = new IdpDirectory({
     url: config.trust.idpDirectoryUrl,
-    agent: agents.plain,
+    agent,
     ttlMs: config.trust.idpCacheTtlSeconds * 1000,
     maxStaleMs: config.trust.idpMaxStaleSeconds * 1000,
     listIntervalMs: config.trust.idpListPullSeconds * 1000,
     timeoutMs,
     logger,
   });
-  await idps.start(); // first list pull; a failing directory is logged and reported in readiness
-  const keyArchive = await startKeyArchive(config, agents.plain, logger, options.keyArchiveDir); // clone or pull at start (spec 4.7)
+  await idps.start(); // a failing directory is logged and reported in readiness
+  const keyArchive = await startKeyArchive(config, agent, logger, keyArchiveDir);
   const servers = new AuthorizationServers({
-    agent: agents.plain,
+    agent,
     metadataTtlMs: config.trust.metadataCacheTtlSeconds * 1000,
     jwksCooldownMs: config.trust.jwksCooldownSeconds * 1000,
     timeoutMs,
     archive: keyArchive,
     logger,
   });
-  const clockSkewSeconds = config.trust.clockSkewSeconds;
-  const store = await openStore(config); // fails the start when the database is unreachable or its schema is newer
+  return { idps, keyArchive, servers };
+}
+
+/** The evidence store (fails the start when unreachable or its schema is newer) and the watch of its health. */
+async function openWatchedStore(config: Config, logger: Logger): Promise<{ store: Store; storeHealth: StoreHealth }> {
+  const store = await openStore(config);
   const storeHealth = watchStore(store, config.store.pingIntervalMs, (healthy, reason) => {
     if (healthy) logger.info({ event: 'store.available', driver: store.driver }, 'evidence store answers again');
     else
@@ -216,22 +300,23 @@ async function startWithCustody(
         'evidence store does not answer; not ready',
       );
   });
-  const pki = await startTrustServices(config, store, agents.plain, keys);
-  // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
-  const delivery = startDeliveries(config, {
-    store,
-    mtlsAgent: agents.mtls,
-    idps,
-    logger,
-    workers: config.delivery.inProcessWorker,
-    ...(options.relayElsewhere ? { relayElsewhere: options.relayElsewhere } : {}),
-  });
-  const deps: SignDocDeps = {
+  return { store, storeHealth };
+}
+
+/** What the signDoc pipeline needs, from the configuration and the started parts. */
+function signDocDeps(
+  config: Config,
+  parts: Pick<Running, 'trust' | 'agents' | 'pki' | 'keys' | 'store' | 'delivery' | 'logger'>,
+  options: StartOptions,
+): SignDocDeps {
+  const { trust, agents, pki, delivery } = parts;
+  const clockSkewSeconds = config.trust.clockSkewSeconds;
+  return {
     qtspId: config.qtspId,
-    sad: { idps, servers, clockSkewSeconds },
+    sad: { idps: trust.idps, servers: trust.servers, clockSkewSeconds },
     introspection: {
       qtspId: config.qtspId,
-      servers,
+      servers: trust.servers,
       agent: agents.mtls,
       timeoutMs: config.introspection.timeoutMs,
       clockSkewSeconds,
@@ -240,148 +325,146 @@ async function startWithCustody(
     ades: { timestamps: pki.timestamps, revocation: pki.revocation },
     signerValiditySeconds: config.signer.validitySeconds,
     signerProfile: signerProfile({ defaultCountry: config.signer.defaultCountry, pdsUrls: config.signer.pdsUrls }),
-    keys,
+    keys: parts.keys,
     defaultAlgorithm: config.signer.defaultAlgorithm,
-    store,
+    store: parts.store,
     mediation: { ownerId: config.mediation.ownerId, recorded: (entries) => delivery.wake(entries) },
-    logger,
+    logger: parts.logger,
     metrics: instanceMetrics(config, options.defaultMetrics ?? true),
   };
-  const readiness = watchReadiness({
-    store: { driver: store.driver, health: storeHealth },
-    idps,
-    keyArchive,
-    servers,
-    keys,
-    issuingKey: pki.issuing.key,
-    intervalMs: config.store.pingIntervalMs,
-    logger,
-  });
-  await readiness.refresh(); // the first report at start reflects real probes
-  const gauges = operationalGauges(deps.metrics.registry, () =>
-    withTimeout(operationalSnapshot(), config.ops.metricsTimeoutMs),
-  );
-  const operationalSnapshot = async (): Promise<OperationalSnapshot> => {
-    const topics: Record<
-      string,
-      { outbox?: Record<string, number>; oldestUndelivered?: Date | null; queue?: Record<string, number> }
-    > = {};
-    let redisUp = true;
-    const status = await withTimeout(delivery.status(), config.ops.metricsTimeoutMs).catch(() => undefined);
-    for (const [topic, t] of Object.entries(status ?? {})) {
-      const oldest = await store.outboxPending(topic, 1, new Date()).catch(() => undefined);
-      topics[topic] = {
-        outbox: t.outbox,
-        ...(oldest ? { oldestUndelivered: oldest[0]?.createdAt ?? null } : {}),
-        ...(t.queue
-          ? {
-              queue: {
-                waiting: t.queue.waiting,
-                active: t.queue.active,
-                delayed: t.queue.delayed,
-                failed: t.queue.failed,
-              },
-            }
-          : {}),
-      };
-      if (!t.queue) redisUp = false;
-    }
-    if (!status) redisUp = false; // the store did not answer: Redis unknown, reported down rather than up
-    return {
-      topics,
-      storeUp: storeHealth.healthy,
-      redisUp,
-      ready: readiness.report().ready,
-      idpListAgeSeconds: idps.listAgeSeconds(),
-      keyArchiveHeadAgeSeconds: keyArchive.headAgeSeconds(),
-      keyArchiveLastPullAgeSeconds: keyArchive.lastPullAgeSeconds(),
-    };
+}
+
+/** The state the operational gauges show, read once per scrape; each source bounded by ops.metricsTimeoutMs. */
+async function operationalSnapshot(running: Running): Promise<OperationalSnapshot> {
+  const { config, store, delivery, trust } = running;
+  const status = await withTimeout(delivery.status(), config.ops.metricsTimeoutMs).catch(() => undefined);
+  const topics: Record<string, TopicSnapshot> = {};
+  for (const [topic, t] of Object.entries(status ?? {})) topics[topic] = await topicSnapshot(store, topic, t);
+  // the store did not answer: Redis unknown, reported down rather than up
+  const redisUp = status !== undefined && Object.values(status).every((t) => t.queue !== undefined);
+  return {
+    topics,
+    storeUp: running.storeHealth.healthy,
+    redisUp,
+    ready: running.readiness.report().ready,
+    idpListAgeSeconds: trust.idps.listAgeSeconds(),
+    keyArchiveHeadAgeSeconds: trust.keyArchive.headAgeSeconds(),
+    keyArchiveLastPullAgeSeconds: trust.keyArchive.lastPullAgeSeconds(),
   };
+}
+
+type TopicSnapshot = OperationalSnapshot['topics'][string];
+
+/** One delivery topic: its outbox counts, its oldest undelivered entry, and its queue when Redis answered. */
+async function topicSnapshot(store: Store, topic: string, t: TopicStatus): Promise<TopicSnapshot> {
+  const oldest = await store.outboxPending(topic, 1, new Date()).catch(() => undefined);
+  const queue = t.queue && {
+    waiting: t.queue.waiting,
+    active: t.queue.active,
+    delayed: t.queue.delayed,
+    failed: t.queue.failed,
+  };
+  return {
+    outbox: t.outbox,
+    ...(oldest ? { oldestUndelivered: oldest[0]?.createdAt ?? null } : {}),
+    ...(queue ? { queue } : {}),
+  };
+}
+
+/** The operations, publication and signDoc listeners; when one fails to listen, everything started is stopped. */
+async function listenOrStop(running: Running, deps: SignDocDeps): Promise<Listeners> {
+  const { config, logger } = running;
+  const gauges = operationalGauges(deps.metrics.registry, () =>
+    withTimeout(operationalSnapshot(running), config.ops.metricsTimeoutMs),
+  );
   const admin = adminRouter({
-    store,
+    store: running.store,
     allowedFingerprints: config.notification.adminClientFingerprints,
-    queued: () => delivery.wake(),
+    queued: () => running.delivery.wake(),
   });
-  const publicationRoutes = pkiRoutes(config, pki, logger);
+  const publicationRoutes = pkiRoutes(config, running.pki, logger);
   const app = createApp(config, deps, [publicationRoutes, admin]);
-  let server: RunningServer;
-  let publication: { url: string; close(): Promise<void> } | undefined;
-  let ops: { url: string; close(): Promise<void> } | undefined;
+  let publication: Listener | undefined;
+  let ops: Listener | undefined;
   try {
     ops = await listenOps(config, {
-      readiness: () => readiness.report(),
+      readiness: () => running.readiness.report(),
       metrics: deps.metrics,
       beforeScrape: () => gauges.update(),
       logger,
     });
     publication = await listenPublication(config, [publicationRoutes], logger);
-    server = await listen(config, app, logger);
+    return { server: await listen(config, app, logger), publication, ops };
   } catch (err) {
     await publication?.close();
     await ops?.close();
-    readiness.stop();
-    idps.stop();
-    await keyArchive.stop();
-    await delivery.close();
-    storeHealth.stop();
-    await store.close();
-    await keys.close();
+    await stopAfterFailedStart(running);
     throw err;
   }
-  logger.info(
-    {
-      event: 'qtsp.started',
-      url: server.signDocUrl,
-      publication: publication.url,
-      ops: ops.url,
-      qtsp_id: config.qtspId,
-    },
-    'qtsp listening',
-  );
-  const opsServer = ops;
+}
+
+/** A start that failed after everything but the listeners was up. */
+async function stopAfterFailedStart(running: Running): Promise<void> {
+  running.readiness.stop();
+  running.trust.idps.stop();
+  await running.trust.keyArchive.stop();
+  await running.delivery.close();
+  running.storeHealth.stop();
+  await running.store.close();
+  await running.keys.close();
+}
+
+function serviceOf(running: Running, listeners: Listeners, deps: SignDocDeps): QtspService {
+  const { trust } = running;
   return {
-    ...server,
-    publicationUrl: publication.url,
-    opsUrl: ops.url,
-    refreshReadiness: () => readiness.refresh(),
+    ...listeners.server,
+    publicationUrl: listeners.publication.url,
+    opsUrl: listeners.ops.url,
+    refreshReadiness: () => running.readiness.refresh(),
     deps,
-    trust: { idps, servers, keyArchive },
-    delivery,
-    close: async () => {
-      // each step bounded, each runs even when an earlier one failed or hung (Redis or PostgreSQL gone)
-      const { drainTimeoutMs, shutdownTimeoutMs } = config.lifecycle;
-      const stepTimeoutMs = Math.max(1000, Math.floor((shutdownTimeoutMs - drainTimeoutMs) / 5));
-      await runStopSteps(
-        [
-          // refuses new connections at once; signDoc calls in progress finish (their evidence is written)
-          // the operations listener closes too: a probe that cannot connect takes this instance out of the pool
-          [
-            'drain signDoc calls',
-            () => Promise.all([server.close(), publication.close(), opsServer.close()]).then(() => undefined),
-            drainTimeoutMs + 1000,
-          ],
-          ['close the delivery queues', () => delivery.close()], // before the store: running deliveries still mark their outcome
-          [
-            'stop the trust sources',
-            async () => {
-              readiness.stop();
-              idps.stop();
-              await keyArchive.stop();
-            },
-          ],
-          ['close the key custody', () => keys.close()], // pooled keys nobody took are dropped (PKCS#11: destroyed, sessions closed)
-          [
-            'flush and close the store',
-            async () => {
-              storeHealth.stop();
-              await store.close();
-            },
-          ],
-          ['close outgoing connections', () => agents.destroy()],
-        ],
-        stepTimeoutMs,
-        logger,
-      );
-    },
+    trust: { idps: trust.idps, servers: trust.servers, keyArchive: trust.keyArchive },
+    delivery: running.delivery,
+    close: () => stop(running, listeners),
   };
+}
+
+/** Stops the QTSP: each step bounded, each runs even when an earlier one failed or hung (Redis or PostgreSQL gone). */
+async function stop(running: Running, listeners: Listeners): Promise<void> {
+  const { drainTimeoutMs, shutdownTimeoutMs } = running.config.lifecycle;
+  const stepTimeoutMs = Math.max(1000, Math.floor((shutdownTimeoutMs - drainTimeoutMs) / 5));
+  await runStopSteps(stopSteps(running, listeners), stepTimeoutMs, running.logger);
+}
+
+function stopSteps(running: Running, listeners: Listeners): Parameters<typeof runStopSteps>[0] {
+  const { server, publication, ops } = listeners;
+  const { trust, store } = running;
+  return [
+    // refuses new connections at once; signDoc calls in progress finish (their evidence is written)
+    // the operations listener closes too: a probe that cannot connect takes this instance out of the pool
+    [
+      'drain signDoc calls',
+      () => Promise.all([server.close(), publication.close(), ops.close()]).then(() => undefined),
+      running.config.lifecycle.drainTimeoutMs + 1000,
+    ],
+    // before the store: running deliveries still mark their outcome
+    ['close the delivery queues', () => running.delivery.close()],
+    [
+      'stop the trust sources',
+      async () => {
+        running.readiness.stop();
+        trust.idps.stop();
+        await trust.keyArchive.stop();
+      },
+    ],
+    // pooled keys nobody took are dropped (PKCS#11: destroyed, sessions closed)
+    ['close the key custody', () => running.keys.close()],
+    [
+      'flush and close the store',
+      async () => {
+        running.storeHealth.stop();
+        await store.close();
+      },
+    ],
+    ['close outgoing connections', () => running.agents.destroy()],
+  ];
 }
