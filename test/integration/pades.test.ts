@@ -29,7 +29,7 @@ import {
 } from '../../src/rp/pdf.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
-import { run } from '../helpers/openssl.ts';
+import { opensslCmsVerify, run } from '../helpers/openssl.ts';
 import { assertIssuedAfter, tokenGenTime } from '../helpers/pki-oracles.ts';
 
 const SAMPLE = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
@@ -114,22 +114,7 @@ async function pdfsig(pdf: Uint8Array): Promise<{ ok: boolean; output: string; s
 }
 
 async function opensslCms(sig: PdfSignature): Promise<{ ok: boolean; output: string }> {
-  return run('openssl', [
-    'cms',
-    '-verify',
-    '-cades',
-    '-binary',
-    '-inform',
-    'DER',
-    '-in',
-    file('sig.p7s', sig.contents),
-    '-content',
-    file('covered.bin', sig.covered),
-    '-CAfile',
-    env.rootCaFile,
-    '-out',
-    '/dev/null',
-  ]);
+  return opensslCmsVerify(sig.contents, sig.covered, env.rootCaFile);
 }
 
 /** openssl ts -verify of a token over `data`; the TSA chain comes from the token itself. */
