@@ -66,7 +66,7 @@ export interface PkiInitOptions {
   readonly algorithm?: KeyAlgorithm;
   /** replace existing material (never done implicitly) */
   readonly force?: boolean;
-  /** base URL of our OCSP, CRL and CA certificate endpoints, for the AIA and CRL DP extensions (server.publicBaseUrl) */
+  /** base URL of our OCSP, CRL and CA certificate endpoints, for the AIA and CRL DP extensions */
   readonly publicBaseUrl?: string;
 }
 

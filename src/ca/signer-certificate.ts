@@ -113,7 +113,7 @@ const BACKDATE_MS = 60_000;
 /**
  * Upper bounds in characters. RFC 5280 Appendix A: ub-common-name 64; X.520: ub-street-address 128,
  * ub-postal-code 40. Names and place of birth have no useful standard bound (ub-name is 32768): 128 keeps the
- * certificate, and so the CMS that carries it, small and its size predictable (FIELD-NOTES, CMS).
+ * certificate, and so the CMS that carries it, small and its size predictable.
  */
 const MAX_CHARS = { name: 128, commonName: 64, streetAddress: 128, postalCode: 40, placeOfBirthPart: 128 } as const;
 
@@ -293,8 +293,8 @@ function subjectOf(claims: IdentityClaims, profile: SignerProfile, consent: Cons
 /**
  * The subjectDirectoryAttributes extension (RFC 3739 3.2.2, spec 2.16) of the claims, as the DER of the whole
  * Extension, or none when no claim goes there. Written with the DER writer: composing it from pkijs/asn1js
- * objects cost ~0.3 ms per certificate in the signDoc profile, more than the certificate's signature.
- * test/unit/signer-certificate.test.ts checks it byte for byte against the pkijs composition and OpenSSL reads
+ * objects cost more per certificate in the signDoc profile than the certificate's signature.
+ * test/unit/ca/signer-certificate.test.ts checks it byte for byte against the pkijs composition and OpenSSL reads
  * it in the integration tests.
  */
 export function subjectDirectoryAttributesOf(
@@ -347,7 +347,8 @@ export interface SignerProfile {
   readonly constantExtensions: (keyInQscd: boolean) => readonly pkijs.Extension[];
 }
 
-/** QcPDS PdsLocations ::= SEQUENCE SIZE (1..MAX) OF PdsLocation { url IA5String, language PrintableString (SIZE(2)) } */
+/** QcPDS PdsLocations ::= SEQUENCE SIZE (1..MAX) OF PdsLocation { url IA5String, language PrintableString (SIZE(2)) }
+ */
 function qcPdsStatement(locations: readonly PdsLocation[]): pkijs.QCStatement {
   const pdsLocations = locations.map(
     ({ url, language }) =>
@@ -394,7 +395,8 @@ function certificatePoliciesExtension(keyInQscd: boolean): pkijs.Extension {
 export function signerProfile(settings: SignerProfileSettings): SignerProfile {
   if (!ISO_3166_ALPHA2.has(settings.defaultCountry)) {
     throw new TypeError(
-      `signer.defaultCountry: ${JSON.stringify(settings.defaultCountry)} is not an assigned ISO 3166-1 alpha-2 code in upper case`,
+      `signer.defaultCountry: ${JSON.stringify(settings.defaultCountry)} ` +
+        'is not an assigned ISO 3166-1 alpha-2 code in upper case',
     );
   }
   const pdsLocations = Object.entries(settings.pdsUrls).map(([language, url]) => ({ language, url }));

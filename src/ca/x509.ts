@@ -3,8 +3,8 @@
  * async, slower and has no SHA-3). One place builds every certificate we issue: CA, TLS, signer.
  *
  * The TBSCertificate is written with our small DER writer (util/der.ts), not by pkijs' toSchema().toBER():
- * a per-request signer certificate is on the signDoc hot path, and asn1js spent ~2 ms per certificate
- * encoding (twice: TBS, then the whole certificate) and re-parsing names (FIELD-NOTES, speed). Parts that never
+ * a per-request signer certificate is on the signDoc hot path, and asn1js spent most of its time there
+ * encoding (twice: TBS, then the whole certificate) and re-parsing names. Parts that never
  * change (issuer name, constant extensions, authority key identifier) are encoded once and reused. The
  * returned pkijs.Certificate carries the same values for readers (serialNumber, issuer, validity).
  */
@@ -155,8 +155,8 @@ function opensslEscape(value: string): string {
 /**
  * The text of a name built by buildName, exactly as node's `new X509Certificate(der).subject` gives it with
  * its lines joined by ", " (what the store records and `openssl x509 -subject` shows an auditor), without
- * parsing the certificate we just built (~0.2 ms per signDoc). undefined for an attribute type we have no
- * OpenSSL short name for: the caller then asks OpenSSL. test/unit/x509-name-text.test.ts holds it to
+ * parsing the certificate we just built on every signDoc. undefined for an attribute type we have no
+ * OpenSSL short name for: the caller then asks OpenSSL. test/unit/ca/x509.test.ts holds it to
  * X509Certificate over every ASCII character in every position and non-ASCII text.
  */
 export function nameText(attributes: readonly NameAttribute[]): string | undefined {
@@ -240,8 +240,8 @@ const EC_CURVES: Readonly<Record<string, { oid: string; prefix: Buffer }>> = {
 const spkiDerOf = new WeakMap<pkijs.PublicKeyInfo, Buffer>();
 
 /**
- * SubjectPublicKeyInfo of a key. EC keys take the fast path: the JWK export costs ~6 us where the SPKI export
- * costs ~0.1-0.3 ms, and the SPKI of a named curve is a fixed prefix and the uncompressed point.
+ * SubjectPublicKeyInfo of a key. EC keys take the fast path: the JWK export is far cheaper than the SPKI
+ * export, and the SPKI of a named curve is a fixed prefix and the uncompressed point.
  */
 export function spkiOf(publicKey: KeyObject): pkijs.PublicKeyInfo {
   const der = spkiDer(publicKey);
@@ -274,7 +274,7 @@ export function spkiDer(publicKey: KeyObject): Buffer {
 export interface Issuer {
   readonly name: pkijs.RelativeDistinguishedNames;
   readonly keyId: Buffer;
-  /** the issuer's key, wherever it lives (pki/custody/) */
+  /** the issuer's key, wherever it lives (custody/) */
   readonly key: SigningKey;
   readonly hash: SignHash;
 }
@@ -431,8 +431,8 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
 
 /**
  * Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signatureValue }. The pkijs view is parsed from
- * the DER when someone reads it: building it from asn1js objects on every signDoc cost ~0.1 ms, and what the
- * pipeline needs of a certificate (serial, validity) it knows already.
+ * the DER when someone reads it: building it from asn1js objects on every signDoc is a cost for nothing, as what
+ * the pipeline needs of a certificate (serial, validity) it knows already.
  */
 function assemble(tbs: ToBeSigned, signature: Buffer): IssuedCertificate {
   const der = sequence(tbs.der, tbs.algIdDer, bitString(signature));

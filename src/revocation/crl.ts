@@ -105,7 +105,7 @@ export class CrlIssuer {
 
   /**
    * The current CRL (DER CertificateList); rejects when the store fails. With `after`: a CRL whose thisUpdate
-   * is strictly later (EN 319 122-1 B-LT freshness, issue 11); the caller has waited until our clock is past
+   * is strictly later (EN 319 122-1 B-LT freshness); the caller has waited until our clock is past
    * `after` by a whole second, so a CRL issued now qualifies.
    */
   async current(after?: Date): Promise<Buffer> {

@@ -5,7 +5,7 @@
  * Token (RFC 3161 2.4.2): a SignedData (version 3, eContentType id-ct-TSTInfo) over a TSTInfo with our policy,
  * the requester's message imprint and nonce as sent, a random 128-bit serial, genTime in whole seconds and an
  * Accuracy that covers the truncation. Its signed attributes are content-type, message-digest and
- * signing-certificate-v2 (RFC 5035), DER-sorted (FIELD-NOTES: pkijs keeps insertion order). The TSA
+ * signing-certificate-v2 (RFC 5035), DER-sorted (pkijs would keep insertion order). The TSA
  * certificate has the extended key usage timeStamping alone, critical (RFC 3161 2.3), or `openssl ts -verify`
  * refuses the token. The certificate goes into the token only when the request asks for it (certReq).
  */
@@ -201,7 +201,7 @@ export class LocalTsa implements TimestampProvider {
     );
   }
 
-  /** A TimeStampToken: ContentInfo(SignedData version 3) with the TSTInfo as eContent (RFC 3161 2.4.2, RFC 5652 5.1). */
+  /** A TimeStampToken: ContentInfo(SignedData version 3), the TSTInfo as eContent (RFC 3161 2.4.2, RFC 5652 5.1). */
   async issue(request: TokenRequest): Promise<Buffer> {
     const tstInfo = this.#tstInfo(request);
     const signed = await signSignerInfo({

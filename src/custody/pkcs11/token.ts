@@ -1,7 +1,7 @@
 /**
  * One PKCS#11 token, as the custodian uses it: the module loaded and initialised once per process, the slot
  * found by token label, the user logged in, and a pool of sessions (a PKCS#11 session runs one operation at a
- * time: FIELD-NOTES, PKCS#11). Slow calls (key generation, signing) go through pkcs11js's asynchronous
+ * time). Slow calls (key generation, signing) go through pkcs11js's asynchronous
  * variants, which run on libuv's thread pool and keep the event loop free; the library is initialised with
  * CKF_OS_LOCKING_OK because those calls then come from several threads (PKCS#11 2.40 base 5.4, C_Initialize).
  *
@@ -149,7 +149,7 @@ export class Pkcs11Token {
     return this.#serial;
   }
 
-  /** Opens the pool's sessions and logs in (the login holds for every session of this application: PKCS#11 2.40 5.6). */
+  /** Opens the pool's sessions and logs in (the login holds for every session of the application: PKCS#11 2.40 5.6). */
   #openSessions(pin: string): void {
     const pkcs11 = this.pkcs11;
     const sessions: Handle[] = [];
@@ -166,7 +166,8 @@ export class Pkcs11Token {
           code === pkcs11js.CKR_PIN_INVALID
         ) {
           throw new ConfigError(
-            `setting ${SETTING.pinFile}: the token ${JSON.stringify(this.label)} refused the PIN (${pkcs11Reason(err)})`,
+            `setting ${SETTING.pinFile}: the token ${JSON.stringify(this.label)} refused the PIN ` +
+              `(${pkcs11Reason(err)})`,
           );
         }
         if (code === pkcs11js.CKR_PIN_LOCKED)
@@ -179,7 +180,8 @@ export class Pkcs11Token {
       for (const s of sessions) this.#closeSession(s);
       if (err instanceof ConfigError) throw err;
       throw new ConfigError(
-        `setting ${SETTING.tokenLabel}: cannot open sessions on token ${JSON.stringify(this.label)} (${pkcs11Reason(err)})`,
+        `setting ${SETTING.tokenLabel}: cannot open sessions on token ${JSON.stringify(this.label)} ` +
+          `(${pkcs11Reason(err)})`,
       );
     }
     this.#all = sessions;

@@ -1,5 +1,5 @@
 /**
- * cRLNumber (src/pki/crl.ts): the same on every instance for the same second and the same revoked list, and
+ * cRLNumber (src/revocation/crl.ts): the same on every instance for the same second and the same revoked list, and
  * growing with time and with every revocation, checked over a walk of moments and revocations in which no
  * step may go back; and the CRL a CrlIssuer builds carries it (read back with openssl crl).
  */
