@@ -279,7 +279,7 @@ function issueBy(ca: SoftwareKeyedCertificate, profile: Profile): SoftwareKeyedC
  */
 export function ensureTrustServiceCertificates(dataDir: string, urls: PkiUrls, replace = false): void {
   const p = pkiPaths(dataDir);
-  if (keysInCustody(dataDir)) return; // `qtsp pki init --pkcs11` made them
+  if (keysInCustody(dataDir)) return; // the key ceremony made them in the custody
   const missing = (cert: string, key: string) => replace || !existsSync(cert) || !existsSync(key);
   if (!missing(p.tsaCert, p.tsaKey) && !missing(p.ocspCert, p.ocspKey)) return;
   const { root, issuing } = loadCaMaterial(dataDir);
