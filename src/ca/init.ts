@@ -4,7 +4,7 @@
  * OCSP responder certificates are also created for data directories made before they existed
  * (ensureTrustServiceCertificates).
  *
- * In a key custody that keeps long-lived keys itself (pkiInitInToken, e.g. a PKCS#11 token): the issuing CA,
+ * In a key custody that keeps long-lived keys itself (pkiInitInCustody, e.g. a PKCS#11 token): the issuing CA,
  * TSA and OCSP responder keys are generated inside it instead, no key file is written for them, and the marker
  * file records the custody. The root CA stays a software key in both cases: it signs only at init (and its
  * CRL); a real operator's root lives offline, apart from the online HSM.

@@ -13,8 +13,8 @@
  * wrote it; two instances in the same second with the same list build the same CRL. Instances need
  * synchronised clocks (NTP), as any CA does. Each public fetch asks the store for the revoked certificates (one
  * query) and signs again only when the second or the list changed, so a revocation anywhere shows at once.
- * A B-LT signature asks for a CRL issued after its time-stamp (current(after), EN 319 122-1 freshness, issue
- * 11): it takes the last one this process built when that is fresh enough, else a new one.
+ * A B-LT signature asks for a CRL issued after its time-stamp (current(after), EN 319 122-1
+ * freshness): it takes the last one this process built when that is fresh enough, else a new one.
  */
 import { createHash } from 'node:crypto';
 import {

@@ -1,5 +1,5 @@
 /**
- * What the QTSP logs (docs/security.md "What is logged"): at the most verbose level, through a signing that
+ * What the QTSP logs (docs/security.md "Logs: what is written and what never is"): at the most verbose level, through a signing that
  * succeeds, a replay, a tampered SAD, a SAD for another document and an AS that is down, no line carries the
  * access token, the introspection response, a key, the signer certificate or the user's identity claims; the
  * events an operator needs (who signed what, by transaction) are there.

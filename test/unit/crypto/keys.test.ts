@@ -1,5 +1,5 @@
 /**
- * pki/keys.ts EC key pairs (ECDH generation, imported: no KeyGenJob left for the garbage collector, see there):
+ * crypto/keys.ts EC key pairs (ECDH generation, imported: no KeyGenJob left for the garbage collector, see there):
  * the private and public halves belong together, the kept point is the key's own, and the SPKI we write from it
  * is what OpenSSL exports for the key.
  */
