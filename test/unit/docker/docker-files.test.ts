@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { loadConfig } from '../../../src/config/load.ts';
 
-const DOCKER = fileURLToPath(new URL('../../../docker', import.meta.url));
+const DOCKER = fileURLToPath(new URL('../../../docker/', import.meta.url));
 const read = (name: string) => readFileSync(DOCKER + name, 'utf8');
 
 interface Service {
