@@ -102,6 +102,11 @@ export const OFFERED: Readonly<Record<SignatureFormat, readonly ConformanceLevel
   (Object.keys(BUILDERS) as SignatureFormat[]).map((f) => [f, CONFORMANCE_LEVELS.filter((l) => BUILDERS[f][l])]),
 ) as Record<SignatureFormat, ConformanceLevel[]>;
 
+/** every level signDoc accepts for some format: what the service configuration advertises (spec 2.13) */
+export const OFFERED_LEVELS: readonly ConformanceLevel[] = CONFORMANCE_LEVELS.filter((l) =>
+  Object.values(OFFERED).some((levels) => levels.includes(l)),
+);
+
 export const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
 export const RSA_ENCRYPTION = '1.2.840.113549.1.1.1';
 /** RFC 5480 2.1.1.1 named curves */

@@ -41,9 +41,19 @@ export function openApiSchema(name: string): Record<string, unknown> {
   return { $schema: 'https://json-schema.org/draft/2020-12/schema', $defs: defs, $ref: `#/$defs/${name}` };
 }
 
-const validate = new Ajv2020({ allErrors: false, strict: true }).compile<SignDocRequest>(
-  openApiSchema('SignDocRequest'),
-);
+const SCHEMA = openApiSchema('SignDocRequest');
+const validate = new Ajv2020({ allErrors: false, strict: true }).compile<SignDocRequest>(SCHEMA);
+
+/** the members SignDocRequest does not require: sent as null, they count as absent (openapi.yaml) */
+const OPTIONAL_MEMBERS: ReadonlySet<string> = (() => {
+  const def = (SCHEMA['$defs'] as Record<string, { properties: object; required: string[] }>)['SignDocRequest']!;
+  return new Set(Object.keys(def.properties).filter((k) => !def.required.includes(k)));
+})();
+
+function withoutNullOptionals(body: Record<string, unknown>): Record<string, unknown> {
+  if (!Object.keys(body).some((k) => body[k] === null && OPTIONAL_MEMBERS.has(k))) return body;
+  return Object.fromEntries(Object.entries(body).filter(([k, v]) => !(v === null && OPTIONAL_MEMBERS.has(k))));
+}
 
 function describe(error: ErrorObject): string {
   const where = error.instancePath ? `'${error.instancePath.slice(1).replaceAll('/', '.')}'` : 'the request';
@@ -67,9 +77,9 @@ function describe(error: ErrorObject): string {
   }
 }
 
-export function parseSignDocRequest(body: unknown): ParsedSignDocRequest {
-  if (!body || typeof body !== 'object' || Array.isArray(body))
-    throw badRequest('the request body must be a JSON object');
+export function parseSignDocRequest(raw: unknown): ParsedSignDocRequest {
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw badRequest('the request body must be a JSON object');
+  const body = withoutNullOptionals(raw as Record<string, unknown>);
   if (!validate(body)) throw badRequest(describe(validate.errors![0]!));
   const hashAlgorithm = hashByOid(body.documentDigests.hashAlgorithmOID)!;
   const hashes = body.documentDigests.hashes.map((h, i) => {

@@ -17,7 +17,10 @@ import {
   type JSONWebKeySet,
   type JWTPayload,
 } from 'jose';
+import { CONFORMANCE_LEVELS, SIGNATURE_FORMATS } from '../../src/ades/formats.ts';
+import { chooseSigning } from '../../src/ades/offer.ts';
 import { pkiPaths } from '../../src/ca/material.ts';
+import { SHA256 } from '../../src/crypto/algorithms.ts';
 import { pkiInit } from '../../src/ca/init.ts';
 import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
 import {
@@ -490,6 +493,12 @@ describe('PAR refuses (spec 2.4, 2.7, 7.2)', () => {
     ],
     ['a missing label', () => parParams(docs({ hash: DOC_HASH })), 400, 'invalid_authorization_details'],
     [
+      'the same document twice (signDoc would refuse the second)',
+      () => parParams(docs({ hash: DOC_HASH, label: 'Vertrag' }, { hash: DOC_HASH, label: 'Vertrag, again' })),
+      400,
+      'invalid_authorization_details',
+    ],
+    [
       'an empty label of a custom document',
       () => parParams(docs({ hash: DOC_HASH, label: '' })),
       400,
@@ -726,6 +735,21 @@ describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
     const key = (record!['jwks'] as { keys: { kty: string; x5c: string[] }[] }).keys[0]!;
     assert.equal(key.kty, 'EC');
     assert.equal(key.x5c[0], fromPem(readFileSync(pkiPaths(dataDir).clientCert, 'utf8'))[0]!.toString('base64'));
+  });
+
+  it('our QTSP record advertises exactly the levels signDoc accepts for some format', async () => {
+    const [record] = jsonBody(await get(sandbox.spDirectoryUrl)) as Record<string, unknown>[];
+    const accepts = (format: (typeof SIGNATURE_FORMATS)[number], level: (typeof CONFORMANCE_LEVELS)[number]) => {
+      try {
+        chooseSigning(format, level, SHA256, undefined, undefined, 'ECDSA-P256');
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const accepted = CONFORMANCE_LEVELS.filter((level) => SIGNATURE_FORMATS.some((f) => accepts(f, level)));
+    assert.ok(accepted.includes('AdES-B-LTA'), 'CAdES is offered at B-LTA');
+    assert.deepEqual(record!['conformance_levels_supported'], accepted);
   });
 
   it('AS metadata and endpoints.json', async () => {

@@ -99,6 +99,7 @@ function defaultDigests(qtsp: SpRecord, alg: HashAlgorithm): Buffer[] {
 function checkDocuments(value: unknown, alg: HashAlgorithm, defaults: readonly Buffer[]): number {
   if (!Array.isArray(value)) throw invalidDetails('sign: documentDigests must be an array');
   let defaultCount = 0;
+  const seen = new Map<string, number>();
   value.forEach((doc: unknown, i) => {
     const where = `sign: documentDigests[${i}]`;
     if (!isObject(doc)) throw invalidDetails(`${where} must be an object with hash and label`);
@@ -106,6 +107,10 @@ function checkDocuments(value: unknown, alg: HashAlgorithm, defaults: readonly B
     if (typeof doc['label'] !== 'string') throw invalidDetails(`${where}.label is missing`);
     const decoded = decodeDigest(doc['hash'], alg.length);
     if (!decoded.ok) throw invalidDetails(`${where}.hash ${decoded.reason}`);
+    // one consent signs each document once (signDoc refuses a repeat): refuse it here, before the user consents
+    const first = seen.get(decoded.bytes.toString('hex'));
+    if (first !== undefined) throw invalidDetails(`${where}.hash repeats documentDigests[${first}]`);
+    seen.set(decoded.bytes.toString('hex'), i);
     const isDefault = defaults.some((d) => d.equals(decoded.bytes));
     if (isDefault && doc['label'] !== '')
       throw invalidDetails(`${where} is a default document: its label must be empty`);

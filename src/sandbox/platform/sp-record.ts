@@ -4,6 +4,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { OFFERED_LEVELS } from '../../ades/offer.ts';
 import { fromPem } from '../../util/base64.ts';
 import { certFingerprint } from '../tls.ts';
 import { DEFINED_CLAIMS, DOCUMENTS_CONSENTED_CLAIM } from './constants.ts';
@@ -86,7 +87,7 @@ export function buildQtspRecord(qtsp: { id: string; clientCertFile: string; sign
       },
       [DOCUMENTS_CONSENTED_CLAIM]: { essential: true },
     },
-    conformance_levels_supported: ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT'],
+    conformance_levels_supported: [...OFFERED_LEVELS],
     subject_type: 'public',
     token_endpoint_auth_method: 'self_signed_tls_client_auth',
     jwks: { keys: [certificateJwk(qtsp.clientCertFile)] },
