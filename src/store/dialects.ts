@@ -186,12 +186,20 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
   };
 }
 
-/** a pool of at most `max` connections, each query bounded */
+/**
+ * A pool of at most `max` connections, each query bounded. A client whose server went away (a restart, a
+ * crash, `pg_ctl stop -m immediate`) emits 'error'; unhandled, that ends the process. pg-pool listens only
+ * while a client is idle (and then re-emits on the pool), so every client gets a listener of its own for its
+ * whole life, checked out too, also between two statements of a transaction. The error itself reaches the
+ * request in flight as the rejection of its query (a 503 on signDoc); pg-pool drops a client that is no longer
+ * queryable when it is released, and the next query connects anew.
+ */
 function postgresPool(url: string, max: number): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
-  // an idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
-  // The next query (and readiness' ping) reports the outage instead.
-  pool.on('error', () => undefined);
+  pool.on('error', () => undefined); // an idle client lost: the next query (and readiness' ping) reports it
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
   return pool;
 }
 

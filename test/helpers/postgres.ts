@@ -23,6 +23,11 @@ export interface PostgresServer {
   readonly url: string;
   /** a URL whose connections work in a fresh, empty schema of that database (search_path) */
   freshSchemaUrl(): Promise<string>;
+  /**
+   * the server's own cluster only (absent with POSTGRES_URL): stop it abruptly as a crash would
+   * (`pg_ctl stop -m immediate`: every backend ends at once, no checkpoint) and start it again on the same port
+   */
+  readonly outage?: { stopImmediate(): Promise<void>; start(): Promise<void> };
   stop(): Promise<void>;
 }
 
@@ -58,7 +63,12 @@ function userIds(name: string): { uid: number; gid: number } | undefined {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
-async function withSchemas(url: string, dropAtStop: boolean, stopServer: () => Promise<void>): Promise<PostgresServer> {
+async function withSchemas(
+  url: string,
+  dropAtStop: boolean,
+  stopServer: () => Promise<void>,
+  outage?: PostgresServer['outage'],
+): Promise<PostgresServer> {
   const schemas: string[] = [];
   const admin = async (sql: string) => {
     const client = new pg.Client({ connectionString: url });
@@ -71,6 +81,7 @@ async function withSchemas(url: string, dropAtStop: boolean, stopServer: () => P
   };
   return {
     url,
+    ...(outage ? { outage } : {}),
     async freshSchemaUrl() {
       const schema = `qtsp_test_${randomBytes(6).toString('hex')}`;
       await admin(`CREATE SCHEMA ${schema}`);
@@ -86,8 +97,9 @@ async function withSchemas(url: string, dropAtStop: boolean, stopServer: () => P
   };
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
-  const external = process.env.POSTGRES_URL;
+/** `ownCluster`: a throwaway cluster even when POSTGRES_URL names a server (a test that stops the server) */
+export async function startPostgres(options: { ownCluster?: boolean } = {}): Promise<PostgresServer> {
+  const external = options.ownCluster ? undefined : process.env.POSTGRES_URL;
   if (external) return withSchemas(external, true, async () => undefined);
 
   const bin = findBinDir();
@@ -121,22 +133,22 @@ export async function startPostgres(): Promise<PostgresServer> {
     // --no-sync and -F (fsync off): a throwaway cluster needs no durability, and the machine is shared
     await pgRun('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
     const port = await freePort();
-    await pgRun('pg_ctl', [
-      '-D',
-      data,
-      '-l',
-      join(dir, 'server.log'),
-      '-w',
-      '-t',
-      '60',
-      '-o',
-      `-p ${port} -k ${dir} -h 127.0.0.1 -F`,
-      'start',
-    ]);
-    started = true;
-    await pgRun('pg_isready', ['-h', '127.0.0.1', '-p', String(port), '-t', '30']);
+    const startServer = async () => {
+      const server = `-p ${port} -k ${dir} -h 127.0.0.1 -F`;
+      await pgRun('pg_ctl', ['-D', data, '-l', join(dir, 'server.log'), '-w', '-t', '60', '-o', server, 'start']);
+      started = true;
+      await pgRun('pg_isready', ['-h', '127.0.0.1', '-p', String(port), '-t', '30']);
+    };
+    await startServer();
     await pgRun('createdb', ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', 'qtsp_test']);
-    return await withSchemas(`postgres://postgres@127.0.0.1:${port}/qtsp_test`, false, stopServer);
+    const outage = {
+      async stopImmediate() {
+        await pgRun('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+        started = false;
+      },
+      start: startServer,
+    };
+    return await withSchemas(`postgres://postgres@127.0.0.1:${port}/qtsp_test`, false, stopServer, outage);
   } catch (err) {
     const log = existsSync(join(dir, 'server.log')) ? readFileSync(join(dir, 'server.log'), 'utf8').slice(-2000) : '';
     await stopServer().catch(() => undefined);
