@@ -34,7 +34,7 @@ export interface EvidenceParts {
   insertOutbox(entries: readonly NewOutboxEntry[]): Statement[];
 }
 
-function toTransaction(row: Selectable<SigningTransactionsTable>): SigningTransaction {
+export function toTransaction(row: Selectable<SigningTransactionsTable>): SigningTransaction {
   return {
     txn: row.txn,
     iss: row.iss,

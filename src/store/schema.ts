@@ -164,6 +164,19 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
           .execute();
       },
     },
+    // retention (retention.ts): the purge and the export read old signings, delivered entries and old
+    // documents as ranges of these indexes
+    '0007_retention': {
+      async up(db) {
+        await db.schema
+          .createIndex('signing_transactions_created')
+          .on('signing_transactions')
+          .columns(['created_at', 'certificate_serial_hex'])
+          .execute();
+        await db.schema.createIndex('outbox_state_updated').on('outbox').columns(['state', 'updated_at']).execute();
+        await db.schema.createIndex('signed_documents_claimed').on('signed_documents').column('claimed_at').execute();
+      },
+    },
   };
 }
 

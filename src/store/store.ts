@@ -18,6 +18,7 @@ import type { StoreDialect } from './dialects.ts';
 import { documents } from './documents.ts';
 import { evidence } from './evidence.ts';
 import { outbox } from './outbox.ts';
+import { retention } from './retention.ts';
 import type { Store } from './types.ts';
 
 export function createStore(dialect: StoreDialect): Store {
@@ -30,6 +31,7 @@ export function createStore(dialect: StoreDialect): Store {
     ...certificateParts.methods,
     ...outboxParts.methods,
     ...documents(access, outboxParts.insert),
+    ...retention(access),
     ping: writeProbe(access, dialect.probeFiller),
     close: access.close,
   };

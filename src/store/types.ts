@@ -166,6 +166,36 @@ export type ClaimOutcome =
   | { readonly kind: 'other_request'; readonly index: number; readonly requestKey: string }
   | { readonly kind: 'mixed'; readonly index: number };
 
+/** A document signed (or still claimed) under a consent (documents.ts), as evidence show and export list it. */
+export interface StoredDocument {
+  readonly iss: string;
+  readonly txn: string;
+  readonly hashAlgorithmOid: string;
+  /** Base64 digest of the document */
+  readonly hash: string;
+  /** format, level and signer algorithm the request asked */
+  readonly requestKey: string;
+  readonly claimedAt: Date;
+  /** Base64 signature object returned; null while only claimed */
+  readonly signature: string | null;
+  readonly revocation: KeptSignature['revocation'];
+  readonly signedAt: Date | null;
+}
+
+/** Where a page of signings ended: the next page starts after it (created_at, then serial). */
+export interface SigningCursor {
+  readonly createdAt: Date;
+  readonly certificateSerialHex: string;
+}
+
+/** One batch of the evidence purge (retention.ts): how many signings it read and deleted, and where it ended. */
+export interface EvidencePurge {
+  readonly read: number;
+  readonly deleted: number;
+  /** the last signing read; undefined when the batch read none */
+  readonly last: SigningCursor | undefined;
+}
+
 export interface Store {
   /** which implementation ('sqlite' or 'postgres'), for logs and readiness reasons */
   readonly driver: 'sqlite' | 'postgres';
@@ -230,6 +260,25 @@ export interface Store {
   }): Promise<void>;
   /** gives back the documents of a claim that were not signed (a failed request); no effect on others' claims */
   releaseDocuments(claim: DocumentClaim): Promise<void>;
+  // retention and archiving (retention.ts)
+  /** the documents signed or claimed under a consent, by hash algorithm and hash */
+  documentsOf(iss: string, txn: string): Promise<StoredDocument[]>;
+  /** up to `limit` signings recorded in [from, to), oldest first, after `after` */
+  signingsBetween(from: Date, to: Date, limit: number, after?: SigningCursor): Promise<SigningTransaction[]>;
+  /** deletes up to `limit` delivered outbox entries last marked before `before`; how many it deleted */
+  purgeDeliveredOutbox(before: Date, limit: number): Promise<number>;
+  /**
+   * Reads up to `limit` signings recorded before `before` (after `after`) and deletes each with its certificate
+   * unless an outbox entry of `reportedBy` (the records that report it) exists and is not delivered.
+   */
+  purgeEvidence(
+    before: Date,
+    limit: number,
+    reportedBy: (signing: SigningCursor & { readonly txn: string }) => readonly string[],
+    after?: SigningCursor,
+  ): Promise<EvidencePurge>;
+  /** deletes up to `limit` documents claimed and signed before `before` whose consent has no signing left */
+  purgeDocuments(before: Date, limit: number): Promise<number>;
   /** readiness: the database answers and commits a small write (a full disk or a read-only database fails) */
   ping(): Promise<void>;
   /** idempotent */

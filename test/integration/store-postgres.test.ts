@@ -87,6 +87,7 @@ describe('PostgreSQL store schema', () => {
       { name: '0004_signing_key_custody' },
       { name: '0005_signed_documents' },
       { name: '0006_outbox_queued_since' },
+      { name: '0007_retention' },
     ]);
     await query(url, "INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', now()::text)");
     await assert.rejects(

@@ -42,7 +42,7 @@ registerReleaseMigration('sqlite', {
 });
 
 describe('SQLite store file', () => {
-  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with migrations 0001 to 0006', async () => {
+  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with migrations 0001 to 0007', async () => {
     const dataDir = join(dir, 'data-dir');
     const store = await openStore({ dataDir, store: { driver: 'sqlite', pingIntervalMs: 1000 } });
     await store.close();
@@ -57,6 +57,7 @@ describe('SQLite store file', () => {
         { name: '0004_signing_key_custody' },
         { name: '0005_signed_documents' },
         { name: '0006_outbox_queued_since' },
+        { name: '0007_retention' },
       ]);
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
       assert.deepEqual(tables, [
