@@ -13,6 +13,7 @@ import { createMetrics, operationalGauges, type OperationalSnapshot } from './ht
 import { listenOps } from './http/ops.ts';
 import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
+import { startRetention, type RetentionJob } from './retention/purge.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
@@ -201,6 +202,8 @@ interface Running {
   readonly pki: TrustServices;
   readonly delivery: Delivery;
   readonly readiness: Readiness;
+  /** the purge of what is past its retention period (retention/purge.ts) */
+  readonly retention: RetentionJob;
 }
 
 interface Listeners {
@@ -244,7 +247,21 @@ async function startWithCustody(
     logger,
   });
   await readiness.refresh(); // the first report at start reflects real probes
-  const running: Running = { config, logger, agents, trust, store, storeHealth, keys, pki, delivery, readiness };
+  // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
+  const retention = options.relayElsewhere ? { close: async () => undefined } : startRetention(config, store, logger);
+  const running: Running = {
+    config,
+    logger,
+    agents,
+    trust,
+    store,
+    storeHealth,
+    keys,
+    pki,
+    delivery,
+    readiness,
+    retention,
+  };
   const listeners = await listenOrStop(running, deps);
   logger.info(
     {
@@ -409,6 +426,7 @@ async function stopAfterFailedStart(running: Running): Promise<void> {
   running.trust.idps.stop();
   await running.trust.keyArchive.stop();
   await running.delivery.close();
+  await running.retention.close();
   running.storeHealth.stop();
   await running.store.close();
   await running.keys.close();
@@ -461,6 +479,7 @@ function stopSteps(running: Running, listeners: Listeners): Parameters<typeof ru
     [
       'flush and close the store',
       async () => {
+        await running.retention.close(); // a purge under way finishes its batch first
         running.storeHealth.stop();
         await store.close();
       },

@@ -26,6 +26,7 @@ import { ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { startOutboxRelay } from '../deliveries.ts';
 import { GATHER_MS } from '../delivery/relay.ts';
+import { startRetention } from '../retention/purge.ts';
 import { startQtsp } from '../service.ts';
 import { openStore } from '../store/open.ts';
 import { lockDataDir } from '../util/instance-lock.ts';
@@ -112,11 +113,14 @@ async function openPrimaryShared(config: Config): Promise<PrimaryShared> {
   }
   // the one outbox relay of the instance (see the header); never waits for Redis
   const relay = startOutboxRelay({ ...config, redis: { ...config.redis, url: redis.url } }, store, logger);
+  // the purge runs beside the one relay, in this process only (retention/purge.ts)
+  const retention = startRetention(config, store, logger);
   return {
     redisUrl: redis.url,
     relay,
     async close() {
       await relay.close();
+      await retention.close();
       await store.close();
       await redis.stop();
       lock.release();

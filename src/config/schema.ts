@@ -411,6 +411,28 @@ export const configSchema = z
         concurrency: positiveInt.max(256).default(8),
       })
       .prefault({}),
+    retention: z
+      .strictObject({
+        /**
+         * How long the evidence of a signing is kept (days): the transaction with its introspection JWT, the
+         * signer certificate, the kept signatures and the document claims of its consent; 0 (default): for ever.
+         * A QTSP keeps evidence for the retention period of its own policy and national law (eIDAS Art. 24(2)(h),
+         * ETSI EN 319 401 clause 7.10), so nothing is deleted until the operator sets that period. Evidence whose
+         * mediation record is not delivered yet stays whatever its age. Archive first: `qtsp evidence export`.
+         */
+        evidenceDays: z.coerce.number().int().min(0).default(0),
+        /**
+         * How long a delivered outbox entry (mediation record, notification) is kept after its delivery (days);
+         * 0: for ever. Entries not delivered (pending, queued, failed) always stay. The default keeps a quarter
+         * of a year for `qtsp mediation status` and for questions about a delivery.
+         */
+        outboxDeliveredDays: z.coerce.number().int().min(0).default(90),
+        /** How often the purge runs (seconds); one process per instance runs it (the one that owns the relay). */
+        purgeIntervalSeconds: positiveInt.default(3600),
+        /** Rows one purge write deletes at most: signDoc's writes never wait long behind a purge. */
+        purgeBatchSize: positiveInt.max(10_000).default(200),
+      })
+      .prefault({}),
     mediation: z
       .strictObject({
         /**
