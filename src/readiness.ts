@@ -11,7 +11,9 @@
  * the AS key sources serve; a directory failing within its maximum staleness).
  *
  * The HTTP probe must answer at once and never hang on a dead database, so everything that needs I/O runs in
- * the background every `intervalMs` and the probe reports the last outcome.
+ * the background every `intervalMs` and the probe reports the last outcome. While not ready, the checks run
+ * again every RECHECK_MS instead, so readiness follows a dependency that answers again within a second; one
+ * round at a time, each a single cheap request per dependency, so a dependency that is down is not hammered.
  */
 import type { SigningKey } from './crypto/signature.ts';
 import type { KeyCustody } from './custody/types.ts';
@@ -76,30 +78,51 @@ async function probeSigning(keys: KeyCustody, issuingKey: SigningKey): Promise<O
   return { ok: reasons.length === 0, reasons };
 }
 
+/** how soon the checks run again while not ready (ms): readiness follows a recovery within a second */
+export const RECHECK_MS = 250;
+
+/** One round of the background checks: the outcomes of the probes, the store's health updated as a side effect. */
+async function probeAll(parts: ReadinessParts): Promise<{ signing: Outcome; asKeys: Outcome }> {
+  // a directory that never answered (down at a cold start), or whose last answer is too old, is asked again
+  // here, also when the periodic list pull is off (trust.idpListPullSeconds 0): ready as soon as it answers
+  if (!parts.idps.readiness().ready) await parts.idps.refreshList().catch(() => undefined);
+  const [signing, asKeys] = await Promise.all([
+    probeSigning(parts.keys, parts.issuingKey),
+    // only needed while the archive has no verified state: otherwise keys come from the archive first
+    parts.keyArchive.readiness().ready
+      ? Promise.resolve({ ok: true, reasons: [] })
+      : parts.servers.probeKeySources(parts.idps.activeIssuers()).then((r) => ({ ok: r.usable, reasons: r.reasons })),
+    parts.store.health.check(),
+  ]);
+  return { signing, asKeys };
+}
+
 export function watchReadiness(parts: ReadinessParts): Readiness {
   let signing: Outcome = { ok: false, reasons: ['signing keys: not probed yet'] };
   let asKeys: Outcome = { ok: false, reasons: ['AS key sources: not probed yet'] };
   let running: Promise<void> | undefined;
   let last: ReadinessReport | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
 
   const run = async () => {
-    // a directory that never answered (down at a cold start) is asked again here, also when the periodic list
-    // pull is off (trust.idpListPullSeconds 0): the service becomes ready as soon as it answers
-    if (!parts.idps.hasAnswered()) await parts.idps.refreshList().catch(() => undefined);
-    const [signingOutcome, asOutcome] = await Promise.all([
-      probeSigning(parts.keys, parts.issuingKey),
-      // only needed while the archive has no verified state: otherwise keys come from the archive first
-      parts.keyArchive.readiness().ready
-        ? Promise.resolve({ ok: true, reasons: [] })
-        : parts.servers.probeKeySources(parts.idps.activeIssuers()).then((r) => ({ ok: r.usable, reasons: r.reasons })),
-      parts.store.health.check(),
-    ]);
-    signing = signingOutcome;
-    asKeys = asOutcome;
+    ({ signing, asKeys } = await probeAll(parts));
+  };
+  // the next round: soon while not ready (a recovery shows within a second), else after the interval
+  const schedule = () => {
+    clearTimeout(timer);
+    if (stopped) return;
+    const ready = currentReport(parts, signing, asKeys).ready;
+    timer = setTimeout(() => void tick(), ready ? parts.intervalMs : Math.min(RECHECK_MS, parts.intervalMs));
+    timer.unref();
   };
   // the timer joins a probe under way; an explicit refresh waits for it and probes again, so what it reports
   // was probed after the call (a probe started before a change may report the old state)
-  const tick = () => (running ??= run().finally(() => (running = undefined)));
+  const tick = () =>
+    (running ??= run().finally(() => {
+      running = undefined;
+      schedule();
+    }));
   const refresh = async () => {
     await running;
     return tick();
@@ -115,9 +138,12 @@ export function watchReadiness(parts: ReadinessParts): Readiness {
     return now;
   };
 
-  const timer = setInterval(() => void tick(), parts.intervalMs);
-  timer.unref();
-  return { report, refresh, stop: () => clearInterval(timer) };
+  schedule();
+  const stop = () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+  return { report, refresh, stop };
 }
 
 const AS_KEYS_SERVE =

@@ -2,7 +2,7 @@
  * The operations listener and readiness: health and metrics on their own loopback port,
  * the mutual-TLS port refusing certificate-less clients before reading a body, and readiness agreeing with
  * signDoc under a full store, an IDP directory never reached, and a key archive unreachable while the AS key
- * sources serve.
+ * sources serve; once the store or the directory answers again, readiness says so within about a second.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,12 +19,18 @@ import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
 import { PROFILE, SHA256_OID, startEnvironment, startExtraQtsp, type TestEnvironment } from '../helpers/environment.ts';
 
 const MAX_STORE_BYTES = 4 * 1024 * 1024;
+/**
+ * From a dependency answering again to GET /health/ready answering 200, without a refresh asked for: the
+ * background checks run again every quarter second while not ready (readiness.ts), not only every
+ * store.pingIntervalMs (the default, 5 s, here); the bound leaves room for a busy machine.
+ */
+const RECOVERY_BOUND_MS = 2000;
 
 let env: TestEnvironment;
 const extra: QtspService[] = [];
 
 before(async () => {
-  env = await startEnvironment({ store: { pingIntervalMs: 200, sqliteMaxBytes: MAX_STORE_BYTES } });
+  env = await startEnvironment({ store: { pingIntervalMs: 5000, sqliteMaxBytes: MAX_STORE_BYTES } });
 });
 after(async () => {
   for (const qtsp of extra) await qtsp.close();
@@ -37,6 +43,21 @@ async function ready(qtsp: QtspService): Promise<{ status: number; reasons: stri
   const body = jsonBody(res) as { status: string; reasons: string[] };
   assert.equal(body.status, res.status === 200 ? 'ready' : 'not_ready');
   return { status: res.status, reasons: body.reasons };
+}
+
+/**
+ * Polls GET /health/ready, without asking for a refresh, until it answers 200 (fails after 10 s); returns the
+ * reasons of that answer and the ms it took.
+ */
+async function untilReady(qtsp: QtspService): Promise<{ ms: number; reasons: string[] }> {
+  const started = performance.now();
+  for (;;) {
+    const res = await httpRequest(`${qtsp.opsUrl}/health/ready`, { timeoutMs: 5000 });
+    const body = jsonBody(res) as { status: string; reasons: string[] };
+    if (res.status === 200) return { ms: performance.now() - started, reasons: body.reasons };
+    assert.ok(performance.now() - started < 10_000, `not ready 10 s after the recovery: ${body.reasons.join('; ')}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 async function signDoc(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -146,6 +167,10 @@ describe('readiness agrees with signDoc', () => {
         /^qtsp_store_up 0$/m,
       );
       db.exec('DROP TABLE test_filler'); // space again
+      // readiness follows on its own, within about a second, not after the next store.pingIntervalMs
+      const back = await untilReady(env.qtsp);
+      assert.deepEqual(back.reasons, []);
+      assert.ok(back.ms < RECOVERY_BOUND_MS, `ready ${Math.round(back.ms)} ms after the disk had space again`);
       assert.deepEqual(await ready(env.qtsp), { status: 200, reasons: [] });
       assert.equal((await signDoc(env.qtsp.signDocUrl)).status, 200);
     } finally {
@@ -162,6 +187,10 @@ describe('readiness agrees with signDoc', () => {
       assert.match(down.reasons.join('\n'), /IDP directory has never answered/);
       assert.equal((await signDoc(qtsp.signDocUrl)).status, 502);
       env.sandbox.controls.idpDirectory.mode = 'normal';
+      // readiness asks the directory again on its own, within about a second
+      const back = await untilReady(qtsp);
+      assert.deepEqual(back.reasons, []);
+      assert.ok(back.ms < RECOVERY_BOUND_MS, `ready ${Math.round(back.ms)} ms after the directory answered`);
       assert.deepEqual(await ready(qtsp), { status: 200, reasons: [] }, 'readiness asks the directory again');
       assert.equal((await signDoc(qtsp.signDocUrl)).status, 200);
     } finally {
