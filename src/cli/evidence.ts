@@ -1,23 +1,37 @@
 /**
  * `qtsp evidence show TXN`: what the store holds for one AS transaction (spec 5.13, 6.3.1): each signing with
- * its hashes, the signer certificate with its status, and the introspection JWT exactly as received (the
- * evidence; an access token is never stored, so none can be printed). The decoded JWT payload is shown for
- * reading only; it is not verified here (that is `qtsp evidence verify`).
+ * its hashes, the signer certificate with its status, the signatures kept for it (signing/once.ts) and the
+ * introspection JWT exactly as received (the evidence; an access token is never stored, so none can be
+ * printed). The decoded JWT payload is shown for reading only; it is not verified here (that is
+ * `qtsp evidence verify`).
+ * `qtsp evidence export`: the evidence of a period as a verifiable archive (retention/export.ts).
  * Opens the store the QTSP uses (same configuration: QTSP_STORE_*, --data-dir), read-only in effect; SQLite's
  * WAL lets this run beside a serving QTSP.
  */
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { hashByOid } from '../crypto/algorithms.ts';
 import { loadConfig } from '../config/load.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
-import type { CertificateStatus, SigningTransaction, Store, StoredCertificate } from '../store/types.ts';
+import { signaturesOf } from '../retention/signatures.ts';
+import type {
+  CertificateStatus,
+  SigningTransaction,
+  Store,
+  StoredCertificate,
+  StoredDocument,
+} from '../store/types.ts';
 import { toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
+import { runExport } from './evidence-export.ts';
 
 const USAGE =
-  'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n       qtsp evidence verify TXN [--data-dir DIR]\n';
+  'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n' +
+  '       qtsp evidence verify TXN [--data-dir DIR]\n' +
+  '       qtsp evidence export --from DATE --to DATE --out DIR [--data-dir DIR] [--tsa-url URL]\n' +
+  '                            [--publication-url URL]\n';
 
 function statusText(s: CertificateStatus): string {
   return s.status === 'revoked' ? `revoked at ${s.revokedAt.toISOString()} (${s.reason})` : s.status;
@@ -33,11 +47,30 @@ function decodedPayload(jwt: string): string {
 
 const indent = (text: string, by = '    ') => text.replace(/^/gm, by);
 
+/** The signatures kept for a signing: document hash, when, what was asked, and the signature object (Base64). */
+function formatSignatures(t: SigningTransaction, signatures: readonly StoredDocument[]): string[] {
+  const lines = [`  kept signatures   ${signatures.length} of ${t.hashes.length} documents`];
+  for (const d of signatures) {
+    const bytes = Buffer.from(d.signature!, 'base64');
+    const revocation = d.revocation
+      ? `, revocationInfo ${d.revocation.ocsp.length} OCSP ${d.revocation.crl.length} CRL`
+      : '';
+    lines.push(
+      `    [${t.hashes.indexOf(d.hash)}] ${d.hash}`,
+      `        signed ${d.signedAt?.toISOString() ?? 'unknown'} (${d.requestKey}${revocation})`,
+      `        ${bytes.length} bytes, SHA-256 ${createHash('sha256').update(bytes).digest('hex')}`,
+      indent(d.signature!, '        '),
+    );
+  }
+  return lines;
+}
+
 export function formatSigning(
   t: SigningTransaction,
   certificate: StoredCertificate | undefined,
   index: number,
   total: number,
+  signatures: readonly StoredDocument[] = [],
 ): string {
   const alg = hashByOid(t.hashAlgorithmOid);
   const lines = [
@@ -66,6 +99,7 @@ export function formatSigning(
     lines.push('    (certificate not found in the store)');
   }
   lines.push(
+    ...formatSignatures(t, signatures),
     '  introspection response (signed JWT, as received):',
     indent(t.introspectionJwt),
     '  decoded (not verified here):',
@@ -81,16 +115,32 @@ async function show(store: Store, txn: string, json: boolean): Promise<number> {
     return 1;
   }
   const certificates = await Promise.all(signings.map((t) => store.getCertificate(t.certificateSerialHex)));
+  const signatures = await keptSignatures(store, signings);
   if (json) {
     const out = signings.map((t, i) => ({
       ...t,
       certificate: certificates[i] && { ...certificates[i], der: certificates[i]!.der.toString('base64') },
+      signatures: signatures[i],
     }));
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
   } else {
-    process.stdout.write(signings.map((t, i) => formatSigning(t, certificates[i], i, signings.length)).join('\n'));
+    const text = signings.map((t, i) => formatSigning(t, certificates[i], i, signings.length, signatures[i]));
+    process.stdout.write(text.join('\n'));
   }
   return 0;
+}
+
+/** the signatures kept for each signing of one txn (its consents: one per issuer) */
+async function keptSignatures(store: Store, signings: readonly SigningTransaction[]): Promise<StoredDocument[][]> {
+  const issuers = [...new Set(signings.map((t) => t.iss))];
+  const documents = (await Promise.all(issuers.map((iss) => store.documentsOf(iss, signings[0]!.txn)))).flat();
+  return signings.map((t) =>
+    signaturesOf(
+      t,
+      signings.filter((s) => s.iss === t.iss),
+      documents,
+    ),
+  );
 }
 
 /**
@@ -106,6 +156,7 @@ function splitArgs(args: readonly string[]): { sub: string | undefined; txn: str
 }
 
 export async function runEvidence(args: string[]): Promise<number> {
+  if (args[0] === 'export') return runExport(args.slice(1), USAGE);
   const split = splitArgs(args);
   const { positionals, values } = parseArgs({
     args: split.rest,

@@ -8,6 +8,7 @@
  *   qtsp sign FILE... [options]   act as a relying party: get each file signed through the whole flow
  *   qtsp evidence show TXN        what the evidence store holds for an AS transaction
  *   qtsp evidence verify TXN      re-check that evidence against the key archive's history
+ *   qtsp evidence export          the evidence of a period as an archive with a time-stamped manifest
  *   qtsp worker                   deliver mediation records and notifications (outbox -> queue -> receivers)
  *   qtsp mediation status         outbox and queue depth, records confirmed by the mediation service
  *   qtsp notify --txn --message-file   queue an end-user notification (spec 6.3)
@@ -43,6 +44,9 @@ const USAGE = `usage:
                                    print the stored signing(s), certificate(s) and introspection JWT of a txn
   qtsp evidence verify TXN [--data-dir DIR]
                                    re-check the stored introspection JWT with the key the archive held at its iat
+  qtsp evidence export --from DATE --to DATE --out DIR [--data-dir DIR] [--tsa-url URL] [--publication-url URL]
+                                   write the evidence of signings recorded in [from, to) to a new directory:
+                                   JWTs, certificates, kept signatures, manifest.json time-stamped by our TSA
   qtsp worker                      deliver mediation records and notifications (beside QTSP instances started
                                    with QTSP_DELIVERY_IN_PROCESS_WORKER=false)
   qtsp mediation status [--json]   outbox depth, queue depth, records the mediation service confirmed

@@ -1,0 +1,120 @@
+/**
+ * `qtsp evidence export --from DATE --to DATE --out DIR`: the evidence of signings recorded in [from, to) as a
+ * directory an auditor verifies with openssl (retention/export.ts has the layout). The manifest is
+ * time-stamped by our TSA and the CA certificates come from our publication server (server.publicBaseUrl, or
+ * --publication-url), so the QTSP must be running; with tsa.url set, that external TSA time-stamps instead and
+ * the archive carries its tsa.chainFile. Run it before the purge deletes the period (config `retention`).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
+import { loadConfig } from '../config/load.ts';
+import type { Config } from '../config/schema.ts';
+import { exportEvidence } from '../retention/export.ts';
+import { openStore, sqlitePath } from '../store/open.ts';
+import { RemoteTsa } from '../timestamping/tsa.ts';
+import { fromPem } from '../util/base64.ts';
+import { httpRequest } from '../util/http-client.ts';
+
+interface ExportArgs {
+  readonly from: Date;
+  readonly to: Date;
+  readonly out: string;
+  readonly dataDir: string | undefined;
+  readonly tsaUrl: string | undefined;
+  readonly publicationUrl: string | undefined;
+}
+
+/** a date or date-time (ISO 8601; a date alone is midnight UTC) */
+function parseDate(text: string | undefined): Date | undefined {
+  if (!text) return undefined;
+  const date = new Date(text);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+function parseExportArgs(args: string[]): ExportArgs | string {
+  const { values } = parseArgs({
+    args,
+    options: {
+      from: { type: 'string' },
+      to: { type: 'string' },
+      out: { type: 'string' },
+      'data-dir': { type: 'string' },
+      'tsa-url': { type: 'string' },
+      'publication-url': { type: 'string' },
+    },
+  });
+  const from = parseDate(values.from);
+  const to = parseDate(values.to);
+  if (!from || !to || !values.out) return '--from, --to (dates, ISO 8601) and --out are required';
+  if (from.getTime() >= to.getTime()) return '--from must be before --to';
+  return {
+    from,
+    to,
+    out: values.out,
+    dataDir: values['data-dir'],
+    tsaUrl: values['tsa-url'],
+    publicationUrl: values['publication-url'],
+  };
+}
+
+async function fetchCertificate(url: string, timeoutMs: number): Promise<Buffer> {
+  const res = await httpRequest(url, { timeoutMs });
+  if (res.status !== 200) throw new Error(`${url} answered HTTP ${res.status}`);
+  return res.body;
+}
+
+/** our root and issuing CA certificates, and the chain of an external TSA when one time-stamps */
+async function caCertificates(config: Config, base: string): Promise<{ name: string; der: Buffer }[]> {
+  const urls = pkiUrls(base);
+  const timeoutMs = config.trust.httpTimeoutMs;
+  const ours = [
+    { name: 'root', der: await fetchCertificate(urls.rootCert, timeoutMs) },
+    { name: 'issuing', der: await fetchCertificate(urls.issuingCert, timeoutMs) },
+  ];
+  const chainFile = config.tsa.url ? config.tsa.chainFile : undefined;
+  const external = chainFile ? fromPem(readFileSync(chainFile, 'utf8')) : [];
+  return [...ours, ...external.map((der, i) => ({ name: `tsa-${i + 1}`, der }))];
+}
+
+export async function runExport(args: string[], usage: string): Promise<number> {
+  let parsed: ExportArgs | string;
+  try {
+    parsed = parseExportArgs(args);
+  } catch (err) {
+    parsed = (err as Error).message;
+  }
+  if (typeof parsed === 'string') {
+    process.stderr.write(`${parsed}\n${usage}`);
+    return 2;
+  }
+  const config = loadConfig(parsed.dataDir ? { dataDir: parsed.dataDir } : {});
+  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
+    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
+    return 1;
+  }
+  const base = parsed.publicationUrl ?? publicBaseUrl(config);
+  const tsaUrl = parsed.tsaUrl ?? config.tsa.url ?? pkiUrls(base).tsa;
+  const tsa = new RemoteTsa({ url: tsaUrl, timeoutMs: config.tsa.timeoutMs, retries: config.tsa.retries, chain: [] });
+  const store = await openStore(config);
+  try {
+    const summary = await exportEvidence(store, {
+      from: parsed.from,
+      to: parsed.to,
+      out: parsed.out,
+      tsa,
+      caCertificates: await caCertificates(config, base),
+      qtspId: config.qtspId,
+    });
+    process.stdout.write(
+      `archived ${summary.signings} signing(s) with ${summary.signatures} kept signature(s) in ${parsed.out}\n` +
+        `verify: cd ${parsed.out} && openssl ts -verify -data manifest.json -in manifest.tsr -CAfile ca/root.pem\n`,
+    );
+    return 0;
+  } catch (err) {
+    process.stderr.write(`export failed: ${(err as Error).message}\n`);
+    return 1;
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * `qtsp evidence export`: the evidence of a period as a directory an operator can archive (tar it, copy it to
+ * write-once storage) before the purge deletes it. Every file is plain: a signing's introspection JWT exactly as
+ * received (spec 5.13), its signer certificate (PEM), its kept signatures (DER CMS or XML, as returned) and a
+ * JSON of what the store held; the CA certificates that issued them; `manifest.json`, naming every file with its
+ * SHA-256; and `manifest.tsr`, an RFC 3161 TimeStampResp of our TSA over SHA-256 of manifest.json. An auditor
+ * checks the archive with openssl alone:
+ *
+ *   openssl ts -verify -data manifest.json -in manifest.tsr -CAfile ca/root.pem
+ *   sha256sum of each file against the manifest
+ *
+ * Layout: signings/<created, UTC>-<certificate serial>/{signing.json, introspection.jwt, certificate.pem,
+ * signature-<n>.p7s|.xml}; ca/<name>.pem; manifest.json; manifest.tsr.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { SHA256 } from '../crypto/algorithms.ts';
+import type { TimestampProvider } from '../timestamping/provider.ts';
+import { timeStampResp } from '../timestamping/tsa.ts';
+import type { SigningTransaction, Store, StoredDocument } from '../store/types.ts';
+import { toPem } from '../util/base64.ts';
+import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
+import { signaturesOf } from './signatures.ts';
+
+export const ARCHIVE_FORMAT = 'qtsp-evidence-archive/1';
+const PAGE = 200;
+
+export interface ExportOptions {
+  /** the period: signings recorded at or after `from` and before `to` */
+  readonly from: Date;
+  readonly to: Date;
+  /** a directory that does not exist yet or is empty */
+  readonly out: string;
+  /** our TSA (RFC 3161), which time-stamps the manifest */
+  readonly tsa: TimestampProvider;
+  /** the CA certificates the archive carries (root first), DER, by file name without extension */
+  readonly caCertificates: readonly { readonly name: string; readonly der: Buffer }[];
+  readonly qtspId: string;
+}
+
+export interface ManifestFile {
+  readonly path: string;
+  readonly sha256: string;
+  readonly bytes: number;
+}
+
+export interface ExportSummary {
+  readonly signings: number;
+  readonly signatures: number;
+  readonly files: number;
+}
+
+/** Writes the archive's files, each recorded for the manifest. */
+class ArchiveWriter {
+  readonly files: ManifestFile[] = [];
+  constructor(private readonly out: string) {}
+
+  write(path: string, data: string | Buffer): void {
+    const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+    ensurePrivateDir(dirname(join(this.out, path)));
+    writePrivateFile(join(this.out, path), bytes);
+    this.files.push({ path, sha256: createHash('sha256').update(bytes).digest('hex'), bytes: bytes.length });
+  }
+}
+
+const compactTime = (d: Date) =>
+  d
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
+/** XAdES signature objects are XML; CAdES and PAdES ones are CMS (DER) */
+const signatureExtension = (format: string) => (format === 'X' ? 'xml' : 'p7s');
+
+/** One signing: its JWT, certificate, kept signatures and what the store held. The signatures it wrote. */
+async function writeSigning(
+  store: Store,
+  archive: ArchiveWriter,
+  signing: SigningTransaction,
+  consentOf: (s: SigningTransaction) => Promise<{ signings: SigningTransaction[]; documents: StoredDocument[] }>,
+): Promise<number> {
+  const dir = `signings/${compactTime(signing.createdAt)}-${signing.certificateSerialHex}`;
+  const consent = await consentOf(signing);
+  const signatures = signaturesOf(signing, consent.signings, consent.documents);
+  const certificate = await store.getCertificate(signing.certificateSerialHex);
+  archive.write(`${dir}/introspection.jwt`, signing.introspectionJwt);
+  if (certificate) archive.write(`${dir}/certificate.pem`, toPem(certificate.der, 'CERTIFICATE'));
+  const extension = signatureExtension(signing.signatureFormat);
+  const kept = signatures.map((d, i) => {
+    const file = `signature-${i + 1}.${extension}`;
+    archive.write(`${dir}/${file}`, Buffer.from(d.signature!, 'base64'));
+    return { file, hash: d.hash, signedAt: d.signedAt, requestKey: d.requestKey, revocation: d.revocation };
+  });
+  const { introspectionJwt: _jwt, ...fields } = signing;
+  const record = {
+    ...fields,
+    certificate: certificate && { subject: certificate.subject, status: certificate.status, file: 'certificate.pem' },
+    introspectionJwt: 'introspection.jwt',
+    signatures: kept,
+  };
+  archive.write(`${dir}/signing.json`, `${JSON.stringify(record, null, 2)}\n`);
+  return kept.length;
+}
+
+/** every signing and document of a consent, read once per consent */
+function consentReader(store: Store) {
+  const cache = new Map<string, Promise<{ signings: SigningTransaction[]; documents: StoredDocument[] }>>();
+  return (s: SigningTransaction) => {
+    const key = JSON.stringify([s.iss, s.txn]);
+    let found = cache.get(key);
+    if (!found) {
+      found = Promise.all([store.getTransaction(s.txn), store.documentsOf(s.iss, s.txn)]).then(
+        ([signings, documents]) => ({ signings: signings.filter((t) => t.iss === s.iss), documents }),
+      );
+      if (cache.size > 1000) cache.clear();
+      cache.set(key, found);
+    }
+    return found;
+  };
+}
+
+/** the manifest of every file written, its SHA-256 time-stamped by the TSA */
+async function sealManifest(archive: ArchiveWriter, options: ExportOptions, counts: ExportSummary): Promise<void> {
+  const manifest = {
+    format: ARCHIVE_FORMAT,
+    qtspId: options.qtspId,
+    from: options.from.toISOString(),
+    to: options.to.toISOString(),
+    exportedAt: new Date().toISOString(),
+    signings: counts.signings,
+    signatures: counts.signatures,
+    files: [...archive.files].sort((x, y) => (x.path < y.path ? -1 : 1)),
+  };
+  const text = Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`, 'utf8');
+  const token = await options.tsa.timestamp(createHash('sha256').update(text).digest(), SHA256);
+  writePrivateFile(join(options.out, 'manifest.json'), text);
+  writePrivateFile(join(options.out, 'manifest.tsr'), timeStampResp(token));
+}
+
+/** Writes the archive of the period; rejects, writing no manifest, when a read or the TSA fails. */
+export async function exportEvidence(store: Store, options: ExportOptions): Promise<ExportSummary> {
+  if (existsSync(options.out) && readdirSync(options.out).length > 0)
+    throw new Error(`${options.out} is not empty: an archive goes into a new directory`);
+  ensurePrivateDir(options.out);
+  const archive = new ArchiveWriter(options.out);
+  for (const ca of options.caCertificates) archive.write(`ca/${ca.name}.pem`, toPem(ca.der, 'CERTIFICATE'));
+  const consentOf = consentReader(store);
+  let signings = 0;
+  let signatures = 0;
+  let after: SigningTransaction | undefined;
+  for (;;) {
+    const page = await store.signingsBetween(options.from, options.to, PAGE, after);
+    for (const signing of page) signatures += await writeSigning(store, archive, signing, consentOf);
+    signings += page.length;
+    after = page.at(-1);
+    if (page.length < PAGE) break;
+  }
+  const counts = { signings, signatures, files: archive.files.length + 2 };
+  await sealManifest(archive, options, counts);
+  return counts;
+}
