@@ -240,13 +240,14 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
     renameSync(tokens, `${tokens}.away`);
     try {
       await assert.rejects(custody.longLivedKey('issuing-ca').sign('sha256', DATA), KeyCustodyUnavailable);
-      while (custody.readiness().ready) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 500 && custody.readiness().ready; i++) await new Promise((r) => setTimeout(r, 20));
       assert.match(custody.readiness().reasons.join(), /custody-test.*does not answer/);
       await assert.rejects(custody.createSignerKey('P-256', 'ecdsa'), KeyCustodyUnavailable);
     } finally {
       renameSync(`${tokens}.away`, tokens);
     }
-    while (!custody.readiness().ready) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 500 && !custody.readiness().ready; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.deepEqual(custody.readiness(), { ready: true, reasons: [] }, 'ready again once the token is back');
     const key = custody.longLivedKey('issuing-ca');
     assert.ok(verifies(key.publicKey, 'ecdsa', 'sha256', await key.sign('sha256', DATA)));
   });

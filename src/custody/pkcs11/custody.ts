@@ -44,6 +44,8 @@ import { pkcs11js, Pkcs11Token, pkcs11Reason, SETTING, type Handle, type TokenOp
 
 /** how long close() waits for operations still running on the token before it closes the sessions */
 const CLOSE_WAIT_MS = 5000;
+/** how often a token that is away is asked again (one cheap reconnect attempt at a time) */
+const RECONNECT_MS = 250;
 const SIGNER_LABEL = 'qtsp-signer';
 
 export interface Pkcs11CustodyOptions extends Omit<TokenOptions, 'pin'> {
@@ -131,6 +133,7 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   #timer: NodeJS.Timeout | undefined;
   readonly #rsa: KeyPool<TokenKeyPair>;
   #closed = false;
+  #closing: Promise<void> | undefined;
 
   /** Opens the token and finds the long-lived keys: every failure is a ConfigError naming the setting. */
   static async open(options: Pkcs11CustodyOptions): Promise<Pkcs11Custody> {
@@ -391,9 +394,21 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
     return new KeyCustodyUnavailable(`PKCS#11 ${what} failed (${pkcs11Reason(err)})`);
   }
 
+  /** Probes every probeIntervalMs; while the token is away every RECONNECT_MS, so its return shows within a second. */
   #startWatchdog(): void {
-    this.#timer = setInterval(() => this.#checkSoon(), this.#options.probeIntervalMs ?? 2000);
-    this.#timer.unref();
+    const interval = this.#options.probeIntervalMs ?? 2000;
+    const next = () => {
+      if (this.#closed) return;
+      this.#timer = setTimeout(
+        () => {
+          this.#checkSoon();
+          void (this.#probing ?? Promise.resolve()).then(next, next);
+        },
+        this.#healthy ? interval : Math.min(RECONNECT_MS, interval),
+      );
+      this.#timer.unref();
+    };
+    next();
   }
 
   #checkSoon(): void {
@@ -445,11 +460,18 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
     }
   }
 
-  /** Stops the watchdog and closes the sessions: the session objects (pooled RSA pairs) go with them. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /**
+   * Stops the watchdog and closes the sessions: the session objects (pooled RSA pairs) go with them. A later
+   * call resolves when the first is done, also after a bounded stop gave up waiting for it.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#closed = true;
-    if (this.#timer) clearInterval(this.#timer);
+    clearTimeout(this.#timer);
     // fails waiting requests at once; never closes a session under a running generation
     const pool = this.#rsa.close();
     await this.#probing;
