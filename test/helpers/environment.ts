@@ -67,6 +67,10 @@ export async function startEnvironment(
       rootCaFile: pkiPaths(dataDir).rootCert,
       async close() {
         await eco.close();
+        // the service's stop bounds each step, so the key custody may still be closing (a key generation under
+        // way): its token is closed before its files go and before a later environment of this process opens
+        // one (a PKCS#11 module is initialised once per process, with the SOFTHSM2_CONF of that moment)
+        await eco.qtsp.deps.keys.close();
         rmSync(dataDir, { recursive: true, force: true });
       },
     };

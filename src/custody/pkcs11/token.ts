@@ -44,11 +44,26 @@ export function pkcs11Reason(err: unknown): string {
  * A module is initialised once per process (a second C_Initialize answers CKR_CRYPTOKI_ALREADY_INITIALIZED):
  * tokens of the same module share it, and the last one to close finalises it.
  */
-const modules = new Map<string, { pkcs11: Pkcs11; users: number }>();
+const modules = new Map<string, { pkcs11: Pkcs11; users: number; settings: string }>();
+
+/**
+ * Environment variables a module reads once, in C_Initialize (SoftHSM2: its configuration, hence its token
+ * directory). A module in use keeps what it read then: a token opened under other values would be looked for
+ * among the earlier tokens (one whose directory is gone answers CKR_GENERAL_ERROR), so it is refused.
+ */
+const READ_AT_INITIALIZE = ['SOFTHSM2_CONF'] as const;
+
+const initSettings = () => READ_AT_INITIALIZE.map((name) => `${name}=${process.env[name] ?? ''}`).join(' ');
 
 function acquireModule(path: string): Pkcs11 {
   const known = modules.get(path);
   if (known) {
+    const settings = initSettings();
+    if (settings !== known.settings)
+      throw new ConfigError(
+        `setting ${SETTING.module}: the PKCS#11 module ${path} is in use in this process with ${known.settings}; ` +
+          `a token under ${settings} can be opened once every token of the module is closed`,
+      );
     known.users++;
     return known.pkcs11;
   }
@@ -68,7 +83,7 @@ function acquireModule(path: string): Pkcs11 {
       );
     }
   }
-  modules.set(path, { pkcs11, users: 1 });
+  modules.set(path, { pkcs11, users: 1, settings: initSettings() });
   return pkcs11;
 }
 
@@ -264,6 +279,7 @@ export class Pkcs11Token {
         // not initialised any more
       }
       this.pkcs11.C_Initialize({ flags: pkcs11js.CKF_OS_LOCKING_OK });
+      modules.get(this.#options.module)!.settings = initSettings();
     }
     const { slot, serial } = findSlot(this.pkcs11, this.label);
     this.#slot = slot;
