@@ -1,6 +1,7 @@
 /**
  * `qtsp serve` with server.workers != 1: one QTSP process per worker (node:cluster), all serving signDoc and
- * the publication endpoints on the same ports; the primary only starts, watches and stops them.
+ * the publication endpoints on the same ports; the primary starts, watches and stops them, and serves the
+ * operations port for all of them (http/cluster-ops.ts: their metrics aggregated, ready when they are).
  *
  * What the workers share, and why it is correct: every worker is a full QTSP instance, as several instances
  * behind a load balancer would be. The evidence store must then be PostgreSQL (the store built for several
@@ -26,6 +27,8 @@ import { ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { startOutboxRelay } from '../deliveries.ts';
 import { GATHER_MS } from '../delivery/relay.ts';
+import { type ClusterWorker, clusterOps } from '../http/cluster-ops.ts';
+import { type OpsListener, serveOps } from '../http/ops.ts';
 import { startRetention } from '../retention/purge.ts';
 import { startQtsp } from '../service.ts';
 import { openStore } from '../store/open.ts';
@@ -53,7 +56,6 @@ interface Listening {
   readonly type: 'qtsp-listening';
   readonly signDocUrl: string;
   readonly publicationUrl: string;
-  readonly opsUrl: string;
 }
 
 const RESTART_DELAY_MS = 1000;
@@ -134,12 +136,14 @@ interface WorkerPool {
   startAll(count: number): Promise<Listening>;
   /** asks every worker to stop and waits for their exits; from then on none is replaced */
   stopAll(): Promise<void>;
+  /** the workers that listen now, with their slots */
+  listening(): ClusterWorker[];
 }
 
 function workerPool(env: Record<string, string>, relay: { wake(): void }): WorkerPool {
   let stopping = false;
   let failure: ((err: Error) => void) | undefined;
-  const listening = new Set<Worker>();
+  const listening = new Map<Worker, number>();
   const onExit = (worker: Worker, slot: number, code: number, signal: string) => {
     const wasListening = listening.delete(worker);
     if (stopping) return;
@@ -159,7 +163,7 @@ function workerPool(env: Record<string, string>, relay: { wake(): void }): Worke
   const fork = (slot: number): Worker => {
     const worker = cluster.fork({ ...env, [SLOT_ENV]: String(slot) });
     worker.on('message', (msg: Listening | RelayWake) => {
-      if (msg?.type === 'qtsp-listening') listening.add(worker);
+      if (msg?.type === 'qtsp-listening') listening.set(worker, slot);
       else if (msg?.type === 'qtsp-relay-wake') relay.wake();
     });
     worker.once('exit', (code, signal) => onExit(worker, slot, code, signal));
@@ -193,7 +197,29 @@ function workerPool(env: Record<string, string>, relay: { wake(): void }): Worke
       stopping = true;
       await Promise.all(Object.values(cluster.workers ?? {}).map(stopOne));
     },
+    listening: () => [...listening].map(([worker, slot]) => ({ worker, slot })),
   };
+}
+
+/**
+ * The operations port, served by the primary from its workers' answers. It listens before the workers start
+ * (a probe meanwhile reads "not ready"); its port is passed to them as ops.port, the address they report.
+ */
+async function listenClusterOps(
+  config: Config,
+  workers: number,
+  listening: () => ClusterWorker[],
+): Promise<OpsListener> {
+  return serveOps(
+    config,
+    clusterOps({
+      listening,
+      expected: workers,
+      // the worker bounds its own snapshot by metricsTimeoutMs; the rest is IPC and serialisation
+      metricsTimeoutMs: config.ops.metricsTimeoutMs + 2000,
+      ...(config.instance.id === undefined ? {} : { defaultLabels: { qtsp_instance: config.instance.id } }),
+    }),
+  );
 }
 
 /** The primary: Redis for all, N workers, their replacement, and the stop of all of them. */
@@ -204,19 +230,27 @@ export async function runClusterPrimary(
 ): Promise<number> {
   checkClusterConfig(config, workers);
   const shared = await openPrimaryShared(config);
-  const pool = workerPool({ QTSP_REDIS_URL: shared.redisUrl }, shared.relay);
+  let pool: WorkerPool | undefined;
+  const ops = await listenClusterOps(config, workers, () => pool?.listening() ?? []).catch(async (err: unknown) => {
+    await shared.close();
+    throw err;
+  });
+  const opsPort = new URL(ops.url).port;
+  pool = workerPool({ QTSP_REDIS_URL: shared.redisUrl, QTSP_OPS_PORT: opsPort }, shared.relay);
   let first: Listening;
   try {
     first = await pool.startAll(workers);
   } catch (err) {
+    await ops.close();
     await pool.stopAll();
     await shared.close();
     throw err;
   }
   process.stdout.write(`qtsp serving signDoc at ${first.signDocUrl} (${workers} processes)\n`);
   process.stdout.write(`qtsp publishing OCSP, CRLs, TSA at ${first.publicationUrl}\n`);
-  process.stdout.write(`qtsp operations (health, metrics) at ${first.opsUrl}\n`);
+  process.stdout.write(`qtsp operations (health, metrics) at ${ops.url}\n`);
   return untilSignal(async () => {
+    await ops.close(); // first, as one process does: a probe that cannot connect takes the instance out
     await pool.stopAll(); // their last outbox entries are written and announced before the relay stops
     await shared.close();
   });
@@ -263,7 +297,6 @@ export async function runClusterWorker(
     type: 'qtsp-listening',
     signDocUrl: qtsp.signDocUrl,
     publicationUrl: qtsp.publicationUrl,
-    opsUrl: qtsp.opsUrl,
   } satisfies Listening);
   return stopped;
 }

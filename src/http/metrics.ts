@@ -1,9 +1,12 @@
 /**
  * Operator metrics in Prometheus text format (prom-client), served at GET /metrics. One registry per
  * service instance, so tests running several instances in one process do not share counters. The interface
- * is util/metrics.ts.
+ * is util/metrics.ts. With several worker processes (server.workers) the cluster primary serves the sum of
+ * its workers' metrics (aggregateProcesses); each metric says how its values combine (prom-client's
+ * `aggregator`, `sum` unless set).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Aggregator } from 'prom-client';
 import type { Metrics } from '../util/metrics.ts';
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
@@ -68,28 +71,42 @@ export function operationalGauges(
   registry: Registry,
   snapshot: () => Promise<OperationalSnapshot>,
 ): { update(): Promise<void> } {
-  const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
-    new Gauge<L>({ name, help, labelNames, registers: [registry] });
+  // across worker processes (aggregateProcesses): the store and the queue are shared, so every worker reads the
+  // same counts (max, not their sum); up and ready hold only when they hold in every worker (min); an age is the
+  // stalest worker's (max: each worker pulls the IDP list and the key archive itself)
+  const gauge = <L extends string>(name: string, help: string, aggregator: Aggregator, labelNames: readonly L[] = []) =>
+    new Gauge<L>({ name, help, labelNames, aggregator, registers: [registry] });
   const outbox = gauge(
     'qtsp_outbox_entries',
     'outbox entries by delivery topic and state ' +
       '(pending: not handed to the queue yet; queued; delivered; failed: given up)',
+    'max',
     ['topic', 'state'],
   );
   const oldest = gauge(
     'qtsp_outbox_oldest_undelivered_age_seconds',
     'age of the oldest outbox entry not delivered yet (pending or queued), 0 when none',
+    'max',
     ['topic'],
   );
-  const queue = gauge('qtsp_queue_jobs', 'jobs in the Redis delivery queue by state', ['topic', 'state']);
-  const storeUp = gauge('qtsp_store_up', '1 when the evidence store commits a write, else 0');
-  const redisUp = gauge('qtsp_redis_up', '1 when Redis answered the last queue query, else 0');
-  const ready = gauge('qtsp_ready', '1 when /health/ready answers 200, else 0');
-  const idpAge = gauge('qtsp_idp_list_age_seconds', 'time since the IDP directory list was last pulled successfully');
-  const headAge = gauge('qtsp_key_archive_head_age_seconds', 'time since the verified key archive HEAD was committed');
+  const queue = gauge('qtsp_queue_jobs', 'jobs in the Redis delivery queue by state', 'max', ['topic', 'state']);
+  const storeUp = gauge('qtsp_store_up', '1 when the evidence store commits a write, else 0', 'min');
+  const redisUp = gauge('qtsp_redis_up', '1 when Redis answered the last queue query, else 0', 'min');
+  const ready = gauge('qtsp_ready', '1 when /health/ready answers 200, else 0', 'min');
+  const idpAge = gauge(
+    'qtsp_idp_list_age_seconds',
+    'time since the IDP directory list was last pulled successfully',
+    'max',
+  );
+  const headAge = gauge(
+    'qtsp_key_archive_head_age_seconds',
+    'time since the verified key archive HEAD was committed',
+    'max',
+  );
   const pullAge = gauge(
     'qtsp_key_archive_last_pull_age_seconds',
     'time since the key archive was last pulled successfully',
+    'max',
   );
   const optional = (g: Gauge, value: number | undefined) => (value === undefined ? g.reset() : g.set(value));
   return {
@@ -115,4 +132,39 @@ export function operationalGauges(
       optional(pullAge, s.keyArchiveLastPullAgeSeconds);
     },
   };
+}
+
+/** One process's metrics as prom-client reads them (`Registry.getMetricsAsJSON`): what a worker sends over IPC. */
+export type MetricsJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+
+/** prom-client's default metrics (event-loop lag, memory, heap, CPU, handles) describe one process each. */
+const PER_PROCESS = /^(process|nodejs)_/;
+
+/**
+ * The metrics of a cluster's processes as one registry (prom-client's AggregatorRegistry.aggregate): counters
+ * and histograms summed, the operational gauges combined as each declares, and every process's default
+ * metrics kept apart under a `worker` label (a sum of event-loop lags or heaps means nothing).
+ */
+export function aggregateProcesses(processes: readonly { worker: string; metrics: MetricsJson }[]): Registry {
+  const labelled = processes.map(({ worker, metrics }) =>
+    metrics.map((metric) =>
+      PER_PROCESS.test(metric.name)
+        ? {
+            ...metric,
+            // one series per worker: nothing left to combine, and nothing omitted (the start time's own is 'omit')
+            aggregator: 'first' as const,
+            values: metric.values.map((v) => ({ ...v, labels: { ...v.labels, worker } })),
+          }
+        : metric,
+    ),
+  );
+  return AggregatorRegistry.aggregate(labelled);
+}
+
+/** The default metrics of a process that counts nothing else (the cluster primary), labelled like the workers'. */
+export function processMetrics(defaultLabels: Record<string, string> = {}): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  registry.setDefaultLabels(defaultLabels);
+  return registry;
 }
