@@ -4,6 +4,7 @@
  * where the other is.
  */
 import { spawn } from 'node:child_process';
+import { extname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { urlHost } from '../util/listen.ts';
@@ -178,7 +179,12 @@ export async function startEcosystem(given: EcosystemOptions = {}): Promise<Ecos
   }
 }
 
-const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+/** The `qtsp` command of this same tree: bin/qtsp.js runs the sources through tsx, a compiled tree its main.js. */
+function qtspCommand(): string {
+  const own = extname(fileURLToPath(import.meta.url));
+  return fileURLToPath(new URL(own === '.ts' ? '../../bin/qtsp.js' : `./main${own}`, import.meta.url));
+}
+const QTSP_BIN = qtspCommand();
 
 /**
  * The same wiring with the sandbox in a child process (`qtsp sandbox`): the benchmark measures the QTSP
