@@ -80,7 +80,7 @@ describe('docker/compose.yaml', () => {
     }
     assert.deepEqual(services['qtsp1']!.command, ['serve']);
     assert.deepEqual(services['worker']!.command, ['worker']);
-    assert.match(interpolate(services['qtsp1']!.entrypoint!.join(' ')), /exec node bin\/qtsp\.js "\$@"/);
+    assert.match(interpolate(services['qtsp1']!.entrypoint!.join(' ')), /exec node dist\/cli\/main\.js "\$@"/);
   });
 
   it('Redis keeps every job: AOF with fsync always, noeviction', () => {
@@ -123,6 +123,14 @@ describe('docker/Dockerfile', () => {
     assert.match(stages[0]!, /g\+\+/);
     assert.doesNotMatch(runtime, /g\+\+|make|python3/);
     assert.match(runtime, /COPY --from=build \/app\/node_modules/);
+  });
+
+  it('compiles in the build stage; the runtime runs the build (dist/), not the sources through tsx', () => {
+    assert.match(stages[0]!, /^RUN npm run build\b/m);
+    const runtime = stages[stages.length - 1]!;
+    assert.match(runtime, /COPY --from=build \/app\/dist \.\/dist/);
+    assert.doesNotMatch(runtime, /COPY src\b/);
+    assert.match(runtime, /^ENTRYPOINT \["node", "dist\/cli\/main\.js"\]/m);
   });
 
   it('runs as a non-root user, with a private data directory', () => {
