@@ -141,10 +141,13 @@ export interface ServeProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Starts `qtsp serve` with exactly `env` (plus PATH/HOME/NODE_ENV) and waits until it says where it serves. */
-export async function spawnServe(env: Record<string, string>): Promise<ServeProcess> {
+/**
+ * Starts `qtsp serve` with exactly `env` (plus PATH/HOME/NODE_ENV) and waits until it says where it serves.
+ * `bin`: the `qtsp` command to start (default bin/qtsp.js of this checkout, the sources through tsx).
+ */
+export async function spawnServe(env: Record<string, string>, bin = QTSP_BIN): Promise<ServeProcess> {
   const base = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test' };
-  const child = spawn(process.execPath, [QTSP_BIN, 'serve'], {
+  const child = spawn(process.execPath, [bin, 'serve'], {
     env: { ...base, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
