@@ -416,9 +416,16 @@ describe('CRLs and CA certificates', () => {
     const rootOk = await verifyCrl(root.body, files.root);
     assert.ok(rootOk.ok && /verify OK/.test(rootOk.output), rootOk.output);
     assert.match(rootOk.output, /Issuer: .*Root CA/);
-    await new Promise((r) => setTimeout(r, 1100)); // revocation.crlRefreshSeconds: 1; revoked by another process
-    const issuing = await get('/crl/issuing.crl');
-    const ok = await verifyCrl(issuing.body, files.rootAndIssuing);
+    // revoked by another process: a CRL issued after a refresh (revocation.crlRefreshSeconds: 1) lists it; on a
+    // busy machine the refresh may come later, so wait for it (bounded) instead of a fixed pause
+    await new Promise((r) => setTimeout(r, 1100));
+    let issuing = await get('/crl/issuing.crl');
+    let ok = await verifyCrl(issuing.body, files.rootAndIssuing);
+    for (let i = 0; i < 60 && !ok.output.includes(`Serial Number: ${revoked.serial}`); i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      issuing = await get('/crl/issuing.crl');
+      ok = await verifyCrl(issuing.body, files.rootAndIssuing);
+    }
     assert.ok(ok.ok && /verify OK/.test(ok.output), ok.output);
     assert.ok(ok.output.includes(`Serial Number: ${revoked.serial}`), ok.output);
     assert.ok(!ok.output.includes(`Serial Number: ${good.serial}`), ok.output);
