@@ -11,9 +11,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
 import { loadConfig } from '../../src/config/load.ts';
 import { MEDIATION_TOPIC, referenceId } from '../../src/mediation/record.ts';
-import { cutoffs, purgeExpired } from '../../src/retention/purge.ts';
+import { cutoffs, purgeExpired, startRetention } from '../../src/retention/purge.ts';
 import { openPostgresStore, openSqliteStore } from '../../src/store/open.ts';
 import type { DocumentClaim, OutboxState, RecordSigningInput, Store } from '../../src/store/types.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
@@ -164,6 +165,31 @@ registerRetention('sqlite', () => openSqliteStore(join(dir, `${randomUUID()}.sql
 registerRetention('postgres', async () => {
   if (!pgServer) throw pgUnavailable ?? new Error('PostgreSQL did not start');
   return openPostgresStore({ url: await pgServer.freshSchemaUrl() });
+});
+
+describe('the scheduled purge', () => {
+  it('runs every purgeIntervalSeconds with the configured periods, and stops on close', async () => {
+    const store = await openSqliteStore(join(dir, `${randomUUID()}.sqlite`));
+    const job = startRetention(
+      loadConfig({ retention: { evidenceDays: 1, purgeIntervalSeconds: 1 } }, {}),
+      store,
+      pino({ level: 'silent' }),
+    );
+    try {
+      const old = signing(randomUUID(), { createdAt: new Date(Date.now() - 2 * 86_400_000) });
+      const recent = signing(randomUUID(), { createdAt: new Date(Date.now() - 3_600_000) });
+      await store.recordSigning(old);
+      await store.recordSigning(recent);
+      // bounded wait for a pass (the first comes one interval after the start)
+      const deadline = Date.now() + 30_000;
+      while ((await store.getTransaction(old.transaction.txn)).length > 0 && Date.now() < deadline) await sleep(100);
+      assert.equal((await store.getTransaction(old.transaction.txn)).length, 0, 'two days old: purged');
+      assert.equal((await store.getTransaction(recent.transaction.txn)).length, 1, 'an hour old: kept');
+    } finally {
+      await job.close();
+      await store.close();
+    }
+  });
 });
 
 describe('retention settings', () => {
