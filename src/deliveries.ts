@@ -12,7 +12,7 @@ import type { Deliver } from './delivery/worker.ts';
 import { mediationDeliverer } from './mediation/deliver.ts';
 import { MEDIATION_TOPIC } from './mediation/record.ts';
 import { notificationDeliverer, recipientCertDir } from './notification/deliver.ts';
-import { ensureMailCertificate } from './notification/mail-certificate.ts';
+import { ensureMailCertificate, mailCertificateChain } from './notification/mail-certificate.ts';
 import { NOTIFICATION_TOPIC } from './notification/request.ts';
 import type { Store } from './store/types.ts';
 import type { IdpDirectory } from './trust/idp-directory.ts';
@@ -47,7 +47,7 @@ function handlers(config: Config, deps: DeliveriesDeps): Record<string, Deliver>
       ca: readFileSync(config.trust.caFile),
       timeoutMs: config.delivery.timeoutMs,
       signer: ensureMailCertificate(config.dataDir, config.notification.from),
-      chain: [],
+      chain: mailCertificateChain(config.dataDir),
       recipientCertDir: recipientCertDir(config),
       idps: deps.idps,
     }),

@@ -1,7 +1,8 @@
 /**
  * Our trust services assembled from the configuration and the material in <dataDir>/pki: the TSA (in-process,
- * or an external one when tsa.url is set), the OCSP responder of the issuing CA, the CRLs of both CAs, and the
- * RevocationProvider the B-LT builders use. The HTTP side of the same objects is http/pki-routes.ts.
+ * or an external one when tsa.url is set), the OCSP responders of the issuing CA and of the root (each under
+ * its delegated responder certificate), the CRLs of both CAs (the root's as signed at the key ceremony: its
+ * key is offline), and the RevocationProvider the B-LT builders use. The HTTP side is http/pki-routes.ts.
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -12,10 +13,10 @@ import { partsOf } from './util/der.ts';
 import type { IssuedCertificate, Store } from './store/types.ts';
 import { fromPem } from './util/base64.ts';
 import type { KeyedCertificate } from './ca/authority.ts';
-import { CrlIssuer } from './revocation/crl.ts';
+import { CeremonyCrl, CrlIssuer } from './revocation/crl.ts';
 import type { KeyCustody } from './custody/types.ts';
-import { loadCustodyMaterial } from './ca/material.ts';
-import { OcspResponder } from './revocation/ocsp.ts';
+import { loadCustodyMaterial, type PublishedCertificate } from './ca/material.ts';
+import { OcspResponder, OcspResponders } from './revocation/ocsp.ts';
 import { issuingCaPointers, pkiUrls, publicBaseUrl, type PkiUrls } from './ca/publication.ts';
 import type { TimestampProvider } from './timestamping/provider.ts';
 import type { RevocationProvider } from './revocation/provider.ts';
@@ -26,17 +27,20 @@ export type TrustStore = Pick<Store, 'certificateStatus' | 'revokedCertificates'
 
 export interface TrustServices {
   readonly urls: PkiUrls;
-  readonly root: KeyedCertificate;
+  /** the root certificate: its key is offline */
+  readonly root: PublishedCertificate;
   /** the issuing CA with the AIA / CRL DP extensions its signer certificates carry (signer-certificate.ts) */
   readonly issuing: KeyedCertificate & { readonly signerPointers: readonly pkijs.Extension[] };
   /** our own TSA (served at /tsa) */
   readonly tsa: LocalTsa;
   /** what B-T..B-LTA signatures use: our TSA, or the external one of tsa.url */
   readonly timestamps: TimestampProvider;
-  readonly ocsp: OcspResponder;
-  /** the delegated OCSP responder's certificate */
+  /** answers for the issuing CA and the root, each under its delegated responder */
+  readonly ocsp: OcspResponders;
+  /** the delegated OCSP responders' certificates: the issuing CA's and the root's */
   readonly ocspResponderDer: Buffer;
-  readonly crls: { readonly root: CrlIssuer; readonly issuing: CrlIssuer };
+  readonly rootOcspResponderDer: Buffer;
+  readonly crls: { readonly root: CeremonyCrl; readonly issuing: CrlIssuer };
   readonly revocation: RevocationProvider;
 }
 
@@ -55,7 +59,7 @@ function issuedRecord(der: Buffer, issuerKeyId: string): IssuedCertificate {
 }
 
 /**
- * The certificates our CAs issued outside signDoc (issuing CA, TSA, OCSP responder) go into the store, so
+ * The certificates our CAs issued outside signDoc (issuing CA, TSA, OCSP responders) go into the store, so
  * that `qtsp pki revoke` can revoke them and the CRLs and OCSP know them. Idempotent across restarts.
  */
 export async function registerServiceCertificates(store: TrustStore, services: TrustServices): Promise<void> {
@@ -63,6 +67,7 @@ export async function registerServiceCertificates(store: TrustStore, services: T
     issuedRecord(services.issuing.der, services.crls.root.keyId.toString('hex')),
     issuedRecord(services.tsa.chain[0]!, services.crls.root.keyId.toString('hex')),
     issuedRecord(services.ocspResponderDer, services.crls.issuing.keyId.toString('hex')),
+    issuedRecord(services.rootOcspResponderDer, services.crls.root.keyId.toString('hex')),
   ];
   for (const record of records) {
     if (await store.getCertificate(record.serialHex)) continue;
@@ -102,22 +107,7 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
         ...(options.agent && config.tsa.url.startsWith('https:') ? { agent: options.agent } : {}),
       })
     : tsa;
-  const ocsp = new OcspResponder({
-    responder: material.ocspResponder,
-    ca: issuing,
-    status: store,
-    validitySeconds: config.revocation.ocspValiditySeconds,
-  });
-  const crlOptions = {
-    revoked: store,
-    validitySeconds: config.revocation.crlValiditySeconds,
-    refreshSeconds: config.revocation.crlRefreshSeconds,
-  };
-  const crls = {
-    root: new CrlIssuer({ ca: root, ...crlOptions }),
-    issuing: new CrlIssuer({ ca: issuing, ...crlOptions }),
-  };
-  const revocation = new LocalRevocation(ocsp, issuing.der, store, [crls.root, crls.issuing]);
+  const { ocsp, revocation, crls } = revocationServices(config, store, material);
   return {
     urls,
     root,
@@ -126,7 +116,41 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
     timestamps,
     ocsp,
     ocspResponderDer: material.ocspResponder.der,
+    rootOcspResponderDer: material.rootOcspResponder.der,
     crls,
     revocation,
   };
+}
+
+/**
+ * OCSP and CRLs: the issuing CA's responder and CRL signed here; for the root, whose key is offline, its
+ * delegated responder (fresh status of the issuing CA and the TSA for B-LT) and the CRL of the ceremony.
+ */
+function revocationServices(
+  config: Config,
+  store: TrustStore,
+  material: ReturnType<typeof loadCustodyMaterial>,
+): Pick<TrustServices, 'ocsp' | 'revocation' | 'crls'> {
+  const responder = (responderCert: KeyedCertificate, ca: { der: Buffer }) =>
+    new OcspResponder({
+      responder: responderCert,
+      ca,
+      status: store,
+      validitySeconds: config.revocation.ocspValiditySeconds,
+    });
+  const responders = [
+    responder(material.ocspResponder, material.issuing),
+    responder(material.rootOcspResponder, material.root),
+  ];
+  const crls = {
+    root: new CeremonyCrl(material.root.der, material.rootCrl),
+    issuing: new CrlIssuer({
+      ca: material.issuing,
+      revoked: store,
+      validitySeconds: config.revocation.crlValiditySeconds,
+      refreshSeconds: config.revocation.crlRefreshSeconds,
+    }),
+  };
+  const revocation = new LocalRevocation(responders, store, [crls.root, crls.issuing]);
+  return { ocsp: new OcspResponders(responders), revocation, crls };
 }

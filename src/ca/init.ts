@@ -1,19 +1,23 @@
 /**
- * `qtsp pki init`, the key ceremony: makes the QTSP's long-lived material in <dataDir>/pki (material.ts lists
- * the files). With key files (pkiInit), every key is a PKCS#8 PEM file readable by the owner only. The TSA and
- * OCSP responder certificates are also created for data directories made before they existed
- * (ensureTrustServiceCertificates).
+ * The key ceremony (`qtsp pki ceremony`, also run by `qtsp pki init` and the sandbox's first start): makes the
+ * QTSP's long-lived material in <dataDir>/pki (material.ts lists the files). The root key is used here only:
+ * it issues the issuing CA, the TSA, the root's delegated OCSP responder (RFC 6960 4.2.2.2) and the mail CA,
+ * and signs the root's CRL with a long validity; it is then kept in the ceremony directory (by default
+ * <dataDir>/ceremony), which the running service never reads and an operator moves offline.
+ * With key files (pkiInit), every key is a PKCS#8 PEM file readable by the owner only.
  *
  * In a key custody that keeps long-lived keys itself (pkiInitInCustody, e.g. a PKCS#11 token): the issuing CA,
  * TSA and OCSP responder keys are generated inside it instead, no key file is written for them, and the marker
- * file records the custody. The root CA stays a software key in both cases: it signs only at init (and its
- * CRL); a real operator's root lives offline, apart from the online HSM.
+ * file records the custody. The root CA stays a software key of the ceremony directory in both cases.
+ * A data directory made while the root key was online (pki/root-ca.key.pem) is migrated: the key moves to
+ * the ceremony directory and the missing pieces are issued (completeCeremony).
  */
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { KeyObject } from 'node:crypto';
-import { SoftwareSigningKey } from '../crypto/signature.ts';
+import { signWith, SoftwareSigningKey } from '../crypto/signature.ts';
 import { toPem } from '../util/base64.ts';
-import { ensurePrivateDir } from '../util/private-files.ts';
+import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import {
   certifiedKey,
   createRootCa,
@@ -29,14 +33,17 @@ import { loadCustodyBackend } from '../custody/registry.ts';
 import { describeLocation, type KeyCustody, type LongLivedKeyMaker, type LongLivedKeyName } from '../custody/types.ts';
 import type { Logger } from '../util/logger.ts';
 import {
+  ceremonyRootKeyFile,
   custodyMarkerFile,
   keysInCustody,
-  loadCaMaterial,
+  legacyRootKeyFile,
   longLivedMaterial,
   pkiExists,
   pkiPaths,
+  rootCeremonyMaterialExists,
   trustServicesExist,
 } from './material.ts';
+import { certificateList, crlToBeSigned } from './certificate-list.ts';
 import { generateKeyPair, type KeyAlgorithm } from '../crypto/keys.ts';
 import {
   DEFAULT_PUBLIC_BASE_URL,
@@ -68,20 +75,23 @@ export interface PkiInitOptions {
   readonly force?: boolean;
   /** base URL of our OCSP, CRL and CA certificate endpoints, for the AIA and CRL DP extensions */
   readonly publicBaseUrl?: string;
+  /** where the root key is kept; the running service never reads it (default <dataDir>/ceremony) */
+  readonly ceremonyDir?: string;
 }
 
 const ORG = { type: OID.organizationName, value: 'qtsp sandbox trust service' };
 const COUNTRY = { type: OID.countryName, value: 'DE' };
 
 /**
- * Creates the material unless it exists; returns whether it created it. Either way, the TSA and OCSP
- * responder certificates are created when missing.
+ * Creates the material unless it exists; returns whether it created it. Existing material is completed
+ * (completeCeremony): a root key among the service's files moves to the ceremony directory, and missing
+ * certificates and the root CRL are issued.
  */
 export function pkiInit(options: PkiInitOptions): boolean {
   const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
   ensurePrivateDir(options.dataDir); // 0700 when we create it: it will hold keys and the evidence store
   if (pkiExists(options.dataDir) && !options.force) {
-    ensureTrustServiceCertificates(options.dataDir, urls);
+    completeCeremony(options, urls);
     return false;
   }
   const p = pkiPaths(options.dataDir);
@@ -89,11 +99,12 @@ export function pkiInit(options: PkiInitOptions): boolean {
   const root = createRootCa(ROOT_SUBJECT, algorithm);
   const issuing = issueBy(root, PROFILES['issuing-ca'](urls));
   const client = createTlsCertificate(undefined, { commonName: options.qtspId, usage: 'client' });
-  saveKeyed(root, p.rootCert, p.rootKey);
+  saveRoot(root, options);
   saveKeyed(issuing, p.issuingCert, p.issuingKey);
   saveKeyed(client, p.clientCert, p.clientKey);
   rmSync(custodyMarkerFile(options.dataDir), { force: true });
-  ensureTrustServiceCertificates(options.dataDir, urls, true);
+  issueTrustServiceCertificates(options.dataDir, urls, () => root, true);
+  issueRootServices(options.dataDir, urls, root, true);
   return true;
 }
 
@@ -111,13 +122,19 @@ export interface PkiInitInCustodyOptions extends PkiInitOptions {
  */
 export async function pkiInitInCustody(options: PkiInitInCustodyOptions): Promise<boolean> {
   ensurePrivateDir(options.dataDir);
-  if (custodyMaterialExists(options.dataDir) && !options.force) return false;
+  const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
+  if (custodyMaterialExists(options.dataDir) && !options.force) {
+    completeCeremony(options, urls);
+    return false;
+  }
   const p = pkiPaths(options.dataDir);
   const algorithm = options.algorithm ?? 'P-256';
-  const keepRoot = existsSync(p.rootCert) && existsSync(p.rootKey) && !options.force;
-  const root = keepRoot ? loadKeyed(p.rootCert, p.rootKey) : createRootCa(ROOT_SUBJECT, algorithm);
+  migrateLegacyRoot(options);
+  const keepRoot = existsSync(p.rootCert) && existsSync(rootKeyFile(options)) && !options.force;
+  const root = keepRoot ? loadCeremonyRoot(options) : createRootCa(ROOT_SUBJECT, algorithm);
   const issued = await issueInCustody(options, root, algorithm);
-  if (!keepRoot) saveKeyed(root, p.rootCert, p.rootKey);
+  if (!keepRoot) saveRoot(root, options);
+  issueRootServices(options.dataDir, urls, root, !keepRoot);
   if (!existsSync(p.clientCert) || !existsSync(p.clientKey) || options.force)
     saveKeyed(
       createTlsCertificate(undefined, { commonName: options.qtspId, usage: 'client' }),
@@ -167,6 +184,8 @@ function writeCustodyMarker(dataDir: string, custody: Pick<KeyCustody, 'kind' | 
 
 export interface KeyCeremonyOptions {
   readonly algorithm?: KeyAlgorithm;
+  /** where the root key is kept (default <dataDir>/ceremony) */
+  readonly ceremonyDir?: string;
   /** replace existing material (never done implicitly) */
   readonly force?: boolean;
   /** the keys must go into a custody (`qtsp pki init --pkcs11`): refuse a backend that keeps key files */
@@ -196,7 +215,10 @@ export async function keyCeremony(config: Config, options: KeyCeremonyOptions = 
       );
     return pkiInit(init);
   }
-  if (custodyMaterialExists(config.dataDir) && !options.force) return false;
+  if (custodyMaterialExists(config.dataDir) && !options.force) {
+    completeCeremony(init, pkiUrls(init.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL));
+    return false;
+  }
   const context = { material: longLivedMaterial(config.dataDir), ...(logger ? { logger } : {}) };
   const custody = await backend.openForInit(config, context);
   try {
@@ -248,6 +270,31 @@ const PROFILES = {
   }),
 } satisfies Record<LongLivedKeyName, (urls: PkiUrls) => Profile>;
 
+/** The certificates the root issues at the ceremony for the running service, beside the issuing CA and TSA. */
+const ROOT_ISSUED = {
+  // RFC 6960 4.2.2.2: issued by the CA it answers for, id-kp-OCSPSigning; id-pkix-ocsp-nocheck (4.2.2.2.1)
+  ocspResponder: (): Profile => ({
+    commonName: 'qtsp Sandbox Root OCSP Responder',
+    years: 2,
+    extensions: [
+      basicConstraintsExtension(false),
+      keyUsageExtension(['digitalSignature']),
+      extKeyUsageExtension([PKIX_OID.ocspSigning]),
+      ocspNoCheckExtension(),
+    ],
+  }),
+  // the CA of our S/MIME mail certificate (RFC 8550): online, since the root is not
+  mailCa: (urls: PkiUrls): Profile => ({
+    commonName: 'qtsp Sandbox Notification Mail CA',
+    years: 10,
+    extensions: [
+      basicConstraintsExtension(true, 0),
+      keyUsageExtension(['keyCertSign', 'cRLSign']),
+      ...rootCaPointers(urls),
+    ],
+  }),
+};
+
 function requestFor(ca: KeyedCertificate, profile: Profile, publicKey: KeyObject): CertificateRequest {
   const now = Date.now();
   return {
@@ -275,14 +322,102 @@ function issueBy(ca: SoftwareKeyedCertificate, profile: Profile): SoftwareKeyedC
  * The TSA certificate (issued by the root: RFC 3161 2.3 EKU timeStamping alone and critical, key usage
  * digitalSignature) and the delegated OCSP responder (issued by the issuing CA: id-kp-OCSPSigning and
  * id-pkix-ocsp-nocheck, RFC 6960 4.2.2.2), each created when its files are missing or `replace` is set.
- * The responder certificate carries no revocation pointers: ocsp-nocheck says it is not checked.
+ * The root is loaded (rootOf) only when the TSA certificate must be issued.
  */
-export function ensureTrustServiceCertificates(dataDir: string, urls: PkiUrls, replace = false): void {
+function issueTrustServiceCertificates(
+  dataDir: string,
+  urls: PkiUrls,
+  rootOf: () => SoftwareKeyedCertificate,
+  replace: boolean,
+): void {
   const p = pkiPaths(dataDir);
   if (keysInCustody(dataDir)) return; // the key ceremony made them in the custody
   const missing = (cert: string, key: string) => replace || !existsSync(cert) || !existsSync(key);
-  if (!missing(p.tsaCert, p.tsaKey) && !missing(p.ocspCert, p.ocspKey)) return;
-  const { root, issuing } = loadCaMaterial(dataDir);
-  if (missing(p.tsaCert, p.tsaKey)) saveKeyed(issueBy(root, PROFILES.tsa(urls)), p.tsaCert, p.tsaKey);
-  if (missing(p.ocspCert, p.ocspKey)) saveKeyed(issueBy(issuing, PROFILES['ocsp-responder']()), p.ocspCert, p.ocspKey);
+  if (missing(p.tsaCert, p.tsaKey)) saveKeyed(issueBy(rootOf(), PROFILES.tsa(urls)), p.tsaCert, p.tsaKey);
+  if (missing(p.ocspCert, p.ocspKey)) {
+    const issuing = loadKeyed(p.issuingCert, p.issuingKey);
+    saveKeyed(issueBy(issuing, PROFILES['ocsp-responder']()), p.ocspCert, p.ocspKey);
+  }
+}
+
+/** The TSA and OCSP responder certificates, created when missing (with the root key of the ceremony directory). */
+export function ensureTrustServiceCertificates(dataDir: string, urls: PkiUrls, ceremonyDir?: string): void {
+  const options = { dataDir, ...(ceremonyDir ? { ceremonyDir } : {}) };
+  issueTrustServiceCertificates(dataDir, urls, () => loadCeremonyRoot(options), false);
+}
+
+/** How long the root CRL signed at a ceremony is valid: until the next ceremony, at the latest a year on. */
+export const ROOT_CRL_VALIDITY_SECONDS = 365 * 24 * 3600;
+
+/**
+ * What the root signs for the running service, each when missing or `replace` is set: its delegated OCSP
+ * responder (status of the issuing CA and the TSA, RFC 6960 4.2.2.2), the mail CA (our S/MIME certificate
+ * comes from it, online) and its CRL (RFC 5280 5, nextUpdate a year on).
+ */
+function issueRootServices(dataDir: string, urls: PkiUrls, root: SoftwareKeyedCertificate, replace: boolean): void {
+  const p = pkiPaths(dataDir);
+  const missing = (...files: string[]) => replace || files.some((f) => !existsSync(f));
+  if (missing(p.rootOcspCert, p.rootOcspKey))
+    saveKeyed(issueBy(root, ROOT_ISSUED.ocspResponder()), p.rootOcspCert, p.rootOcspKey);
+  if (missing(p.mailCaCert, p.mailCaKey)) saveKeyed(issueBy(root, ROOT_ISSUED.mailCa(urls)), p.mailCaCert, p.mailCaKey);
+  if (missing(p.rootCrl)) writeRootCrl(dataDir, signRootCrl(root));
+}
+
+/** An empty root CRL signed now by the root (the ceremony's; `qtsp pki ceremony --renew-crl` lists revocations). */
+function signRootCrl(root: SoftwareKeyedCertificate): Buffer {
+  const content = {
+    ca: root,
+    entries: [],
+    revokedCount: 0,
+    now: new Date(),
+    validitySeconds: ROOT_CRL_VALIDITY_SECONDS,
+  };
+  const { tbs, alg } = crlToBeSigned(content);
+  return certificateList(tbs, alg, signWith(root.privateKey, alg.hash, tbs));
+}
+
+/** Writes the root CRL the running service serves (DER); instances read it when they start. */
+export function writeRootCrl(dataDir: string, der: Buffer): void {
+  writeFileSync(pkiPaths(dataDir).rootCrl, der);
+}
+
+/** Existing material completed: the root key moved out of the service's files, missing pieces issued. */
+function completeCeremony(options: PkiInitOptions, urls: PkiUrls): void {
+  migrateLegacyRoot(options);
+  const rootOf = () => loadCeremonyRoot(options);
+  issueTrustServiceCertificates(options.dataDir, urls, rootOf, false);
+  if (!rootCeremonyMaterialExists(options.dataDir)) issueRootServices(options.dataDir, urls, rootOf(), false);
+}
+
+const rootKeyFile = (options: Pick<PkiInitOptions, 'dataDir' | 'ceremonyDir'>) =>
+  ceremonyRootKeyFile(options.dataDir, options.ceremonyDir);
+
+/** The root certificate with its key from the ceremony directory: at a key ceremony only. */
+export function loadCeremonyRoot(options: Pick<PkiInitOptions, 'dataDir' | 'ceremonyDir'>): SoftwareKeyedCertificate {
+  const keyFile = rootKeyFile(options);
+  if (!existsSync(keyFile))
+    throw new ConfigError(
+      `the root CA key is not in ${keyFile}: run the key ceremony with the ceremony directory that holds it ` +
+        '(`qtsp pki ceremony --ceremony-dir DIR`)',
+    );
+  return loadKeyed(pkiPaths(options.dataDir).rootCert, keyFile);
+}
+
+/** The root certificate in the service's files, its key in the ceremony directory only. */
+function saveRoot(root: SoftwareKeyedCertificate, options: Pick<PkiInitOptions, 'dataDir' | 'ceremonyDir'>): void {
+  saveKeyed(root, pkiPaths(options.dataDir).rootCert, rootKeyFile(options));
+  rmSync(legacyRootKeyFile(options.dataDir), { force: true });
+}
+
+/** A root key left among the service's files (made before the root went offline) moves to the ceremony directory. */
+function migrateLegacyRoot(options: Pick<PkiInitOptions, 'dataDir' | 'ceremonyDir'>): void {
+  const legacy = legacyRootKeyFile(options.dataDir);
+  if (!existsSync(legacy)) return;
+  const target = rootKeyFile(options);
+  const key = readFileSync(legacy);
+  if (existsSync(target) && !readFileSync(target).equals(key))
+    throw new ConfigError(`${legacy} and ${target} hold different root keys; keep the one root-ca.pem certifies`);
+  ensurePrivateDir(dirname(target));
+  writePrivateFile(target, key);
+  rmSync(legacy);
 }

@@ -1,15 +1,23 @@
 /**
- * The QTSP's long-lived material in <dataDir>/pki, as `qtsp pki init` (init.ts) leaves it:
- *   root-ca.pem / .key.pem        root CA (publish it: relying parties verify our signatures against it)
+ * The QTSP's long-lived material in <dataDir>/pki, as the key ceremony (init.ts) leaves it:
+ *   root-ca.pem                   root CA certificate (publish it: relying parties verify our signatures
+ *                                 against it); its key is not here (see below)
+ *   root-ca.crl                   the root's CRL, signed at the ceremony with a long validity (DER)
+ *   root-ocsp-responder.pem / .key.pem  delegated OCSP responder of the root (RFC 6960 4.2.2.2), for the
+ *                                 issuing CA and the TSA
  *   issuing-ca.pem / .key.pem     issuing CA of the per-request signer certificates
+ *   mail-ca.pem / .key.pem        CA of our S/MIME mail certificate (notification/mail-certificate.ts)
  *   qtsp-client.pem / .key.pem    our self-signed TLS client certificate towards the AS (spec 5.8)
  *   tsa.pem / .key.pem            time-stamping unit, issued by the root (RFC 3161 2.3: EKU timeStamping only)
  *   ocsp-responder.pem / .key.pem delegated OCSP responder of the issuing CA (RFC 6960 4.2.2.2)
  *   keys-in-token.json            present when the issuing CA, TSA and OCSP responder keys are in a key custody
  *                                 (then their .key.pem files are not)
+ * The root key signs only in a key ceremony and lives in the ceremony directory (root-ca.key.pem in
+ * <dataDir>/ceremony unless the ceremony names another), which nothing of the running service reads.
  * Where each file is, whether the material is complete, and loading it with the keys that sign for it.
  */
 import { existsSync, readFileSync } from 'node:fs';
+import * as pkijs from 'pkijs';
 import { X509Certificate, type KeyObject } from 'node:crypto';
 import { join } from 'node:path';
 import { ConfigError } from '../config/load.ts';
@@ -21,7 +29,11 @@ import { certifiedKey, loadKeyed, type KeyedCertificate, type SoftwareKeyedCerti
 export interface PkiPaths {
   readonly dir: string;
   readonly rootCert: string;
-  readonly rootKey: string;
+  readonly rootCrl: string;
+  readonly rootOcspCert: string;
+  readonly rootOcspKey: string;
+  readonly mailCaCert: string;
+  readonly mailCaKey: string;
   readonly issuingCert: string;
   readonly issuingKey: string;
   readonly clientCert: string;
@@ -37,7 +49,11 @@ export function pkiPaths(dataDir: string): PkiPaths {
   return {
     dir,
     rootCert: join(dir, 'root-ca.pem'),
-    rootKey: join(dir, 'root-ca.key.pem'),
+    rootCrl: join(dir, 'root-ca.crl'),
+    rootOcspCert: join(dir, 'root-ocsp-responder.pem'),
+    rootOcspKey: join(dir, 'root-ocsp-responder.key.pem'),
+    mailCaCert: join(dir, 'mail-ca.pem'),
+    mailCaKey: join(dir, 'mail-ca.key.pem'),
     issuingCert: join(dir, 'issuing-ca.pem'),
     issuingKey: join(dir, 'issuing-ca.key.pem'),
     clientCert: join(dir, 'qtsp-client.pem'),
@@ -47,6 +63,39 @@ export function pkiPaths(dataDir: string): PkiPaths {
     ocspCert: join(dir, 'ocsp-responder.pem'),
     ocspKey: join(dir, 'ocsp-responder.key.pem'),
   };
+}
+
+/** The ceremony directory's root key; `ceremonyDir` defaults to <dataDir>/ceremony. */
+export function ceremonyRootKeyFile(dataDir: string, ceremonyDir = join(dataDir, 'ceremony')): string {
+  return join(ceremonyDir, 'root-ca.key.pem');
+}
+
+/** Where data directories made before the root went offline kept the root key, beside the service's files. */
+export function legacyRootKeyFile(dataDir: string): string {
+  return join(pkiPaths(dataDir).dir, 'root-ca.key.pem');
+}
+
+/** The pieces the root signs at the ceremony for the running service: its responder, CRL and the mail CA. */
+export function rootCeremonyMaterialExists(dataDir: string): boolean {
+  const p = pkiPaths(dataDir);
+  return [p.rootCrl, p.rootOcspCert, p.rootOcspKey, p.mailCaCert, p.mailCaKey].every((f) => existsSync(f));
+}
+
+/**
+ * Refuses material the running service must not use: a root key among the service's files (a data directory
+ * made before the root went offline) or a ceremony that did not issue the root's responder, CRL and mail CA.
+ */
+export function assertRootOffline(dataDir: string): void {
+  const legacy = existsSync(legacyRootKeyFile(dataDir));
+  if (!legacy && rootCeremonyMaterialExists(dataDir)) return;
+  throw new ConfigError(
+    `setting dataDir: ${
+      legacy
+        ? `the root CA key is in ${legacyRootKeyFile(dataDir)}, where the running service reads`
+        : `the root's OCSP responder, CRL or mail CA is missing in ${pkiPaths(dataDir).dir}`
+    }; run \`qtsp pki ceremony --migrate\` (it moves the root key to ${join(dataDir, 'ceremony')} and ` +
+      'issues them), then keep that directory offline',
+  );
 }
 
 /**
@@ -82,11 +131,14 @@ function custodyInMarker(dataDir: string): string {
   }
 }
 
-/** The root and issuing CA and our TLS client identity exist (the issuing CA key as a file, or in a custody). */
+/**
+ * The root certificate, the issuing CA and our TLS client identity exist (the issuing CA key as a file, or in a
+ * custody). The root key is not looked for: it is offline.
+ */
 export function pkiExists(dataDir: string): boolean {
   const p = pkiPaths(dataDir);
   const keyFiles = keysInCustody(dataDir) ? [] : [p.issuingKey];
-  return [p.rootCert, p.rootKey, p.issuingCert, p.clientCert, p.clientKey, ...keyFiles].every((f) => existsSync(f));
+  return [p.rootCert, p.issuingCert, p.clientCert, p.clientKey, ...keyFiles].every((f) => existsSync(f));
 }
 
 /** The TSA and OCSP responder certificates exist, with their key files unless their keys are in a custody. */
@@ -96,14 +148,28 @@ export function trustServicesExist(dataDir: string): boolean {
   return [p.tsaCert, p.ocspCert, ...keyFiles].every((f) => existsSync(f));
 }
 
+/** A certificate without its key: the root's, whose key is offline. */
+export interface PublishedCertificate {
+  readonly der: Buffer;
+  readonly certificate: pkijs.Certificate;
+}
+
+/** The first certificate of a PEM file. */
+export function loadCertificate(file: string): PublishedCertificate {
+  const der = fromPem(readFileSync(file, 'utf8'))[0];
+  if (!der) throw new Error(`no certificate in ${file}`);
+  return { der, certificate: pkijs.Certificate.fromBER(new Uint8Array(der)) };
+}
+
 export interface CaMaterial {
-  readonly root: SoftwareKeyedCertificate;
+  readonly root: PublishedCertificate;
   readonly issuing: SoftwareKeyedCertificate;
 }
 
+/** The root certificate and the issuing CA with its key file; the root key is never read here. */
 export function loadCaMaterial(dataDir: string): CaMaterial {
   const p = pkiPaths(dataDir);
-  return { root: loadKeyed(p.rootCert, p.rootKey), issuing: loadKeyed(p.issuingCert, p.issuingKey) };
+  return { root: loadCertificate(p.rootCert), issuing: loadKeyed(p.issuingCert, p.issuingKey) };
 }
 
 export interface TrustServiceMaterial {
@@ -117,7 +183,11 @@ export function loadTrustServiceMaterial(dataDir: string): TrustServiceMaterial 
 }
 
 export interface CustodyMaterial {
-  readonly root: SoftwareKeyedCertificate;
+  readonly root: PublishedCertificate;
+  /** the root's CRL from the ceremony, DER */
+  readonly rootCrl: Buffer;
+  /** the root's delegated OCSP responder: a software key file in every custody */
+  readonly rootOcspResponder: SoftwareKeyedCertificate;
   readonly issuing: KeyedCertificate;
   readonly tsa: KeyedCertificate;
   readonly ocspResponder: KeyedCertificate;
@@ -133,6 +203,7 @@ export function loadCustodyMaterial(
   dataDir: string,
   custody: Pick<KeyCustody, 'longLivedKey' | 'location'>,
 ): CustodyMaterial {
+  assertRootOffline(dataDir);
   const p = pkiPaths(dataDir);
   const withKey = (file: string, name: LongLivedKeyName): KeyedCertificate => {
     const der = fromPem(readFileSync(file, 'utf8'))[0];
@@ -147,7 +218,9 @@ export function loadCustodyMaterial(
     return certifiedKey(der, key);
   };
   return {
-    root: loadKeyed(p.rootCert, p.rootKey),
+    root: loadCertificate(p.rootCert),
+    rootCrl: readFileSync(p.rootCrl),
+    rootOcspResponder: loadKeyed(p.rootOcspCert, p.rootOcspKey),
     issuing: withKey(p.issuingCert, 'issuing-ca'),
     tsa: withKey(p.tsaCert, 'tsa'),
     ocspResponder: withKey(p.ocspCert, 'ocsp-responder'),

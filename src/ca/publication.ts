@@ -89,7 +89,10 @@ export function issuingCaPointers(urls: PkiUrls): pkijs.Extension[] {
   return [authorityInfoAccessExtension(urls.issuingCert, urls.ocsp), crlDistributionPointsExtension(urls.issuingCrl)];
 }
 
-/** Certificates the root issues (issuing CA, TSA): no OCSP for the root, its CRL instead. */
+/**
+ * Certificates the root issues (issuing CA, TSA, mail CA): our OCSP responder, which answers for them under the
+ * root's delegated responder certificate, the root certificate, and the root's CRL (signed at key ceremonies).
+ */
 export function rootCaPointers(urls: PkiUrls): pkijs.Extension[] {
-  return [authorityInfoAccessExtension(urls.rootCert), crlDistributionPointsExtension(urls.rootCrl)];
+  return [authorityInfoAccessExtension(urls.rootCert, urls.ocsp), crlDistributionPointsExtension(urls.rootCrl)];
 }

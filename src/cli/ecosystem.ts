@@ -117,7 +117,9 @@ export async function prepare(
   const publicationPort =
     given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
   const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
-  await keyCeremony(base); // key files, or the CA and service keys made in the custody keys.provider names
+  // the key ceremony on first start: the root key goes to <dataDir>/ceremony, which the service never reads;
+  // material made while the root key was online is migrated (ca/init.ts completeCeremony)
+  await keyCeremony(base);
   return {
     base,
     port,

@@ -1,15 +1,18 @@
-/** `qtsp pki init`, `qtsp pki root` and `qtsp pki revoke SERIAL --reason R`. */
+/** `qtsp pki ceremony` (= `qtsp pki init`), `qtsp pki root` and `qtsp pki revoke SERIAL --reason R`. */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../ca/material.ts';
-import { keyCeremony } from '../ca/init.ts';
+import { keyCeremony, loadCeremonyRoot, ROOT_CRL_VALIDITY_SECONDS, writeRootCrl } from '../ca/init.ts';
+import { CrlIssuer } from '../revocation/crl.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
 import type { Config } from '../config/schema.ts';
 
 const USAGE =
-  'usage: qtsp pki init [--rsa] [--force] [--pkcs11] | qtsp pki root | qtsp pki revoke SERIAL [--reason REASON]\n';
+  'usage: qtsp pki ceremony|init [--rsa] [--force] [--pkcs11] [--migrate] [--ceremony-dir DIR]\n' +
+  '       qtsp pki ceremony --renew-crl [--ceremony-dir DIR] | qtsp pki root | qtsp pki revoke SERIAL [--reason R]\n';
 
 /** A serial as `openssl x509 -serial` prints it (hex, any case, optional colons or 0x): the store's lowercase hex. */
 function normaliseSerial(text: string | undefined): string | undefined {
@@ -51,21 +54,58 @@ async function revoke(config: Config, serialText: string | undefined, reasonText
   }
 }
 
+interface CeremonyFlags {
+  readonly rsa: boolean;
+  readonly force: boolean;
+  readonly pkcs11: boolean;
+  readonly 'ceremony-dir'?: string | undefined;
+}
+
 /**
- * `qtsp pki init`: the CA material, with the issuing CA, TSA and OCSP responder keys where keys.provider keeps
- * them: key files, or made in the key custody (a PKCS#11 token: sensitive, non-extractable token objects).
- * `--pkcs11` insists on the latter.
+ * `qtsp pki ceremony` (or `init`): the key ceremony. It creates the CA material, with the issuing CA, TSA and
+ * OCSP responder keys where keys.provider keeps them (key files, or made in the key custody: `--pkcs11`
+ * insists on that), and keeps the root key in the ceremony directory only. On existing material it completes
+ * it: a root key left among the service's files (`--migrate`, for data directories made before) moves to the
+ * ceremony directory and the root's OCSP responder, mail CA and CRL are issued.
  */
-async function init(config: Config, options: { rsa: boolean; force: boolean; pkcs11: boolean }): Promise<number> {
+async function ceremony(config: Config, options: CeremonyFlags): Promise<number> {
+  const ceremonyDir = options['ceremony-dir'];
   const created = await keyCeremony(config, {
     algorithm: options.rsa ? 'RSA-3072' : 'P-256',
     force: options.force,
     inCustody: options.pkcs11,
+    ...(ceremonyDir ? { ceremonyDir } : {}),
   });
   const dir = pkiPaths(config.dataDir).dir;
   process.stdout.write(
     created ? `created CA material in ${dir}\n` : `CA material exists in ${dir} (use --force to replace it)\n`,
   );
+  process.stdout.write(
+    `the root CA key is in ${ceremonyDir ?? join(config.dataDir, 'ceremony')}: ` +
+      'keep that directory offline; the running service does not read it\n',
+  );
+  return 0;
+}
+
+/**
+ * `qtsp pki ceremony --renew-crl`: the root signs a new CRL (a year's validity) listing the certificates of the
+ * root that the store has revoked (`qtsp pki revoke`). Instances serve it from their next start.
+ */
+async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Promise<number> {
+  const root = loadCeremonyRoot({ dataDir: config.dataDir, ...(ceremonyDir ? { ceremonyDir } : {}) });
+  const store = await openStore(config);
+  try {
+    const issuer = new CrlIssuer({
+      ca: root,
+      revoked: store,
+      validitySeconds: ROOT_CRL_VALIDITY_SECONDS,
+      refreshSeconds: 0,
+    });
+    writeRootCrl(config.dataDir, await issuer.current());
+  } finally {
+    await store.close();
+  }
+  process.stdout.write(`signed a new root CRL in ${pkiPaths(config.dataDir).rootCrl}; restart the instances\n`);
   return 0;
 }
 
@@ -77,6 +117,9 @@ export async function runPki(args: string[]): Promise<number> {
       rsa: { type: 'boolean', default: false },
       force: { type: 'boolean', default: false },
       pkcs11: { type: 'boolean', default: false },
+      migrate: { type: 'boolean', default: false },
+      'renew-crl': { type: 'boolean', default: false },
+      'ceremony-dir': { type: 'string' },
       'data-dir': { type: 'string' },
       reason: { type: 'string', default: 'unspecified' },
     },
@@ -85,7 +128,9 @@ export async function runPki(args: string[]): Promise<number> {
   const paths = pkiPaths(config.dataDir);
   switch (positionals[0]) {
     case 'init':
-      return init(config, values);
+    case 'ceremony':
+      // --migrate names what a ceremony on existing material does anyway: it completes and migrates it
+      return values['renew-crl'] ? renewRootCrl(config, values['ceremony-dir']) : ceremony(config, values);
     case 'root':
       process.stdout.write(readFileSync(paths.rootCert, 'utf8'));
       return 0;

@@ -3,13 +3,13 @@
  * certificate (relying parties and validators call them):
  *   POST /tsa                  RFC 3161 3.4: application/timestamp-query -> application/timestamp-reply
  *   POST /ocsp, GET /ocsp/{b64} RFC 6960 A.1: application/ocsp-request -> application/ocsp-response
- *   GET  /crl/root.crl, /crl/issuing.crl   RFC 5280 5 (application/pkix-crl, DER)
+ *   GET  /crl/root.crl, /crl/issuing.crl   RFC 5280 5 (application/pkix-crl, DER; the root's from the key ceremony)
  *   GET  /ca/root.crt, /ca/issuing.crt     AIA caIssuers targets (RFC 5280 4.2.2.1: application/pkix-cert, DER)
  * A bad request is answered in the protocol's own terms (a TimeStampResp with status rejection, an
  * OCSPResponse malformedRequest), with HTTP 400, never a 500 or a stack trace.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { CrlIssuer } from '../revocation/crl.ts';
+import type { CrlSource } from '../revocation/crl.ts';
 import { PKIX_CRL } from '../revocation/crl.ts';
 import { errorResponse, OCSP_REQUEST, OCSP_RESPONSE, type OcspResponder } from '../revocation/ocsp.ts';
 import { PKI_PATHS } from '../ca/publication.ts';
@@ -18,8 +18,9 @@ import type { Logger } from '../util/logger.ts';
 
 export interface PkiHttpServices {
   readonly tsa: LocalTsa;
-  readonly ocsp: OcspResponder;
-  readonly crls: { readonly root: CrlIssuer; readonly issuing: CrlIssuer };
+  /** answers for every CA of ours (revocation/ocsp.ts OcspResponders) */
+  readonly ocsp: Pick<OcspResponder, 'respond'>;
+  readonly crls: { readonly root: CrlSource; readonly issuing: CrlSource };
   readonly rootDer: Buffer;
   readonly issuingDer: Buffer;
   /** how long GET answers may be cached (seconds) */
@@ -90,7 +91,7 @@ function ocspRoutes(router: express.Router, s: PkiHttpServices): void {
 }
 
 function publicationRoutes(router: express.Router, s: PkiHttpServices): void {
-  const crl = (issuer: CrlIssuer) => async (_req: Request, res: Response) => {
+  const crl = (issuer: CrlSource) => async (_req: Request, res: Response) => {
     let der: Buffer;
     try {
       der = await issuer.current();

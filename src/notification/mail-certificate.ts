@@ -1,14 +1,17 @@
 /**
  * The QTSP's S/MIME mail certificate (spec 6.3: "Signing and encrypting the email is strongly recommended"):
- * <dataDir>/pki/qtsp-mail.pem / .key.pem, created on first use and issued by our root CA, so an IDP verifies
- * our notifications against the same root it uses for our signatures. Issued by the root rather than by the
- * issuing CA, whose certificate policy is qualified electronic signatures and not mail.
+ * <dataDir>/pki/qtsp-mail.pem / .key.pem, created on first use and issued by our mail CA (pki/mail-ca.pem, which
+ * the root issued at the key ceremony), so an IDP verifies our notifications against the same root it uses for
+ * our signatures; the mail carries the mail CA certificate (mailCertificateChain). Not issued by the root,
+ * whose key is offline, nor by the issuing CA, whose certificate policy is qualified electronic signatures.
  * Profile (RFC 8550 4.4): rfc822Name = the sender address, keyUsage digitalSignature, EKU emailProtection.
  * A changed sender address gets a new certificate.
  */
-import { existsSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as pkijs from 'pkijs';
+import { fromPem } from '../util/base64.ts';
 import { SoftwareSigningKey } from '../crypto/signature.ts';
 import {
   certifiedKey,
@@ -45,7 +48,7 @@ export function certificateEmails(certificate: pkijs.Certificate): string[] {
   return names.filter((n) => n.type === 1).map((n) => String(n.value));
 }
 
-function issueMailCertificate(root: KeyedCertificate, address: string): SoftwareKeyedCertificate {
+function issueMailCertificate(ca: KeyedCertificate, address: string): SoftwareKeyedCertificate {
   const keys = generateKeyPair('P-256');
   const now = Date.now();
   const san = new pkijs.GeneralNames({ names: [new pkijs.GeneralName({ type: 1, value: address })] });
@@ -56,7 +59,7 @@ function issueMailCertificate(root: KeyedCertificate, address: string): Software
       { type: OID.commonName, value: 'qtsp end-user notifications' },
     ]),
     publicKey: spkiOf(keys.publicKey),
-    issuer: root.issuer,
+    issuer: ca.issuer,
     notBefore: new Date(now - 3600_000),
     notAfter: new Date(now + YEARS * 365 * 24 * 3600_000),
     extensions: [
@@ -70,15 +73,30 @@ function issueMailCertificate(root: KeyedCertificate, address: string): Software
   return { ...certifiedKey(der, new SoftwareSigningKey(keys.privateKey), certificate), privateKey: keys.privateKey };
 }
 
-/** The mail certificate for `address`, created (or replaced, when the address changed) from the root CA. */
+/** The certificates a mail carries beside ours: the mail CA's (DER), so that a verifier needs only our root. */
+export function mailCertificateChain(dataDir: string): Buffer[] {
+  return fromPem(readFileSync(pkiPaths(dataDir).mailCaCert, 'utf8')).slice(0, 1);
+}
+
+/** `certificate` was signed by the mail CA (one issued by the root, before the root went offline, was not). */
+function issuedBy(certificate: Buffer, ca: Buffer): boolean {
+  const caCert = new X509Certificate(ca);
+  const cert = new X509Certificate(certificate);
+  return cert.checkIssued(caCert) && cert.verify(caCert.publicKey);
+}
+
+/** The mail certificate for `address`, created (or replaced: new address, near expiry, other issuer) by the mail CA. */
 export function ensureMailCertificate(dataDir: string, address: string): KeyedCertificate {
   const paths = mailCertificatePaths(dataDir);
+  const p = pkiPaths(dataDir);
+  const mailCa = loadKeyed(p.mailCaCert, p.mailCaKey);
   if (existsSync(paths.cert) && existsSync(paths.key)) {
     const existing = loadKeyed(paths.cert, paths.key);
     const expired = existing.certificate.notAfter.value.getTime() < Date.now() + 24 * 3600_000;
-    if (!expired && certificateEmails(existing.certificate).includes(address)) return existing;
+    const current = !expired && issuedBy(existing.der, mailCa.der);
+    if (current && certificateEmails(existing.certificate).includes(address)) return existing;
   }
-  const created = issueMailCertificate(loadKeyed(pkiPaths(dataDir).rootCert, pkiPaths(dataDir).rootKey), address);
+  const created = issueMailCertificate(mailCa, address);
   saveKeyed(created, paths.cert, paths.key);
   return created;
 }

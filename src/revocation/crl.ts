@@ -1,12 +1,12 @@
 /**
  * CRLs of our CAs (RFC 5280 5): version 2, authorityKeyIdentifier and a cRLNumber that only grows, one entry
- * per revoked certificate of the CA's key (from the store) with its reasonCode. Served at GET /crl/root.crl
- * and /crl/issuing.crl, and put into B-LT signatures for the certificates the root issued (issuing CA, TSA),
- * which have no OCSP responder.
+ * per revoked certificate of the CA's key (from the store) with its reasonCode. The issuing CA's CRL is signed
+ * here (CrlIssuer, GET /crl/issuing.crl); the root's is signed at the key ceremony with a long validity and
+ * served as it is (CeremonyCrl, GET /crl/root.crl), since the root key is offline.
  *
- * Several instances serve CRLs behind one load balancer, and a relying party must never see the cRLNumber go
- * back from one fetch to the next (RFC 5280 5.2.3: monotonically increasing). So a CRL is a function of the
- * shared store and the clock, the same on every instance: the CRL of second t with n revoked certificates has
+ * Several instances serve the issuing CA's CRLs behind one load balancer, and a relying party must never see the
+ * cRLNumber go back from one fetch to the next (RFC 5280 5.2.3: monotonically increasing). So a CRL is a function
+ * of the shared store and the clock, the same on every instance: the CRL of second t with n revoked certificates has
  *   thisUpdate = t (RFC 5280 5.1.2.4: whole seconds),  cRLNumber = t * 100000 + n
  * Revocations are never undone and the store keeps revoked certificates after they expire, so n never
  * decreases: the number grows with time and with every revocation, whichever instance (or `qtsp pki revoke`)
@@ -16,31 +16,22 @@
  * A B-LT signature asks for a CRL issued after its time-stamp (current(after), EN 319 122-1
  * freshness): it takes the last one this process built when that is fresh enough, else a new one.
  */
-import { createHash } from 'node:crypto';
-import {
-  algorithmIdentifier,
-  bitString,
-  enumerated,
-  explicit,
-  integer,
-  integerFromBytes,
-  octetString,
-  oid,
-  partsOf,
-  sequence,
-  tlv,
-  x509Time,
-} from '../util/der.ts';
+import * as pkijs from 'pkijs';
+import { enumerated, integerFromBytes, sequence, x509Time } from '../util/der.ts';
 import type { RevokedCertificate, Store } from '../store/types.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
-import { signatureAlgorithm } from '../crypto/signature.ts';
+import {
+  caKeyId,
+  certificateList,
+  CRL_OID,
+  crlExtension,
+  crlNumber,
+  crlToBeSigned,
+  wholeSeconds,
+} from '../ca/certificate-list.ts';
 import { CRL_REASON_CODE } from './ocsp.ts';
 
-export const CRL_OID = {
-  cRLNumber: '2.5.29.20',
-  reasonCode: '2.5.29.21',
-  authorityKeyIdentifier: '2.5.29.35',
-} as const;
+export { CRL_OID, crlNumber };
 
 export const PKIX_CRL = 'application/pkix-crl';
 
@@ -55,11 +46,6 @@ export interface CrlIssuerOptions {
   readonly clock?: () => Date;
 }
 
-/** cRLNumber of the CRL of `now`'s second listing `revokedCount` certificates (see the top of the file) */
-export function crlNumber(now: Date, revokedCount: number): number {
-  return Math.floor(now.getTime() / 1000) * 100_000 + revokedCount;
-}
-
 /** A CRL as issued: its number, DER, when this process issued it (ms) and its thisUpdate (ms, whole seconds). */
 interface Issued {
   readonly number: number;
@@ -68,15 +54,12 @@ interface Issued {
   readonly thisUpdate: number;
 }
 
-const extension = (extnID: string, value: Buffer) => sequence(oid(extnID), octetString(value));
-const wholeSeconds = (d: Date) => new Date(Math.floor(d.getTime() / 1000) * 1000);
-
 function entry(revoked: RevokedCertificate): Buffer {
   // RFC 5280 5.3.1: reasonCode unspecified SHOULD be absent
   const extensions =
     revoked.reason === 'unspecified'
       ? []
-      : [sequence(extension(CRL_OID.reasonCode, enumerated(CRL_REASON_CODE[revoked.reason])))];
+      : [sequence(crlExtension(CRL_OID.reasonCode, enumerated(CRL_REASON_CODE[revoked.reason])))];
   return sequence(
     integerFromBytes(Buffer.from(revoked.serialHex, 'hex')),
     x509Time(wholeSeconds(revoked.revokedAt)),
@@ -95,7 +78,7 @@ export class CrlIssuer {
   constructor(options: CrlIssuerOptions) {
     this.#o = options;
     this.#clock = options.clock ?? (() => new Date());
-    this.keyId = createHash('sha1').update(partsOf(options.ca.der).publicKeyBits).digest();
+    this.keyId = caKeyId(options.ca.der);
   }
 
   /** the CA's certificate, DER */
@@ -144,25 +127,43 @@ export class CrlIssuer {
 
   /** CertificateList (RFC 5280 5.1) for these entries, thisUpdate = now (whole seconds), cRLNumber = crlNumber(). */
   async build(revoked: readonly RevokedCertificate[], now: Date): Promise<Buffer> {
-    const key = this.#o.ca.key;
-    const alg = signatureAlgorithm(key, this.#o.ca.issuer.hash);
-    const algId = algorithmIdentifier(alg.oid, alg.nullParams);
-    const thisUpdate = wholeSeconds(now);
-    const nextUpdate = new Date(thisUpdate.getTime() + this.#o.validitySeconds * 1000);
     const entries = [...revoked].sort((a, b) => a.serialHex.localeCompare(b.serialHex)).map(entry);
-    const crlExtensions = sequence(
-      extension(CRL_OID.authorityKeyIdentifier, sequence(tlv(0x80, this.keyId))),
-      extension(CRL_OID.cRLNumber, integer(crlNumber(now, revoked.length))),
-    );
-    const tbs = sequence(
-      integer(1), // v2: extensions present (RFC 5280 5.1.2.1)
-      algId,
-      partsOf(this.#o.ca.der).subject,
-      x509Time(thisUpdate),
-      x509Time(nextUpdate),
-      ...(entries.length ? [sequence(...entries)] : []), // absent rather than empty (RFC 5280 5.1.2.6)
-      explicit(0, crlExtensions),
-    );
-    return sequence(tbs, algId, bitString(await key.sign(alg.hash, tbs)));
+    const { ca, validitySeconds } = this.#o;
+    const { tbs, alg } = crlToBeSigned({ ca, entries, revokedCount: revoked.length, now, validitySeconds });
+    return certificateList(tbs, alg, await ca.key.sign(alg.hash, tbs));
+  }
+}
+
+/** What serves and embeds a CA's CRL: an online CrlIssuer, or the CRL a key ceremony signed (CeremonyCrl). */
+export interface CrlSource {
+  /** the CA's certificate, DER */
+  readonly caDer: Buffer;
+  /** SHA-1 of the CA's public key: the store's issuerKeyId */
+  readonly keyId: Buffer;
+  current(after?: Date): Promise<Buffer>;
+}
+
+/**
+ * The root's CRL, signed at the key ceremony with a long nextUpdate: the root key is offline, so the service
+ * serves this file as it is. It is never fresher than a time-stamp made after the ceremony; the status of
+ * the certificates the root issued comes from the root's delegated OCSP responder instead (local.ts).
+ */
+export class CeremonyCrl implements CrlSource {
+  readonly caDer: Buffer;
+  readonly keyId: Buffer;
+  readonly #der: Buffer;
+  readonly #thisUpdate: number;
+
+  constructor(caDer: Buffer, crlDer: Buffer) {
+    this.caDer = caDer;
+    this.keyId = caKeyId(caDer);
+    this.#der = crlDer;
+    this.#thisUpdate = pkijs.CertificateRevocationList.fromBER(new Uint8Array(crlDer)).thisUpdate.value.getTime();
+  }
+
+  async current(after?: Date): Promise<Buffer> {
+    if (after && this.#thisUpdate <= after.getTime())
+      throw new Error('the root CRL is signed at key ceremonies only: none is issued after this time');
+    return this.#der;
   }
 }

@@ -1,11 +1,12 @@
 /**
- * Revocation material from our own sources for the B-LT builders: OCSP responses of our delegated responder for
- * certificates of the issuing CA, CRLs of our CAs otherwise, each issued after a given time when asked.
+ * Revocation material from our own sources for the B-LT builders: OCSP responses of our delegated responders
+ * (the issuing CA's for signer certificates, the root's for the issuing CA and the TSA), CRLs of our CAs
+ * otherwise, each issued after a given time when asked.
  */
 import { badGateway } from '../errors.ts';
 import type { Store } from '../store/types.ts';
 import { partsOf, type CertificateParts } from '../util/der.ts';
-import type { CrlIssuer } from './crl.ts';
+import type { CrlSource } from './crl.ts';
 import type { OcspResponder } from './ocsp.ts';
 import type { RevocationProvider } from './provider.ts';
 
@@ -28,10 +29,12 @@ interface OcspEntry {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
- * RevocationProvider from our own sources: OCSP responses of our responder for certificates of the issuing CA,
- * CRLs of the CA otherwise (the root has no responder: the issuing CA and the TSA certificate get its CRL).
- * A response is reused for a few seconds, so that the signatures of one request (and its revocationInfo)
- * carry one response per certificate rather than one per hash.
+ * RevocationProvider from our own sources: OCSP responses of the responder of the certificate's CA, the CA's
+ * CRL when it has no responder. The root's key is offline and its CRL is signed at key ceremonies only, so
+ * fresh status for the certificates it issued (issuing CA, TSA) comes from its delegated responder, whose
+ * certificate the root issued at the ceremony (RFC 6960 4.2.2.2). A response is reused for a few seconds, so
+ * that the signatures of one request (and its revocationInfo) carry one response per certificate rather than
+ * one per hash.
  *
  * Freshness (`after`, the signature time-stamp's genTime): OCSP producedAt/thisUpdate and CRL thisUpdate are
  * whole seconds (RFC 5280 4.1.2.5.2 and 5.1.2.4 forbid fractions; RFC 6960 4.2.2.1 takes that format), and a
@@ -44,28 +47,27 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export class LocalRevocation implements RevocationProvider {
   readonly #recent = new Map<string, OcspEntry>();
   readonly #making = new Map<string, Promise<OcspEntry>>();
-  readonly #ocsp: OcspResponder;
-  readonly #issuingDer: Buffer;
+  readonly #responders: readonly OcspResponder[];
   readonly #status: Pick<Store, 'certificateStatus'>;
-  readonly #crls: readonly CrlIssuer[];
+  readonly #crls: readonly CrlSource[];
   readonly #clock: () => Date;
 
+  /** `responders`: one per CA that runs one; `crls`: one per CA */
   constructor(
-    ocsp: OcspResponder,
-    issuingDer: Buffer,
+    responders: readonly OcspResponder[],
     status: Pick<Store, 'certificateStatus'>,
-    crls: readonly CrlIssuer[],
+    crls: readonly CrlSource[],
     clock: () => Date = () => new Date(),
   ) {
-    this.#ocsp = ocsp;
-    this.#issuingDer = issuingDer;
+    this.#responders = responders;
     this.#status = status;
     this.#crls = crls;
     this.#clock = clock;
   }
 
   get authorities(): readonly Buffer[] {
-    return this.#crls.map((c) => c.caDer);
+    const all = [...this.#responders.map((r) => r.caDer), ...this.#crls.map((c) => c.caDer)];
+    return all.filter((der, i) => all.findIndex((d) => d.equals(der)) === i);
   }
 
   /** Waits until our clock is at or past the first whole second after `after`, so whole-second times exceed it. */
@@ -80,39 +82,41 @@ export class LocalRevocation implements RevocationProvider {
   }
 
   async ocspResponse(certificateDer: Buffer, issuerDer: Buffer, after?: Date): Promise<Buffer | undefined> {
-    if (!issuerDer.equals(this.#issuingDer)) return undefined;
+    const responder = this.#responders.find((r) => r.caDer.equals(issuerDer));
+    if (!responder) return undefined;
     const parts = partsOf(certificateDer);
+    const key = `${responder.caKeyId}:${parts.serialHex}`;
     const usable = (r: OcspEntry | undefined): r is OcspEntry =>
       r !== undefined &&
       this.#clock().getTime() - r.at < OCSP_REUSE_MS &&
       (after === undefined || r.producedAt > after.getTime());
-    const recent = this.#recent.get(parts.serialHex);
+    const recent = this.#recent.get(key);
     if (usable(recent)) return recent.der;
     await this.#passWholeSecond(after);
     // the signatures of one request are built concurrently: one of them makes the response, the others take it
-    const pending = this.#making.get(parts.serialHex);
-    const made = pending ? await pending.catch(() => undefined) : this.#recent.get(parts.serialHex);
+    const pending = this.#making.get(key);
+    const made = pending ? await pending.catch(() => undefined) : this.#recent.get(key);
     if (usable(made)) return made.der;
-    const making = this.#makeOcsp(parts);
-    this.#making.set(parts.serialHex, making);
+    const making = this.#makeOcsp(responder, parts, key);
+    this.#making.set(key, making);
     try {
       return (await making).der;
     } finally {
-      if (this.#making.get(parts.serialHex) === making) this.#making.delete(parts.serialHex);
+      if (this.#making.get(key) === making) this.#making.delete(key);
     }
   }
 
-  async #makeOcsp(parts: CertificateParts): Promise<OcspEntry> {
+  async #makeOcsp(responder: OcspResponder, parts: CertificateParts, key: string): Promise<OcspEntry> {
     let status;
     try {
-      status = await this.#status.certificateStatus(this.#ocsp.caKeyId, parts.serialHex);
+      status = await this.#status.certificateStatus(responder.caKeyId, parts.serialHex);
     } catch {
       throw badGateway('the certificate status is unavailable (certificate store)');
     }
-    const { der, producedAt } = await this.#ocsp.signed([{ certId: this.#ocsp.certIdFor(parts), status }]);
+    const { der, producedAt } = await responder.signed([{ certId: responder.certIdFor(parts), status }]);
     const entry = { der, producedAt: producedAt.getTime(), at: this.#clock().getTime() };
-    this.#recent.delete(parts.serialHex);
-    this.#recent.set(parts.serialHex, entry);
+    this.#recent.delete(key);
+    this.#recent.set(key, entry);
     if (this.#recent.size > OCSP_CACHE_ENTRIES) this.#recent.delete(this.#recent.keys().next().value!);
     return entry;
   }
@@ -124,7 +128,7 @@ export class LocalRevocation implements RevocationProvider {
     try {
       return await issuer.current(after);
     } catch {
-      throw badGateway('the CRL is unavailable (certificate store)');
+      throw badGateway('no CRL issued after the time-stamp is available (certificate store, or a ceremony CRL)');
     }
   }
 }

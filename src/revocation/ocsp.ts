@@ -1,6 +1,8 @@
 /**
- * OCSP responder (RFC 6960) for the certificates of our issuing CA, signed by a delegated responder
- * certificate (id-kp-OCSPSigning, id-pkix-ocsp-nocheck; RFC 6960 4.2.2.2) that the issuing CA issued.
+ * OCSP responder (RFC 6960) for the certificates of one of our CAs, signed by a delegated responder certificate
+ * (id-kp-OCSPSigning, id-pkix-ocsp-nocheck; RFC 6960 4.2.2.2) that this CA issued: the issuing CA's responder
+ * for signer certificates, the root's (issued at the key ceremony) for the issuing CA and the TSA.
+ * OcspResponders answers for both, choosing by the request's issuer hashes.
  *
  * Status comes from the certificate store: issued -> good, revoked -> revoked with time and reason, never
  * issued by this CA -> unknown (RFC 6960 2.2). CertIDs with SHA-1 or SHA-2 hashes are recognised and echoed
@@ -77,8 +79,8 @@ export type StatusSource = Pick<Store, 'certificateStatus'>;
 export interface OcspResponderOptions {
   /** the delegated responder: certificate and key */
   readonly responder: KeyedCertificate;
-  /** the CA we answer for (our issuing CA) */
-  readonly ca: KeyedCertificate;
+  /** the CA we answer for (its certificate, DER): the issuing CA, or the root */
+  readonly ca: Pick<KeyedCertificate, 'der'>;
   readonly status: StatusSource;
   /** nextUpdate - thisUpdate */
   readonly validitySeconds: number;
@@ -130,6 +132,11 @@ export class OcspResponder {
     const responderKey = partsOf(options.responder.der).publicKeyBits;
     this.#responderId = explicit(2, octetString(createHash('sha1').update(responderKey).digest()));
     this.caKeyId = createHash('sha1').update(this.#caParts.publicKeyBits).digest('hex');
+  }
+
+  /** the certificate of the CA this responder answers for, DER */
+  get caDer(): Buffer {
+    return this.#o.ca.der;
   }
 
   /** A DER OCSPRequest in, a DER OCSPResponse out; never throws. */
@@ -201,6 +208,31 @@ export class OcspResponder {
       ),
       producedAt: now,
     };
+  }
+}
+
+const UNAUTHORIZED = errorResponse('unauthorized');
+
+/**
+ * The OCSP responders of all our CAs behind one URL: a request goes to the responder whose CA issued the
+ * certificates it names (CertID issuerNameHash and issuerKeyHash, RFC 6960 4.1.1). One response is signed by
+ * one responder, so a request naming certificates of two CAs gets unauthorized (RFC 6960 2.3).
+ */
+export class OcspResponders {
+  readonly #all: readonly OcspResponder[];
+
+  constructor(all: readonly OcspResponder[]) {
+    this.#all = all;
+  }
+
+  /** A DER OCSPRequest in, a DER OCSPResponse out; never throws. */
+  async respond(requestDer: Uint8Array): Promise<OcspAnswer> {
+    let answer: OcspAnswer = { httpStatus: 200, body: UNAUTHORIZED };
+    for (const responder of this.#all) {
+      answer = await responder.respond(requestDer);
+      if (answer.httpStatus !== 200 || !answer.body.equals(UNAUTHORIZED)) return answer;
+    }
+    return answer;
   }
 }
 

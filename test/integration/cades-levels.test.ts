@@ -3,15 +3,18 @@
  * over all six hash algorithms, each result checked by OpenSSL: `openssl cms -verify -cades`; every
  * time-stamp with `openssl ts -verify` (the signature-time-stamp over the signature value, the
  * archive-time-stamp-v3 over an imprint this test recomputes from OpenSSL's parse per EN 319 122-1 5.5.3);
- * every OCSP response in the CMS and in revocationInfo with `openssl ocsp`; every CRL with `openssl crl`.
- * Each tool is also shown to reject a tampered input. CMS sizes per level are reported as diagnostics.
+ * every OCSP response in the CMS and in revocationInfo with `openssl ocsp` (the signer's from the issuing CA's
+ * responder; the issuing CA's and the TSA's from the root's delegated responder, since the root key is offline);
+ * the root CRL of the key ceremony with `openssl crl`. Each tool is also shown to reject a tampered input.
+ * After the ceremony no private key among the service's files is the root's. CMS sizes per level are reported as diagnostics.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { createPrivateKey, createPublicKey, X509Certificate } from 'node:crypto';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
-import { pkiPaths } from '../../src/ca/material.ts';
+import { ceremonyRootKeyFile, pkiPaths } from '../../src/ca/material.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { startEnvironment, PROFILE, type TestEnvironment } from '../helpers/environment.ts';
@@ -89,6 +92,23 @@ async function sign(level: Level | 'AdES-B-B', alg: HashAlgorithm, docs: readonl
   };
 }
 
+/**
+ * openssl ocsp for each certificate an embedded response may cover: the signer (issuing CA's responder), the
+ * issuing CA and the TSA (the root's delegated responder); the name of the one it verifies as good for.
+ */
+async function ocspCovers(response: Buffer, signer: string): Promise<string | undefined> {
+  const candidates = [
+    ['signer', files.issuing, signer],
+    ['issuing CA', files.root, files.issuing],
+    ['TSA', files.root, files.tsa],
+  ] as const;
+  for (const [name, issuing, cert] of candidates) {
+    const r = await verifyOcsp(response, { root: files.root, issuing, cert });
+    if (r.ok && r.output.includes(`${cert}: good`)) return name;
+  }
+  return undefined;
+}
+
 function unsignedValues(parts: CmsParts, name: string): Buffer[] {
   return parts.unsigned.filter((a) => a.name === name).flatMap((a) => a.values);
 }
@@ -161,19 +181,12 @@ async function checkSignature(level: Level, alg: HashAlgorithm, signature: Buffe
     );
     assert.equal(parts.certificates.length, 4, 'signer, issuing CA, TSA, root');
     const revocation = await revocationInCms(parts);
-    assert.equal(revocation.ocsp.length, 1, 'one OCSP response: the signer certificate');
-    assert.equal(revocation.crl.length, 1, 'one CRL: the root, for the issuing CA and the TSA');
-    for (const response of revocation.ocsp) {
-      const ok = await verifyOcsp(response, { root: files.root, issuing: files.issuing, cert: signer });
-      assert.ok(ok.ok && ok.output.includes(`${signer}: good`), `ocsp: ${ok.output}`);
-    }
-    for (const crl of revocation.crl) {
-      const ok = await verifyCrl(crl, files.root);
-      assert.ok(ok.ok && /verify OK/.test(ok.output), `crl: ${ok.output}`);
-      assert.match(ok.output, /Issuer: .*qtsp Sandbox Root CA/);
-    }
-    // issued strictly after the signature time-stamp's genTime: OCSP producedAt and thisUpdate, CRL thisUpdate
-    assert.equal(await assertIssuedAfter(revocation, await tokenGenTime(sigTs), `${level} ${alg.name}`), 2);
+    assert.equal(revocation.ocsp.length, 3, 'three OCSP responses: signer, issuing CA, TSA');
+    assert.equal(revocation.crl.length, 0, 'no CRL: the root CRL of the key ceremony predates the time-stamp');
+    const covered = await Promise.all(revocation.ocsp.map((response) => ocspCovers(response, signer)));
+    assert.deepEqual(covered.sort(), ['TSA', 'issuing CA', 'signer'], 'openssl ocsp: good for each certificate');
+    // issued strictly after the signature time-stamp's genTime: OCSP producedAt and thisUpdate
+    assert.equal(await assertIssuedAfter(revocation, await tokenGenTime(sigTs), `${level} ${alg.name}`), 3);
     if (level === 'AdES-B-LTA') {
       const [ats] = unsignedValues(parts, ATTR.archiveTimeStampV3);
       assert.ok(ats, 'no archive-time-stamp-v3');
@@ -208,10 +221,11 @@ describe('CAdES levels through signDoc, checked by OpenSSL', () => {
         // revocationInfo carries exactly the OCSP responses and CRLs of the signatures (spec 2.12)
         const reported = [...signed.revocationInfo!.ocsp, ...signed.revocationInfo!.crl].sort();
         assert.deepEqual([...new Set(inCms.map((b) => b.toString('base64')))].sort(), reported);
-        // both signatures share one signer certificate: one OCSP response and one root CRL, made after their
-        // time-stamps (two, when the time-stamps fell into two seconds: each needs data issued after its own)
-        assert.equal(signed.revocationInfo!.ocsp.length, genTimes.size);
-        assert.equal(signed.revocationInfo!.crl.length, genTimes.size);
+        // both signatures share one signer certificate: one OCSP response each for the signer, the issuing CA
+        // and the TSA, made after their time-stamps (twice, when the time-stamps fell into two seconds: each
+        // needs data issued after its own); no CRL
+        assert.equal(signed.revocationInfo!.ocsp.length, 3 * genTimes.size);
+        assert.equal(signed.revocationInfo!.crl.length, 0);
       });
     }
   }
@@ -223,14 +237,10 @@ describe('CAdES levels through signDoc, checked by OpenSSL', () => {
     try {
       const signer = s.file('signer.pem');
       assert.ok((await verifyCms(signed.signatures[0]!, DOCS[0]!, files.root, signer)).ok);
-      assert.ok(signed.revocationInfo!.ocsp.length >= 1 && signed.revocationInfo!.crl.length >= 1);
+      assert.ok(signed.revocationInfo!.ocsp.length >= 3);
       for (const b64 of signed.revocationInfo!.ocsp) {
-        const ok = await verifyOcsp(Buffer.from(b64, 'base64'), {
-          root: files.root,
-          issuing: files.issuing,
-          cert: signer,
-        });
-        assert.ok(ok.ok && /: good/.test(ok.output), ok.output);
+        const name = await ocspCovers(Buffer.from(b64, 'base64'), signer);
+        assert.ok(name, `openssl ocsp: the response is good for no certificate of the chain: ${b64}`);
       }
       for (const b64 of signed.revocationInfo!.crl) {
         const ok = await verifyCrl(Buffer.from(b64, 'base64'), files.rootAndIssuing);
@@ -296,12 +306,68 @@ describe('each oracle rejects a tampered input', () => {
     assert.ok(!otherCert.ok || !/: good/.test(otherCert.output), otherCert.output);
   });
 
-  it('openssl crl: a CRL with a flipped byte in its signed part', async () => {
-    const [crl] = (await revocationInCms(parts)).crl;
-    assert.ok((await verifyCrl(crl!, files.root)).ok);
+  it('openssl crl: the root CRL of the key ceremony, and one with a flipped byte in its signed part', async () => {
+    const crl = Buffer.from(await (await fetch(`${env.qtsp.publicationUrl}/crl/root.crl`)).arrayBuffer());
+    const ok = await verifyCrl(crl, files.root);
+    assert.ok(ok.ok && /verify OK/.test(ok.output), ok.output);
+    assert.match(ok.output, /Issuer: .*qtsp Sandbox Root CA/);
     const thisUpdate = crl!.indexOf(Buffer.from([0x17, 0x0d])); // the first UTCTime: thisUpdate
     const broken = await verifyCrl(tamper(crl!, thisUpdate + 2 + 11), files.root);
     assert.ok(!broken.ok || !/verify OK/.test(broken.output), broken.output);
+  });
+});
+
+describe('the root CA key is offline', () => {
+  /** every file under `dir`, but not under `skip` */
+  const filesUnder = (dir: string, skip: string): string[] =>
+    readdirSync(dir).flatMap((name) => {
+      const path = join(dir, name);
+      if (path === skip) return [];
+      return statSync(path).isDirectory() ? filesUnder(path, skip) : [path];
+    });
+  /** the SubjectPublicKeyInfo of the private key in `file`, or undefined when it holds none */
+  const publicKeyOf = (file: string): Buffer | undefined => {
+    try {
+      return createPublicKey(createPrivateKey(readFileSync(file))).export({ type: 'spki', format: 'der' });
+    } catch {
+      return undefined;
+    }
+  };
+
+  it('after the key ceremony no private key among the service files is the root key; the ceremony directory holds it', () => {
+    const rootSpki = new X509Certificate(readFileSync(files.root)).publicKey.export({ type: 'spki', format: 'der' });
+    const ceremonyDir = join(env.dataDir, 'ceremony');
+    const keys = filesUnder(env.dataDir, ceremonyDir).filter((f) => publicKeyOf(f) !== undefined);
+    assert.ok(keys.length >= 3, `private keys among the service files: ${keys.join(', ')}`);
+    const rootKeys = keys.filter((f) => publicKeyOf(f)!.equals(rootSpki));
+    assert.deepEqual(rootKeys, [], 'the root key is among the files the service reads');
+    assert.ok(
+      publicKeyOf(ceremonyRootKeyFile(env.dataDir))?.equals(rootSpki),
+      'the ceremony directory has the root key',
+    );
+  });
+
+  it("a B-LT signature's OCSP for the issuing CA: openssl ocsp verifies it (good), produced after the time-stamp", async () => {
+    const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+    const [signature] = (await sign('AdES-B-LT', alg, [DOCS[0]!])).signatures;
+    const s = scratch();
+    try {
+      const signer = s.file('signer.pem');
+      assert.ok((await verifyCms(signature!, DOCS[0]!, files.root, signer)).ok);
+      const parts = await cmsParts(signature!);
+      const revocation = await revocationInCms(parts);
+      const forIssuing: Buffer[] = [];
+      for (const response of revocation.ocsp) {
+        const r = await verifyOcsp(response, { root: files.root, issuing: files.root, cert: files.issuing });
+        if (r.ok && /Response verify OK/.test(r.output) && r.output.includes(`${files.issuing}: good`))
+          forIssuing.push(response);
+      }
+      assert.equal(forIssuing.length, 1, 'one OCSP response for the issuing CA, from the root responder');
+      const genTime = await tokenGenTime(unsignedValues(parts, ATTR.signatureTimeStamp)[0]!);
+      assert.equal(await assertIssuedAfter({ ocsp: forIssuing, crl: [] }, genTime, 'issuing CA OCSP'), 1);
+    } finally {
+      s.remove();
+    }
   });
 });
 

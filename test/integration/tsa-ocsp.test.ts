@@ -1,18 +1,21 @@
 /**
  * Our trust services over HTTP, driven by OpenSSL as a client would: POST /tsa with `openssl ts -query`
  * requests (every hash algorithm, with and without certReq, bad requests answered as rejections), /ocsp with
- * `openssl ocsp -url` (good, revoked after `qtsp pki revoke`, unknown; SHA-1 and SHA-256 CertIDs; GET),
- * the CRLs with `openssl crl`, the AIA targets, and an external TSA (tsa.url) that works, fails or hangs.
+ * `openssl ocsp -url` (good, revoked after `qtsp pki revoke`, unknown; SHA-1 and SHA-256 CertIDs; GET; the
+ * root's delegated responder for the issuing CA and the TSA), the CRLs with `openssl crl` (the root's from the
+ * key ceremony), the AIA targets, a data directory made while the root key was online, and an external TSA
+ * (tsa.url) that works, fails or hangs.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
-import { pkiPaths } from '../../src/ca/material.ts';
+import { assertRootOffline, ceremonyRootKeyFile, legacyRootKeyFile, pkiPaths } from '../../src/ca/material.ts';
+import { ConfigError } from '../../src/config/load.ts';
 import { pkiInit } from '../../src/ca/init.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
@@ -149,6 +152,32 @@ describe('qtsp pki init: TSA and OCSP responder certificates', () => {
         ])
       ).ok,
     );
+    const rootResponder = await run('openssl', ['x509', '-in', p.rootOcspCert, '-noout', '-text']);
+    assert.match(rootResponder.output, /Issuer: .*qtsp Sandbox Root CA/);
+    assert.match(rootResponder.output, /OCSP Signing/);
+    assert.match(rootResponder.output, /OCSP No Check/);
+    assert.ok((await run('openssl', ['verify', '-CAfile', p.rootCert, '-purpose', 'ocsphelper', p.rootOcspCert])).ok);
+  });
+
+  it('a data directory whose root key is among the service files is refused at start and migrated by the ceremony', () => {
+    const dir = work.file('root-online-data-dir');
+    const p = pkiPaths(dir);
+    pkiInit({ dataDir: dir, qtspId: 'sp:test.example:00000000-0000-4000-8000-000000000000' });
+    assert.ok(!existsSync(legacyRootKeyFile(dir)) && existsSync(ceremonyRootKeyFile(dir)));
+    assertRootOffline(dir);
+    // as data directories made before the root went offline: the root key in pki/, no root responder, CRL, mail CA
+    renameSync(ceremonyRootKeyFile(dir), legacyRootKeyFile(dir));
+    for (const f of [p.rootOcspCert, p.rootOcspKey, p.rootCrl, p.mailCaCert, p.mailCaKey]) rmSync(f);
+    assert.throws(
+      () => assertRootOffline(dir),
+      (err: unknown) => err instanceof ConfigError && err.message.includes('qtsp pki ceremony --migrate'),
+    );
+    const rootBefore = readFileSync(p.rootCert, 'utf8');
+    assert.equal(pkiInit({ dataDir: dir, qtspId: 'sp:test.example:00000000-0000-4000-8000-000000000000' }), false);
+    assert.ok(!existsSync(legacyRootKeyFile(dir)), 'the root key left the service files');
+    assert.ok(existsSync(ceremonyRootKeyFile(dir)), 'the root key is in the ceremony directory');
+    assert.equal(readFileSync(p.rootCert, 'utf8'), rootBefore, 'the root stays as it was');
+    assertRootOffline(dir);
   });
 });
 
@@ -388,20 +417,62 @@ describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
       '-noverify',
     ]);
     assert.match(badText.output, /malformedrequest/i);
-    // the TSA certificate is the root's: no OCSP for it (CRL instead)
+    // a certificate of a CA that is not ours
+    const other = work.file('other-ca.pem');
+    const made = await run('openssl', [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-subj',
+      '/CN=not our CA',
+      '-days',
+      '1',
+      '-keyout',
+      work.file('other-ca.key'),
+      '-out',
+      other,
+    ]);
+    assert.ok(made.ok, made.output);
     const res = await run('openssl', [
       'ocsp',
       '-url',
       `${env.qtsp.publicationUrl}/ocsp`,
       '-issuer',
-      files.root,
+      other,
       '-cert',
-      files.tsa,
+      other,
       '-CAfile',
       files.root,
     ]);
     assert.match(res.output, /unauthorized/i);
   });
+
+  for (const [name, file] of [
+    ['the issuing CA', 'issuing'],
+    ['the TSA', 'tsa'],
+  ] as const) {
+    it(`good for ${name}, signed by the root's delegated responder (the root key is offline)`, async () => {
+      const res = await run('openssl', [
+        'ocsp',
+        '-url',
+        `${env.qtsp.publicationUrl}/ocsp`,
+        '-issuer',
+        files.root,
+        '-cert',
+        files[file],
+        '-CAfile',
+        files.root,
+        '-resp_text',
+      ]);
+      assert.ok(res.ok && /Response verify OK/.test(res.output), res.output);
+      assert.ok(res.output.includes(`${files[file]}: good`), res.output);
+      assert.match(res.output, /Root OCSP Responder/);
+    });
+  }
 });
 
 describe('CRLs and CA certificates', () => {
@@ -416,6 +487,7 @@ describe('CRLs and CA certificates', () => {
     const rootOk = await verifyCrl(root.body, files.root);
     assert.ok(rootOk.ok && /verify OK/.test(rootOk.output), rootOk.output);
     assert.match(rootOk.output, /Issuer: .*Root CA/);
+    assert.ok(root.body.equals(readFileSync(pkiPaths(env.dataDir).rootCrl)), "the root CRL is the key ceremony's");
     // revoked by another process: a CRL issued after a refresh (revocation.crlRefreshSeconds: 1) lists it; on a
     // busy machine the refresh may come later, so wait for it (bounded) instead of a fixed pause
     await new Promise((r) => setTimeout(r, 1100));

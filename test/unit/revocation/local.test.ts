@@ -2,17 +2,19 @@
  * Revocation data for B-LT, through LocalRevocation with our OCSP responder and CRL issuer:
  * with `after` (a time-stamp's genTime) every OCSP producedAt/thisUpdate and CRL thisUpdate is strictly later,
  * also when the cache holds data from the same second; the embedded OCSP responses carry SHA-1 CertIDs and
- * pass `openssl ocsp` without -sha256. Times are read back by OpenSSL. The clock is the real one shifted so
+ * pass `openssl ocsp` without -sha256. The issuing CA's status comes from the root's delegated responder (the root
+ * key is offline; its CRL from the key ceremony is never fresher than a time-stamp). Times are read back by OpenSSL. The clock is the real one shifted so
  * that "now" sits late in a second: the wait for the next second is then short and always exercised.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CrlIssuer } from '../../../src/revocation/crl.ts';
+import { CeremonyCrl, CrlIssuer } from '../../../src/revocation/crl.ts';
 import { loadCaMaterial, loadTrustServiceMaterial, pkiPaths, type CaMaterial } from '../../../src/ca/material.ts';
 import { ensureTrustServiceCertificates, pkiInit } from '../../../src/ca/init.ts';
+import { loadKeyed } from '../../../src/ca/authority.ts';
 import { generateKeyPair } from '../../../src/crypto/keys.ts';
 import { OcspResponder } from '../../../src/revocation/ocsp.ts';
 import { pkiUrls } from '../../../src/ca/publication.ts';
@@ -38,22 +40,29 @@ function placeClockAt(ms: number): void {
 
 function provider(): LocalRevocation {
   const material = loadTrustServiceMaterial(dir);
+  const p = pkiPaths(dir);
   const status = { certificateStatus: async () => ({ status: 'good' as const }) };
-  const ocsp = new OcspResponder({
-    responder: material.ocspResponder,
-    ca: ca.issuing,
-    status,
-    validitySeconds: 3600,
-    clock,
-  });
+  const responders = [
+    new OcspResponder({ responder: material.ocspResponder, ca: ca.issuing, status, validitySeconds: 3600, clock }),
+    new OcspResponder({
+      responder: loadKeyed(p.rootOcspCert, p.rootOcspKey),
+      ca: ca.root,
+      status,
+      validitySeconds: 3600,
+      clock,
+    }),
+  ];
   const crlOptions = {
     revoked: { revokedCertificates: async () => [] },
     validitySeconds: 86400,
     refreshSeconds: 300,
     clock,
   };
-  const crls = [new CrlIssuer({ ca: ca.root, ...crlOptions }), new CrlIssuer({ ca: ca.issuing, ...crlOptions })];
-  return new LocalRevocation(ocsp, ca.issuing.der, status, crls, clock);
+  const crls = [
+    new CeremonyCrl(ca.root.der, readFileSync(p.rootCrl)),
+    new CrlIssuer({ ca: ca.issuing, ...crlOptions }),
+  ];
+  return new LocalRevocation(responders, status, crls, clock);
 }
 
 before(async () => {
@@ -110,14 +119,33 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
     assert.equal(new Set(all.map((r) => r!.toString('base64'))).size, 1);
   });
 
-  test('the root CRL for the issuing CA and the TSA: thisUpdate after genTime, also after a CRL of the same second', async () => {
+  test("the issuing CA: the root's delegated responder, producedAt after genTime, verified by openssl ocsp", async () => {
+    const revocation = provider();
+    placeClockAt(900);
+    const genTime = new Date(Math.floor(clock().getTime() / 1000) * 1000);
+    const response = (await revocation.ocspResponse(ca.issuing.der, ca.root.der, genTime))!;
+    assert.equal(await assertIssuedAfter({ ocsp: [response], crl: [] }, genTime, 'issuing CA OCSP'), 1);
+    const p = pkiPaths(dir);
+    const checked = await verifyOcsp(response, { root: p.rootCert, issuing: p.rootCert, cert: p.issuingCert });
+    assert.ok(checked.ok && /Response verify OK/.test(checked.output) && /: good/.test(checked.output), checked.output);
+    const text = await run('openssl', [
+      'ocsp',
+      '-respin',
+      scratch().file('r.der', response),
+      '-resp_text',
+      '-noverify',
+    ]);
+    assert.match(text.output, /Root OCSP Responder/);
+  });
+
+  test('the issuing CA CRL: thisUpdate after genTime, also after a CRL of the same second', async () => {
     const revocation = provider();
     placeClockAt(850);
-    const first = (await revocation.crl(ca.root.der))!;
+    const first = (await revocation.crl(ca.issuing.der))!;
     const genTime = await crlThisUpdate(first); // a time-stamp in the same second as the cached CRL
-    const fresh = (await revocation.crl(ca.root.der, genTime))!;
+    const fresh = (await revocation.crl(ca.issuing.der, genTime))!;
     assert.ok(!fresh.equals(first));
-    assert.equal(await assertIssuedAfter({ ocsp: [], crl: [fresh] }, genTime, 'root CRL'), 1);
+    assert.equal(await assertIssuedAfter({ ocsp: [], crl: [fresh] }, genTime, 'issuing CA CRL'), 1);
     const verified = await run('openssl', [
       'crl',
       '-inform',
@@ -125,10 +153,36 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
       '-in',
       scratch().file('c.der', fresh),
       '-CAfile',
-      pkiPaths(dir).rootCert,
+      scratch().file(
+        'ca.pem',
+        readFileSync(pkiPaths(dir).issuingCert, 'utf8') + readFileSync(pkiPaths(dir).rootCert, 'utf8'),
+      ),
       '-noout',
     ]);
     assert.match(verified.output, /verify OK/);
+  });
+
+  test('the root CRL of the key ceremony: served as signed, a year valid; never offered as fresher than a time-stamp', async () => {
+    const revocation = provider();
+    const crl = (await revocation.crl(ca.root.der))!;
+    assert.ok(crl.equals(readFileSync(pkiPaths(dir).rootCrl)));
+    const text = await run('openssl', [
+      'crl',
+      '-inform',
+      'DER',
+      '-in',
+      scratch().file('root.der', crl),
+      '-noout',
+      '-nextupdate',
+      '-lastupdate',
+    ]);
+    const next = new Date(/nextUpdate=(.*)/.exec(text.output)![1]!);
+    const last = new Date(/lastUpdate=(.*)/.exec(text.output)![1]!);
+    assert.ok(next.getTime() - last.getTime() >= 364 * 24 * 3600_000, text.output);
+    await assert.rejects(
+      revocation.crl(ca.root.der, new Date()),
+      (err: unknown) => err instanceof SignDocError && err.status === 502,
+    );
   });
 
   test('a time-stamp dated seconds ahead of our clock: 502, nothing issued', async () => {
@@ -140,7 +194,11 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
       (err: unknown) => err instanceof SignDocError && err.status === 502,
     );
     await assert.rejects(
-      revocation.crl(ca.root.der, ahead),
+      revocation.ocspResponse(ca.issuing.der, ca.root.der, ahead),
+      (err: unknown) => err instanceof SignDocError && err.status === 502,
+    );
+    await assert.rejects(
+      revocation.crl(ca.issuing.der, ahead),
       (err: unknown) => err instanceof SignDocError && err.status === 502,
     );
   });
