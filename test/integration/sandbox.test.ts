@@ -69,6 +69,8 @@ before(async () => {
     dataDir,
     asPort: 0,
     platformPort: 0,
+    mediationPort: 0,
+    smtpPort: 0,
     qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
   });
   endpoints = {
