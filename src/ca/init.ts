@@ -237,6 +237,20 @@ interface Profile {
   readonly extensions: CertificateRequest['extensions'];
 }
 
+/** A delegated OCSP responder (RFC 6960 4.2.2.2): id-kp-OCSPSigning, and id-pkix-ocsp-nocheck (4.2.2.2.1). */
+function ocspResponderProfile(commonName: string): Profile {
+  return {
+    commonName,
+    years: 2,
+    extensions: [
+      basicConstraintsExtension(false),
+      keyUsageExtension(['digitalSignature']),
+      extKeyUsageExtension([PKIX_OID.ocspSigning]),
+      ocspNoCheckExtension(),
+    ],
+  };
+}
+
 const PROFILES = {
   // as authority.ts createSubCa, plus where its status is published (AIA caIssuers, CRL DP of the root)
   'issuing-ca': (urls: PkiUrls): Profile => ({
@@ -258,31 +272,13 @@ const PROFILES = {
       ...rootCaPointers(urls),
     ],
   }),
-  'ocsp-responder': (): Profile => ({
-    commonName: 'qtsp Sandbox OCSP Responder',
-    years: 2,
-    extensions: [
-      basicConstraintsExtension(false),
-      keyUsageExtension(['digitalSignature']),
-      extKeyUsageExtension([PKIX_OID.ocspSigning]),
-      ocspNoCheckExtension(),
-    ],
-  }),
+  'ocsp-responder': () => ocspResponderProfile('qtsp Sandbox OCSP Responder'),
 } satisfies Record<LongLivedKeyName, (urls: PkiUrls) => Profile>;
 
 /** The certificates the root issues at the ceremony for the running service, beside the issuing CA and TSA. */
 const ROOT_ISSUED = {
   // RFC 6960 4.2.2.2: issued by the CA it answers for, id-kp-OCSPSigning; id-pkix-ocsp-nocheck (4.2.2.2.1)
-  ocspResponder: (): Profile => ({
-    commonName: 'qtsp Sandbox Root OCSP Responder',
-    years: 2,
-    extensions: [
-      basicConstraintsExtension(false),
-      keyUsageExtension(['digitalSignature']),
-      extKeyUsageExtension([PKIX_OID.ocspSigning]),
-      ocspNoCheckExtension(),
-    ],
-  }),
+  ocspResponder: () => ocspResponderProfile('qtsp Sandbox Root OCSP Responder'),
   // the CA of our S/MIME mail certificate (RFC 8550): online, since the root is not
   mailCa: (urls: PkiUrls): Profile => ({
     commonName: 'qtsp Sandbox Notification Mail CA',
