@@ -2,10 +2,10 @@
  * Structured JSON logs (pino). Tokens, keys and personal data are never passed to the logger; the redact
  * list is a second line of defence for fields that must never appear.
  */
-import { pino } from 'pino';
+import { type LoggerOptions, pino } from 'pino';
 
-export const logger = pino({
-  level: process.env.QTSP_LOG_LEVEL ?? (process.env.NODE_ENV === 'test' ? 'silent' : 'info'),
+/** what every logger of the service shares, whatever its level and destination */
+export const LOG_OPTIONS = {
   base: { service: 'qtsp' },
   redact: {
     paths: [
@@ -24,6 +24,11 @@ export const logger = pino({
     ],
     censor: '[redacted]',
   },
+} satisfies LoggerOptions;
+
+export const logger = pino({
+  ...LOG_OPTIONS,
+  level: process.env.QTSP_LOG_LEVEL ?? (process.env.NODE_ENV === 'test' ? 'silent' : 'info'),
 });
 
 export type Logger = typeof logger;

@@ -1,6 +1,6 @@
 /**
- * What the QTSP logs (docs/security.md "Logs: what is written and what never is"): at the most verbose level, through a signing that
- * succeeds, a replay, a tampered SAD, a SAD for another document and an AS that is down, no line carries the
+ * What the QTSP logs (docs/security.md "Logs: what is written and what never is"): at the most verbose level,
+ * through a signing that succeeds, a replay, a tampered SAD, a SAD for another document and an AS that is down, no line carries the
  * access token, the introspection response, a key, the signer certificate or the user's identity claims; the
  * events an operator needs (who signed what, by transaction) are there.
  */
@@ -10,6 +10,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { LOG_OPTIONS } from '../../src/util/logger.ts';
 import { PROFILE, SHA256_OID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 
 const lines: string[] = [];
@@ -20,30 +21,7 @@ const sink = new Writable({
   },
 });
 // the service's own redact list stays in force: the logger differs from production only in level and sink
-const logger = pino(
-  {
-    level: 'trace',
-    base: { service: 'qtsp' },
-    redact: {
-      paths: [
-        'SAD',
-        '*.SAD',
-        'token',
-        '*.token',
-        'access_token',
-        '*.access_token',
-        'privateKey',
-        '*.privateKey',
-        'verified_claims',
-        '*.verified_claims',
-        'sub',
-        '*.sub',
-      ],
-      censor: '[redacted]',
-    },
-  },
-  sink,
-);
+const logger = pino({ ...LOG_OPTIONS, level: 'trace' }, sink);
 
 let env: TestEnvironment;
 before(async () => {
