@@ -6,6 +6,8 @@
  * decoded (a BOM dropped, invalid sequences replaced) and parsed, and must start with an object or an array.
  */
 import type * as http from 'node:http';
+// Content-Type parsed by the library body-parser itself uses, so the media type and charset read alike
+import { parse as parseContentType } from 'content-type';
 import iconv from 'iconv-lite';
 
 export type BodyErrorType =
@@ -39,8 +41,9 @@ export function jsonBodyCharset(headers: http.IncomingHttpHeaders): string | und
   if (headers['transfer-encoding'] === undefined && Number.isNaN(Number(headers['content-length']))) return undefined;
   const contentType = headers['content-type'];
   if (contentType === 'application/json') return 'utf-8'; // what nearly every relying party sends
-  if (!contentType || mediaType(contentType) !== 'application/json') return undefined;
-  return charsetParameter(contentType)?.toLowerCase() || 'utf-8';
+  if (!contentType || parseContentType(contentType, { parameters: false }).type !== 'application/json')
+    return undefined;
+  return parseContentType(contentType).parameters['charset']?.toLowerCase() || 'utf-8';
 }
 
 /** Reads the body of `req` and calls `done` once, with the parsed JSON or the failure. */
@@ -144,66 +147,4 @@ function parseStrict(text: string): unknown {
   const first = text[0] === '{' || text[0] === '[' ? text[0] : FIRST_CHAR.exec(text)?.[1];
   if (first !== '{' && first !== '[') throw new SyntaxError('a JSON text that is not an object or an array');
   return JSON.parse(text);
-}
-
-/** The media type of a Content-Type, lower case, without parameters or surrounding whitespace */
-function mediaType(contentType: string): string {
-  const end = contentType.indexOf(';');
-  return (end === -1 ? contentType : contentType.slice(0, end)).replace(/^[ \t]+|[ \t]+$/g, '').toLowerCase();
-}
-
-/**
- * The value of the first `charset` parameter of a Content-Type (RFC 9110 section 8.3.1), read as express reads
- * it (the `content-type` package): a parameter without `=` is skipped, a quoted value is unescaped and counts
- * only once its closing quote is found, an unquoted value ends at `;` without trailing whitespace.
- */
-function charsetParameter(contentType: string): string | undefined {
-  const end = contentType.length;
-  let index = contentType.indexOf(';');
-  if (index === -1) return undefined;
-  while (index < end) {
-    index = skipWhitespace(contentType, index + 1);
-    const keyStart = index;
-    while (index < end && contentType[index] !== ';' && contentType[index] !== '=') index++;
-    if (index === end) return undefined;
-    if (contentType[index] === ';') continue;
-    const key = contentType.slice(keyStart, trimEnd(contentType, keyStart, index)).toLowerCase();
-    index = skipWhitespace(contentType, index + 1);
-    let value: string | undefined;
-    if (contentType[index] === '"') [value, index] = quotedValue(contentType, index + 1);
-    else {
-      const valueStart = index;
-      index = skipValue(contentType, index);
-      value = contentType.slice(valueStart, trimEnd(contentType, valueStart, index));
-    }
-    if (key === 'charset' && value !== undefined) return value;
-  }
-  return undefined;
-}
-
-/** A quoted string from after its opening quote: its value (undefined when unterminated) and where it ends */
-function quotedValue(text: string, from: number): [string | undefined, number] {
-  let value = '';
-  for (let index = from; index < text.length; ) {
-    const char = text[index++];
-    if (char === '"') return [value, skipValue(text, index)];
-    if (char === '\\' && index < text.length) value += text[index++];
-    else value += char;
-  }
-  return [undefined, text.length];
-}
-
-function skipWhitespace(text: string, index: number): number {
-  while (index < text.length && (text[index] === ' ' || text[index] === '\t')) index++;
-  return index;
-}
-
-function skipValue(text: string, index: number): number {
-  while (index < text.length && text[index] !== ';') index++;
-  return index;
-}
-
-function trimEnd(text: string, start: number, end: number): number {
-  while (end > start && (text[end - 1] === ' ' || text[end - 1] === '\t')) end--;
-  return end;
 }
