@@ -50,6 +50,7 @@ const PACKAGES = {
   'libnss3-tools': { present: () => onPath('certutil'), why: 'tests: NSS trust store for pdfsig (certutil)' },
   softhsm2: { present: () => onPath('softhsm2-util'), why: 'tests: a PKCS#11 token (SoftHSM2)' },
   opensc: { present: () => onPath('pkcs11-tool'), why: 'tests: independent look at the PKCS#11 token (pkcs11-tool)' },
+  chromium: { present: () => onPath('chromium'), why: 'tests: the sandbox pages in a real browser (playwright-core)' },
   haproxy: {
     present: () => onPath('haproxy', SBIN),
     why: 'tests: the layer-4 load balancer in front of several instances',
