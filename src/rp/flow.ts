@@ -140,6 +140,8 @@ async function pushAuthorizationRequest(
     nonce: pkce ? undefined : randomValue(),
     state,
     authorization_details: JSON.stringify(details),
+    // sandbox only: the bank consents at once instead of showing its page (README: headless consent)
+    sandbox_consent: 'auto',
   });
   const body = expectJsonObject(step, res, 201);
   const requestUri = requireString(step, body, 'request_uri');
