@@ -45,6 +45,7 @@ async function signDocWrites(store: Store, count: number, concurrency: number): 
       await store.recordSigning(input, 'ordered');
       await store.keepSignatures({
         claim,
+        evidenceSerialHex: input.certificate.serialHex,
         signatures: [{ hash, signature: randomBytes(900).toString('base64'), revocation: null }],
         outbox: [{ id, topic: 'mediation', payload: { reference_id: id, type: 'remote_signature_creation' } }],
       });

@@ -41,7 +41,8 @@ export async function reportSignature(
   const entries = mediationOutboxEntries(report, { qtspId: ctx.qtspId, ownerId: ctx.mediation.ownerId });
   if (entries.length === 0 && !kept) return;
   try {
-    if (kept) await ctx.store.keepSignatures({ ...kept, outbox: entries });
+    if (kept)
+      await ctx.store.keepSignatures({ ...kept, evidenceSerialHex: report.certificateSerialHex, outbox: entries });
     else await ctx.store.addOutbox(entries);
   } catch (err) {
     ctx.logger.error(

@@ -90,7 +90,11 @@ function keepStatement(db: Kysely<Tables>) {
   );
 }
 
-/** fails the write (a NOT NULL violation) unless all `count` documents hold a signature of this claim */
+/**
+ * fails the write (a NOT NULL violation) unless all `count` documents hold a signature of this claim and the
+ * evidence of the signer certificate `serial` exists (written 'ordered' before signing: a database crash in
+ * between could lose it, and no signature may leave whose evidence is lost)
+ */
 function guardStatement(db: Kysely<Tables>) {
   const text = (value: string) => sql<string>`CAST(${value} AS TEXT)`; // typed for PostgreSQL's INSERT ... SELECT
   return preparedByCount<Record<string, unknown>>((count) => (p) => {
@@ -107,6 +111,10 @@ function guardStatement(db: Kysely<Tables>) {
       )
       .where('claim_id', '=', p.claim_id as string)
       .where('signature', 'is not', null);
+    const evidence = db
+      .selectFrom('signing_transactions')
+      .select('txn')
+      .where('certificate_serial_hex', '=', p.serial as string);
     return db
       .insertInto('signed_documents')
       .columns(['iss', 'txn', 'hash_alg', 'hash', 'claim_id', 'request_key'])
@@ -120,7 +128,7 @@ function guardStatement(db: Kysely<Tables>) {
             text(p.claim_id as string).as('claim_id'),
             text(p.request_key as string).as('request_key'),
           ])
-          .where((w) => w(keptByUs, '<>', p.count as number)),
+          .where((w) => w.or([w(keptByUs, '<>', p.count as number), w.not(w.exists(evidence))])),
       );
   });
 }
@@ -284,6 +292,7 @@ function keepQueries(
   a: Pick<DocumentsAccess, 'db' | 'time'>,
   claim: DocumentClaim,
   signatures: readonly KeptSignature[],
+  evidenceSerialHex: string,
 ): Statement[] {
   const { keep, guard } = statementsFor(a.db);
   const signedAt = a.time(new Date());
@@ -302,7 +311,12 @@ function keepQueries(
   const hashes = signatures.map((s) => s.hash);
   return [
     ...updates,
-    guard(hashes.length)({ ...claimArgs(claim, hashes), request_key: claim.requestKey, count: signatures.length }),
+    guard(hashes.length)({
+      ...claimArgs(claim, hashes),
+      request_key: claim.requestKey,
+      count: signatures.length,
+      serial: evidenceSerialHex,
+    }),
   ];
 }
 
@@ -333,10 +347,10 @@ export function documents(
       a.ensureOpen();
       return claimDocuments(a, claim, staleBefore);
     },
-    async keepSignatures({ claim, signatures, outbox }) {
+    async keepSignatures({ claim, signatures, evidenceSerialHex, outbox }) {
       a.ensureOpen();
       // the signatures and the mediation record land together or not at all (keepQueries)
-      await a.write([...keepQueries(a, claim, signatures), ...insertOutbox(outbox)]);
+      await a.write([...keepQueries(a, claim, signatures, evidenceSerialHex), ...insertOutbox(outbox)]);
     },
     async releaseDocuments(claim) {
       a.ensureOpen();

@@ -251,11 +251,13 @@ export interface Store {
   claimDocuments(claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome>;
   /**
    * the signatures of a claim and the records to deliver, in one database transaction; rejects (writing
-   * nothing) when the claim is no longer held
+   * nothing) when the claim is no longer held or the evidence of the signer certificate is missing
    */
   keepSignatures(input: {
     claim: DocumentClaim;
     signatures: readonly KeptSignature[];
+    /** serial of the signer certificate whose evidence (recordSigning) must exist */
+    evidenceSerialHex: string;
     outbox: readonly NewOutboxEntry[];
   }): Promise<void>;
   /** gives back the documents of a claim that were not signed (a failed request); no effect on others' claims */

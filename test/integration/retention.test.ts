@@ -46,7 +46,7 @@ async function signed(
     signature: randomBytes(64).toString('base64'),
     revocation: null,
   }));
-  await store.keepSignatures({ claim, signatures, outbox });
+  await store.keepSignatures({ claim, signatures, evidenceSerialHex: t.certificateSerialHex, outbox });
   if (record !== false && record !== 'pending') assert.ok(await store.markOutbox(recordId, record));
   return { input, claim, recordId };
 }

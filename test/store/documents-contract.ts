@@ -8,8 +8,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import type { DocumentClaim, KeptSignature } from '../../src/store/types.ts';
-import { storeOpener, type StoreFactory } from './store-contract.ts';
+import type { DocumentClaim, KeptSignature, NewOutboxEntry, Store } from '../../src/store/types.ts';
+import { signing, storeOpener, type StoreFactory } from './store-contract.ts';
 
 const SHA256 = '2.16.840.1.101.3.4.2.1';
 const hash = () => randomBytes(32).toString('base64');
@@ -40,6 +40,18 @@ function signatures(claim: DocumentClaim): KeptSignature[] {
   }));
 }
 
+/** keeps signatures as signDoc does: after the evidence of its signer certificate was recorded */
+async function keep(
+  store: Store,
+  claim: DocumentClaim,
+  kept: readonly KeptSignature[],
+  outbox: readonly NewOutboxEntry[] = [],
+): Promise<void> {
+  const evidence = signing(claim.txn, { iss: claim.iss });
+  await store.recordSigning(evidence, 'ordered');
+  await store.keepSignatures({ claim, signatures: kept, evidenceSerialHex: evidence.certificate.serialHex, outbox });
+}
+
 const FRESH = () => new Date(Date.now() - 120_000); // staleBefore: claims younger than two minutes are live
 const EVERYTHING_STALE = () => new Date(Date.now() + 60_000);
 
@@ -53,7 +65,7 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
       assert.deepEqual(await store.claimDocuments(claim, FRESH()), { kind: 'claimed' });
       const kept = signatures(claim);
       const record = { id: `rsc-${randomUUID()}`, topic: 'mediation', payload: { count: 2 } };
-      await store.keepSignatures({ claim, signatures: kept, outbox: [record] });
+      await keep(store, claim, kept, [record]);
       assert.equal((await store.getOutbox(record.id))?.state, 'pending');
       const retry = await store.claimDocuments(again(claim), FRESH());
       assert.deepEqual(retry, { kind: 'signed', signatures: kept });
@@ -100,11 +112,31 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
         index: 1,
       });
       // nothing of the refused claims was written: the new hash is still free
-      await store.keepSignatures({ claim, signatures: signatures(claim), outbox: [] });
+      await keep(store, claim, signatures(claim));
       assert.deepEqual(await store.claimDocuments(again(claim, { hashes: [hash(), b] }), FRESH()), {
         kind: 'mixed',
         index: 1,
       });
+    });
+
+    it('signatures whose evidence is missing are not kept, and their record is not written', async () => {
+      const store = await open();
+      const claim = claimOf([hash()]);
+      assert.equal((await store.claimDocuments(claim, FRESH())).kind, 'claimed');
+      const record = { id: `rsc-${randomUUID()}`, topic: 'mediation', payload: {} };
+      const unrecorded = signing(claim.txn).certificate.serialHex; // evidence lost in a database crash
+      await assert.rejects(
+        store.keepSignatures({ claim, signatures: signatures(claim), evidenceSerialHex: unrecorded, outbox: [record] }),
+      );
+      assert.equal(await store.getOutbox(record.id), undefined, 'a record was written without evidence');
+      assert.deepEqual(
+        await store.claimDocuments(again(claim), FRESH()),
+        { kind: 'in_progress', index: 0 },
+        'the claim holds no signature',
+      );
+      const kept = signatures(claim);
+      await keep(store, claim, kept);
+      assert.deepEqual(await store.claimDocuments(again(claim), FRESH()), { kind: 'signed', signatures: kept });
     });
 
     it('a released claim is free again; an abandoned one is taken over, and its old holder can no longer keep', async () => {
@@ -121,7 +153,7 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
         'an abandoned claim is taken over',
       );
       const record = { id: `rsc-${randomUUID()}`, topic: 'mediation', payload: {} };
-      await assert.rejects(store.keepSignatures({ claim: second, signatures: signatures(second), outbox: [record] }));
+      await assert.rejects(keep(store, second, signatures(second), [record]));
       assert.equal(
         await store.getOutbox(record.id),
         undefined,
@@ -129,7 +161,7 @@ export function registerDocumentsContract(name: string, factory: StoreFactory): 
       );
       await store.releaseDocuments(second); // not its claim anymore: no effect
       const kept = signatures(third);
-      await store.keepSignatures({ claim: third, signatures: kept, outbox: [] });
+      await keep(store, third, kept);
       assert.deepEqual(
         await store.claimDocuments(again(claim), EVERYTHING_STALE()),
         { kind: 'signed', signatures: kept },
