@@ -17,6 +17,7 @@
  * freshness): it takes the last one this process built when that is fresh enough, else a new one.
  */
 import * as pkijs from 'pkijs';
+import { temporarilyUnavailable } from '../errors.ts';
 import { enumerated, integerFromBytes, sequence, x509Time } from '../util/der.ts';
 import type { RevokedCertificate, Store } from '../store/types.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
@@ -116,13 +117,23 @@ export class CrlIssuer {
 
   /** The CRL of this second and the store's list: the one built last when both are unchanged, else a new one. */
   async #issue(): Promise<Issued> {
-    const revoked = this.#o.revoked ? await this.#o.revoked.revokedCertificates(this.keyId.toString('hex')) : [];
+    const revoked = await this.#revoked();
     const now = this.#clock();
     const number = crlNumber(now, revoked.length);
     if (this.#current?.number === number) return this.#current;
     const der = await this.build(revoked, now);
     this.#current = { der, number, issuedAt: now.getTime(), thisUpdate: wholeSeconds(now).getTime() };
     return this.#current;
+  }
+
+  /** the store's entries for this CA; a store that fails makes the service unavailable (503), not an upstream */
+  async #revoked(): Promise<readonly RevokedCertificate[]> {
+    if (!this.#o.revoked) return [];
+    try {
+      return await this.#o.revoked.revokedCertificates(this.keyId.toString('hex'));
+    } catch {
+      throw temporarilyUnavailable('the certificate store is unavailable; the signatures were not returned');
+    }
   }
 
   /** CertificateList (RFC 5280 5.1) for these entries, thisUpdate = now (whole seconds), cRLNumber = crlNumber(). */

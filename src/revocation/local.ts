@@ -3,7 +3,7 @@
  * (the issuing CA's for signer certificates, the root's for the issuing CA and the TSA), CRLs of our CAs
  * otherwise, each issued after a given time when asked.
  */
-import { badGateway } from '../errors.ts';
+import { badGateway, SignDocError, temporarilyUnavailable } from '../errors.ts';
 import type { Store } from '../store/types.ts';
 import { partsOf, type CertificateParts } from '../util/der.ts';
 import type { CrlSource } from './crl.ts';
@@ -111,7 +111,8 @@ export class LocalRevocation implements RevocationProvider {
     try {
       status = await this.#status.certificateStatus(responder.caKeyId, parts.serialHex);
     } catch {
-      throw badGateway('the certificate status is unavailable (certificate store)');
+      // our own store, not an upstream: the service is unavailable for now (503)
+      throw temporarilyUnavailable('the certificate store is unavailable; the signatures were not returned');
     }
     const { der, producedAt } = await responder.signed([{ certId: responder.certIdFor(parts), status }]);
     const entry = { der, producedAt: producedAt.getTime(), at: this.#clock().getTime() };
@@ -127,8 +128,9 @@ export class LocalRevocation implements RevocationProvider {
     await this.#passWholeSecond(after);
     try {
       return await issuer.current(after);
-    } catch {
-      throw badGateway('no CRL issued after the time-stamp is available (certificate store, or a ceremony CRL)');
+    } catch (err) {
+      if (err instanceof SignDocError) throw err;
+      throw badGateway('no CRL issued after the time-stamp is available (a ceremony CRL, or a clock behind)');
     }
   }
 }

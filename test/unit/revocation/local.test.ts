@@ -38,10 +38,15 @@ function placeClockAt(ms: number): void {
   shift = ms - (Date.now() % 1000);
 }
 
-function provider(): LocalRevocation {
+const storeDown = async (): Promise<never> => {
+  throw new Error('Connection terminated unexpectedly');
+};
+
+/** `failingStore`: the certificate store answers every read with an error (a database gone) */
+function provider(failingStore = false): LocalRevocation {
   const material = loadTrustServiceMaterial(dir);
   const p = pkiPaths(dir);
-  const status = { certificateStatus: async () => ({ status: 'good' as const }) };
+  const status = { certificateStatus: failingStore ? storeDown : async () => ({ status: 'good' as const }) };
   const responders = [
     new OcspResponder({ responder: material.ocspResponder, ca: ca.issuing, status, validitySeconds: 3600, clock }),
     new OcspResponder({
@@ -53,7 +58,7 @@ function provider(): LocalRevocation {
     }),
   ];
   const crlOptions = {
-    revoked: { revokedCertificates: async () => [] },
+    revoked: { revokedCertificates: failingStore ? storeDown : async () => [] },
     validitySeconds: 86400,
     refreshSeconds: 300,
     clock,
@@ -201,6 +206,14 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
       revocation.crl(ca.issuing.der, ahead),
       (err: unknown) => err instanceof SignDocError && err.status === 502,
     );
+  });
+
+  test('our certificate store failing: 503 temporarily_unavailable, not a gateway error', async () => {
+    const revocation = provider(true);
+    const unavailable = (err: unknown) =>
+      err instanceof SignDocError && err.status === 503 && err.code === 'temporarily_unavailable';
+    await assert.rejects(revocation.ocspResponse(signerDer, ca.issuing.der, new Date()), unavailable);
+    await assert.rejects(revocation.crl(ca.issuing.der, new Date()), unavailable);
   });
 
   test('the root is among the authorities (issuer of the issuing CA, which a B-B signature does not carry)', async () => {
