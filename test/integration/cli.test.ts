@@ -4,7 +4,8 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -56,6 +57,48 @@ describe('qtsp pki', () => {
         join(dir, 'pki', 'issuing-ca.pem'),
       ]);
       assert.ok(chain.ok, chain.output);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('ceremony keeps the root key in the ceremony directory only; --renew-crl signs a newer root CRL', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qtsp-cli-'));
+    const data = join(dir, 'data');
+    const offline = join(dir, 'offline');
+    try {
+      const made = await qtsp(['pki', 'ceremony', '--data-dir', data, '--ceremony-dir', offline]);
+      assert.equal(made.code, 0, made.stderr);
+      const rootCert = join(data, 'pki', 'root-ca.pem');
+      const rootPublic = (await run('openssl', ['x509', '-in', rootCert, '-noout', '-pubkey'])).output;
+      const publicOf = async (keyFile: string) => (await run('openssl', ['pkey', '-in', keyFile, '-pubout'])).output;
+      assert.equal(await publicOf(join(offline, 'root-ca.key.pem')), rootPublic);
+      for (const name of readdirSync(join(data, 'pki')).filter((n) => n.endsWith('.key.pem')))
+        assert.notEqual(await publicOf(join(data, 'pki', name)), rootPublic, `${name} holds the root key`);
+      const crl = join(data, 'pki', 'root-ca.crl');
+      const lastUpdate = async () => {
+        const text = await run('openssl', [
+          'crl',
+          '-inform',
+          'DER',
+          '-in',
+          crl,
+          '-CAfile',
+          rootCert,
+          '-noout',
+          '-lastupdate',
+        ]);
+        assert.match(text.output, /verify OK/);
+        return new Date(/lastUpdate=(.*)/.exec(text.output)![1]!).getTime();
+      };
+      const before = await lastUpdate();
+      await sleep(1100); // CRL times have whole seconds
+      const lost = await qtsp(['pki', 'ceremony', '--renew-crl', '--data-dir', data]);
+      assert.equal(lost.code, 1);
+      assert.match(lost.stderr, /root CA key is not in .*--ceremony-dir/);
+      const renewed = await qtsp(['pki', 'ceremony', '--renew-crl', '--data-dir', data, '--ceremony-dir', offline]);
+      assert.equal(renewed.code, 0, renewed.stderr);
+      assert.ok((await lastUpdate()) > before, 'the renewed CRL is not newer');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
