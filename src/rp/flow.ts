@@ -3,6 +3,11 @@
  * (2.2) -> AS metadata (2.3) -> PAR with PKCE S256 and state over mTLS (2.4, 2.8) -> authorization
  * endpoint, redirect not followed, state and iss checked (5.11) -> token over mTLS (2.9). Then callSignDoc
  * posts to the QTSP (4.5). Used by `qtsp sign` and the integration tests. Nothing secret is passed to onStep.
+ *
+ * Two ways through the authorization: headless (authorizeSigning: the sandbox bank consents at once, the RP
+ * reads the redirect itself) and interactive (startInteractiveSigning hands the authorization URL to a
+ * browser; finishInteractiveSigning takes the parameters of the redirect to the RP's callback). Both run the
+ * same steps below.
  */
 import { httpRequest, jsonBody, type HttpResponse, type HttpAgent as Agent } from '../util/http-client.ts';
 import { expectJsonObject, FORM_HEADERS, formBody, httpFailure, rpAgent, RpFlowError } from './http.ts';
@@ -30,13 +35,18 @@ export interface SigningRequest {
   onStep?: (msg: string) => void;
   /** PKCE S256 (default); false sends a nonce instead (spec 2.4) */
   usePkce?: boolean;
+  /**
+   * Stop after PAR and leave the consent to the bank's page in a browser (no sandbox_consent=auto):
+   * authorizeSigning then answers what startInteractiveSigning does.
+   */
+  interactive?: boolean;
 }
 
 const STEP_TIMEOUT_MS = 10_000;
 /** spec 4.5, 8: the RP waits at least 60 s for signDoc */
 const SIGN_DOC_TIMEOUT_MS = 60_000;
 
-interface AsMetadata {
+export interface AsMetadata {
   issuer: string;
   pushed_authorization_request_endpoint: string;
   authorization_endpoint: string;
@@ -72,10 +82,11 @@ function requireString(step: string, body: Record<string, unknown>, name: string
 /** Spec 2.2: identity.iss and the first QTSP of remote_signature_creation. */
 async function serviceConfiguration(
   ctx: FlowContext,
+  issuer: string,
 ): Promise<{ iss: string; qtsp: { qtsp_id: string; signDoc: string } }> {
   const step = 'service configuration';
   const url = new URL(ctx.e.serviceConfigurationUrl);
-  url.searchParams.set('iss', ctx.e.issuer);
+  url.searchParams.set('iss', issuer);
   const body = expectJsonObject(step, await get(ctx, url), 200);
   const iss = (body['identity'] as { iss?: unknown } | undefined)?.iss;
   if (typeof iss !== 'string' || iss === '') throw new RpFlowError(step, 'answer lacks identity.iss');
@@ -129,6 +140,7 @@ async function pushAuthorizationRequest(
   details: unknown[],
   pkce: Pkce | undefined,
   state: string,
+  headless: boolean,
 ): Promise<string> {
   const step = 'PAR';
   const res = await postForm(ctx, md.pushed_authorization_request_endpoint, {
@@ -141,7 +153,7 @@ async function pushAuthorizationRequest(
     state,
     authorization_details: JSON.stringify(details),
     // sandbox only: the bank consents at once instead of showing its page (README: headless consent)
-    sandbox_consent: 'auto',
+    sandbox_consent: headless ? 'auto' : undefined,
   });
   const body = expectJsonObject(step, res, 201);
   const requestUri = requireString(step, body, 'request_uri');
@@ -158,29 +170,43 @@ function callbackParams(step: string, location: string, redirectUri: string): UR
   return url.searchParams;
 }
 
-/** Spec 4.3, 5.11: the authorization request by reference; checks state and iss of the response. */
-async function authorize(ctx: FlowContext, md: AsMetadata, requestUri: string, state: string): Promise<string> {
-  const step = 'authorization';
-  const url = new URL(md.authorization_endpoint); // spec 2.3: keep its query parameters
+/** Spec 4.3: the authorization request by reference (the metadata's query parameters kept, spec 2.3). */
+function authorizationUrl(ctx: FlowContext, md: AsMetadata, requestUri: string): URL {
+  const url = new URL(md.authorization_endpoint);
   url.searchParams.append('client_id', ctx.e.rp.clientId);
   url.searchParams.append('request_uri', requestUri);
-  const res = await get(ctx, url);
-  const location = res.headers.location;
-  if (res.status !== 302 || typeof location !== 'string') throw httpFailure(step, res);
-  const params = callbackParams(step, location, ctx.e.rp.redirectUri);
+  return url;
+}
+
+/**
+ * Spec 5.11, 7.3: the authorization response. state must be the one sent and iss the issuer used so far
+ * (mix-up protection), also on an error, which is raised with its error code; else the code.
+ */
+export function checkCallback(
+  params: URLSearchParams,
+  expected: { state: string; issuer: string },
+  step = 'authorization',
+): string {
+  if (params.get('state') !== expected.state) throw new RpFlowError(step, 'state differs from the one sent');
+  if (params.get('iss') !== expected.issuer)
+    throw new RpFlowError(step, 'iss differs from the issuer (mix-up protection)');
   const error = params.get('error');
-  if (error)
-    throw new RpFlowError(
-      step,
-      `${error}${params.get('error_description') ? `: ${params.get('error_description')}` : ''}`,
-      res.status,
-      error,
-      params.get('error_description') ?? undefined,
-    );
-  if (params.get('state') !== state) throw new RpFlowError(step, 'state differs from the one sent');
-  if (params.get('iss') !== md.issuer) throw new RpFlowError(step, 'iss differs from the issuer (mix-up protection)');
+  if (error) {
+    const description = params.get('error_description') ?? undefined;
+    throw new RpFlowError(step, `${error}${description ? `: ${description}` : ''}`, undefined, error, description);
+  }
   const code = params.get('code');
   if (!code) throw new RpFlowError(step, 'redirect carries no code');
+  return code;
+}
+
+/** Headless: the authorization endpoint answers the redirect at once; it is read here, not followed. */
+async function authorize(ctx: FlowContext, md: AsMetadata, requestUri: string, state: string): Promise<string> {
+  const step = 'authorization';
+  const res = await get(ctx, authorizationUrl(ctx, md, requestUri));
+  const location = res.headers.location;
+  if (res.status !== 302 || typeof location !== 'string') throw httpFailure(step, res);
+  const code = checkCallback(callbackParams(step, location, ctx.e.rp.redirectUri), { state, issuer: md.issuer });
   ctx.step('authorization: code received, state and iss checked');
   return code;
 }
@@ -211,29 +237,139 @@ async function redeem(
   return { accessToken, authorizationDetails: Array.isArray(details) ? details : [] };
 }
 
+/** What the RP keeps between sending the browser to the bank and the bank's redirect back (never sent out). */
+export interface PendingAuthorization {
+  readonly state: string;
+  readonly pkce?: Pkce;
+  readonly metadata: AsMetadata;
+  readonly qtsp: { qtsp_id: string; signDoc: string };
+}
+
+export interface InteractiveStart {
+  /** where the browser goes: the bank's login and consent page */
+  readonly authorizationUrl: string;
+  readonly pending: PendingAuthorization;
+}
+
+/** Service configuration, AS metadata and PAR for `issuer`: what the authorization step starts from. */
+async function pushRequest(
+  ctx: FlowContext,
+  issuer: string,
+  req: SigningRequest,
+  headless: boolean,
+): Promise<{ pending: PendingAuthorization; requestUri: string }> {
+  const config = await serviceConfiguration(ctx, issuer);
+  const md = await asMetadata(ctx, config.iss);
+  const pkce = req.usePkce === false ? undefined : createPkce();
+  const state = randomValue();
+  const details = signDetails(req, config.qtsp.qtsp_id);
+  const requestUri = await pushAuthorizationRequest(ctx, md, details, pkce, state, headless);
+  return { pending: { state, ...(pkce ? { pkce } : {}), metadata: md, qtsp: config.qtsp }, requestUri };
+}
+
+async function withContext<T>(
+  e: RpEndpoints,
+  req: { onStep?: ((msg: string) => void) | undefined },
+  agent: Agent | undefined,
+  run: (ctx: FlowContext) => Promise<T>,
+): Promise<T> {
+  const ctx: FlowContext = { e, agent: agent ?? rpAgent(e), step: req.onStep ?? (() => undefined) };
+  try {
+    return await run(ctx);
+  } finally {
+    if (!agent) ctx.agent.destroy();
+  }
+}
+
 /**
- * `opts.agent`: a keep-alive RP agent the caller owns and reuses (the benchmark's load generator); else one per
- * call.
+ * Interactive signing, first half: PAR at the bank of `issuer` (the account chooser's issuer_url, spec 2.1)
+ * without the headless switch, so the bank shows its login and consent page at the authorization URL.
  */
+export function startInteractiveSigning(
+  e: RpEndpoints,
+  issuer: string,
+  req: SigningRequest,
+  opts: { agent?: Agent } = {},
+): Promise<InteractiveStart> {
+  return withContext(e, req, opts.agent, async (ctx) => {
+    const { pending, requestUri } = await pushRequest(ctx, issuer, req, false);
+    return { authorizationUrl: authorizationUrl(ctx, pending.metadata, requestUri).toString(), pending };
+  });
+}
+
+/**
+ * Interactive signing, second half: the parameters of the redirect to our callback checked (spec 5.11; an
+ * error redirect raises RpFlowError with its `error`), the code redeemed. Use each pending authorization once.
+ */
+export function finishInteractiveSigning(
+  e: RpEndpoints,
+  pending: PendingAuthorization,
+  params: URLSearchParams,
+  opts: { agent?: Agent; onStep?: (msg: string) => void } = {},
+): Promise<AuthorizeResult> {
+  return withContext(e, opts, opts.agent, async (ctx) => {
+    const code = checkCallback(params, { state: pending.state, issuer: pending.metadata.issuer });
+    ctx.step('authorization: code received, state and iss checked');
+    const token = await redeem(ctx, pending.metadata, code, pending.pkce);
+    return { ...token, qtsp: pending.qtsp };
+  });
+}
+
+/**
+ * The whole flow at the bank of `e.issuer`, headless: PAR asks the sandbox bank to consent at once. With
+ * `interactive: true` it stops after PAR instead (startInteractiveSigning). `opts.agent`: a keep-alive RP
+ * agent the caller owns and reuses (the benchmark's load generator); else one per call.
+ */
+export function authorizeSigning(
+  e: RpEndpoints,
+  req: SigningRequest & { interactive: true },
+  opts?: { agent?: Agent },
+): Promise<InteractiveStart>;
+export function authorizeSigning(
+  e: RpEndpoints,
+  req: SigningRequest & { interactive?: false },
+  opts?: { agent?: Agent },
+): Promise<AuthorizeResult>;
 export async function authorizeSigning(
   e: RpEndpoints,
   req: SigningRequest,
   opts: { agent?: Agent } = {},
-): Promise<AuthorizeResult> {
-  const agent = opts.agent ?? rpAgent(e);
-  const ctx: FlowContext = { e, agent, step: req.onStep ?? (() => undefined) };
-  try {
-    const config = await serviceConfiguration(ctx);
-    const md = await asMetadata(ctx, config.iss);
-    const pkce = req.usePkce === false ? undefined : createPkce();
-    const state = randomValue();
-    const requestUri = await pushAuthorizationRequest(ctx, md, signDetails(req, config.qtsp.qtsp_id), pkce, state);
-    const code = await authorize(ctx, md, requestUri, state);
-    const token = await redeem(ctx, md, code, pkce);
-    return { ...token, qtsp: config.qtsp };
-  } finally {
-    if (!opts.agent) agent.destroy();
-  }
+): Promise<AuthorizeResult | InteractiveStart> {
+  if (req.interactive) return startInteractiveSigning(e, e.issuer, req, opts);
+  return withContext(e, req, opts.agent, async (ctx) => {
+    const { pending, requestUri } = await pushRequest(ctx, e.issuer, req, true);
+    const code = await authorize(ctx, pending.metadata, requestUri, pending.state);
+    const token = await redeem(ctx, pending.metadata, code, pending.pkce);
+    return { ...token, qtsp: pending.qtsp };
+  });
+}
+
+/** spec 2.12: the fixed profile of a signDoc request */
+export const SIGN_DOC_PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
+
+export interface SignDocChoice {
+  readonly hashes: readonly string[];
+  readonly hashAlgorithmOID: string;
+  /** C (CAdES), X (XAdES) or P (PAdES) */
+  readonly format: string;
+  /** AdES-B-B ... AdES-B-LTA */
+  readonly level: string;
+  readonly signAlgo?: string;
+  readonly signAlgoParams?: string;
+}
+
+/** The signDoc request body (spec 2.12) for the hashes the user consented to, with the authorization's SAD. */
+export function signDocRequest(auth: Pick<AuthorizeResult, 'accessToken'>, c: SignDocChoice): Record<string, unknown> {
+  return {
+    SAD: auth.accessToken,
+    credentialID: 'qes_eidas',
+    documentDigests: { hashes: [...c.hashes], hashAlgorithmOID: c.hashAlgorithmOID },
+    profile: SIGN_DOC_PROFILE,
+    signature_format: c.format,
+    conformance_level: c.level,
+    ...(c.signAlgo ? { signAlgo: c.signAlgo } : {}),
+    ...(c.signAlgoParams ? { signAlgoParams: c.signAlgoParams } : {}),
+  };
 }
 
 /** POST signDoc (spec 4.5) as JSON over mTLS with the RP certificate; the body is parsed JSON when it is JSON. */

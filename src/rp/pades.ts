@@ -6,12 +6,18 @@
  * all of that. Each step is an incremental update, so earlier signatures in the PDFs stay valid.
  */
 import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
-import { authorizeSigning, callSignDoc, type RpEndpoints } from './flow.ts';
+import { authorizeSigning, type AuthorizeResult, callSignDoc, type RpEndpoints, signDocRequest } from './flow.ts';
 import { rpAgent, RpFlowError } from './http.ts';
-import { addDss, cmsCertificates, prepareDocumentTimestamp, prepareSignature, type SignatureOptions } from './pdf.ts';
+import {
+  addDss,
+  cmsCertificates,
+  type PreparedPdf,
+  prepareDocumentTimestamp,
+  prepareSignature,
+  type SignatureOptions,
+} from './pdf.ts';
 import { RemoteTsa } from '../timestamping/tsa.ts';
 
-const PROFILE = 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#';
 const TSA_TIMEOUT_MS = 30_000;
 export const PADES_LEVELS = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'] as const;
 export type PadesLevel = (typeof PADES_LEVELS)[number];
@@ -112,30 +118,62 @@ async function addDocumentTimestamp(
   }
 }
 
-export async function signPdfs(endpoints: RpEndpoints, request: PadesRequest): Promise<PadesResult> {
+/** The PDFs with their signature placeholders, waiting for the CMS of each; hashes are what signDoc signs. */
+export interface PreparedPades {
+  readonly prepared: readonly PreparedPdf[];
+  /** Base64 digests of the bytes each /ByteRange covers, in request order (spec 2.7 documentDigests hash) */
+  readonly hashes: readonly string[];
+  /** the documentDigests of the authorization request: the hashes with their labels */
+  readonly documentDigests: { hash: string; label: string }[];
+}
+
+/** First step: a signature placeholder in each PDF and the hash of the bytes it covers. */
+export async function preparePades(request: PadesRequest): Promise<PreparedPades> {
   const step = request.onStep ?? (() => undefined);
   const prepared = await Promise.all(request.pdfs.map((pdf) => prepareSignature(pdf, request.signature)));
   const hashes = prepared.map((p) => digest(request.hashAlgorithm, p.covered).toString('base64'));
   step(`prepared ${prepared.length} PDF signature field(s); hashed the byte ranges with ${request.hashAlgorithm.name}`);
-  const auth = await authorizeSigning(endpoints, {
-    documentDigests: hashes.map((hash, i) => ({ hash, label: request.labels[i] ?? `document ${i + 1}` })),
-    hashAlgorithmOID: request.hashAlgorithm.oid,
-    onStep: step,
-  });
-  const res = await callSignDoc(auth.qtsp.signDoc, endpoints, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes, hashAlgorithmOID: request.hashAlgorithm.oid },
-    profile: PROFILE,
-    signature_format: 'P',
-    conformance_level: request.level,
-    ...(request.signAlgo ? { signAlgo: request.signAlgo } : {}),
-    ...(request.signAlgoParams ? { signAlgoParams: request.signAlgoParams } : {}),
-  });
-  const answer = parseSignDocAnswer(res, prepared.length, request.level);
+  const documentDigests = hashes.map((hash, i) => ({ hash, label: request.labels[i] ?? `document ${i + 1}` }));
+  return { prepared, hashes, documentDigests };
+}
+
+/** Spec 2.12: signDoc for the prepared hashes with the access token of the authorization. */
+async function requestPadesSignatures(
+  endpoints: RpEndpoints,
+  request: PadesRequest,
+  hashes: readonly string[],
+  auth: AuthorizeResult,
+): Promise<SignDocAnswer> {
+  const res = await callSignDoc(
+    auth.qtsp.signDoc,
+    endpoints,
+    signDocRequest(auth, {
+      hashes,
+      hashAlgorithmOID: request.hashAlgorithm.oid,
+      format: 'P',
+      level: request.level,
+      ...(request.signAlgo ? { signAlgo: request.signAlgo } : {}),
+      ...(request.signAlgoParams ? { signAlgoParams: request.signAlgoParams } : {}),
+    }),
+  );
+  return parseSignDocAnswer(res, hashes.length, request.level);
+}
+
+/**
+ * Last step, once the user consented (`auth`): signDoc, each CMS embedded, from B-LT on the DSS, at B-LTA the
+ * document time-stamp.
+ */
+export async function completePades(
+  endpoints: RpEndpoints,
+  request: PadesRequest,
+  pades: PreparedPades,
+  auth: AuthorizeResult,
+): Promise<PadesResult> {
+  const step = request.onStep ?? (() => undefined);
+  const answer = await requestPadesSignatures(endpoints, request, pades.hashes, auth);
   step(`signDoc: ${answer.signatures.length} PAdES signature(s) at ${request.level} received`);
   const pdfs: Buffer[] = [];
-  for (const [i, p] of prepared.entries()) {
+  for (const [i, p] of pades.prepared.entries()) {
     let pdf = await p.complete(answer.signatures[i]!);
     if (withDss(request.level)) {
       const info = answer.revocationInfo!;
@@ -157,4 +195,15 @@ export async function signPdfs(endpoints: RpEndpoints, request: PadesRequest): P
     ...(answer.revocationInfo ? { revocationInfo: answer.revocationInfo } : {}),
     txn: answer.txn,
   };
+}
+
+/** The whole PAdES flow with the headless authorization (authorizeSigning). */
+export async function signPdfs(endpoints: RpEndpoints, request: PadesRequest): Promise<PadesResult> {
+  const pades = await preparePades(request);
+  const auth = await authorizeSigning(endpoints, {
+    documentDigests: pades.documentDigests,
+    hashAlgorithmOID: request.hashAlgorithm.oid,
+    ...(request.onStep ? { onStep: request.onStep } : {}),
+  });
+  return completePades(endpoints, request, pades, auth);
 }
