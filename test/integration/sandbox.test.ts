@@ -154,6 +154,8 @@ function parParams(
     code_challenge_method: 'S256',
     state: 'state-1',
     authorization_details: JSON.stringify([signObject()]),
+    // headless consent: the redirect at once, as the bank's page is tested in bank-consent.test.ts
+    sandbox_consent: 'auto',
     ...change,
   };
 }
@@ -650,6 +652,19 @@ describe('authorization endpoint (spec 4.3, 3)', () => {
     );
     assertError(await get(authorizeUrl({ client_id: 'demo-rp', request_uri: uri })), 400, 'invalid_request');
     await callback(uri);
+    assertError(await get(authorizeUrl({ client_id: sandbox.rp.clientId, request_uri: uri })), 400, 'invalid_request');
+  });
+
+  it('sandbox_consent accepts only auto; without it the bank answers its HTML page', async () => {
+    assertError(await par(parParams({ sandbox_consent: 'yes' })), 400, 'invalid_request');
+    const uri = await pushed(parParams({ sandbox_consent: undefined }));
+    const res = await get(authorizeUrl({ client_id: sandbox.rp.clientId, request_uri: uri }));
+    assert.equal(res.status, 200, res.body.toString());
+    assert.match(String(res.headers['content-type']), /^text\/html/);
+    assert.match(String(res.headers['content-security-policy']), /form-action 'self'/);
+    assert.match(res.body.toString(), /name="consent_id"/);
+    assert.match(res.body.toString(), /contract\.pdf/);
+    // the request_uri was used by showing the page (spec 3: single use)
     assertError(await get(authorizeUrl({ client_id: sandbox.rp.clientId, request_uri: uri })), 400, 'invalid_request');
   });
 

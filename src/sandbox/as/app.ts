@@ -2,6 +2,7 @@
 import express from 'express';
 import { errorHandler, notFoundHandler } from '../errors.ts';
 import { authorizeHandler } from './authorize.ts';
+import { consentHandler } from './consent.ts';
 import type { AsContext } from './context.ts';
 import { formBody, formOnly, noStore } from './form.ts';
 import { introspectionHandler } from './introspection.ts';
@@ -18,6 +19,7 @@ export function asApp(ctx: AsContext): express.Express {
   app.get('/jwks', jwksHandler(ctx));
   app.post('/par', noStore, formOnly(415), formBody, parHandler(ctx)); // spec 7.2: wrong content type 415
   app.get('/authorize', noStore, authorizeHandler(ctx));
+  app.post('/authorize/consent', noStore, formBody, consentHandler(ctx)); // the bank's own page posts here
   app.post('/token', noStore, formOnly(400), formBody, tokenHandler(ctx));
   app.post('/introspect', noStore, formOnly(400), formBody, introspectionHandler(ctx));
 

@@ -1,16 +1,19 @@
 /**
  * GET /authorize?client_id&request_uri (spec 4.3): only pushed requests are accepted; a traditional
- * authorization request is answered 400 JSON (spec 9: non-PAR requests must be rejected). The sandbox
- * bank authenticates and consents for the test user at once, then redirects with code, iss and state
- * (spec 5.11), or with error unable_to_meet_service_requirements when the user's data is insufficient (7.3).
+ * authorization request is answered 400 JSON (spec 9: non-PAR requests must be rejected). The bank then shows
+ * its login and consent page (consent.ts). With headless consent (the sandbox-only PAR parameter
+ * sandbox_consent=auto) it consents at once for the login_hint or default test user and redirects with code,
+ * iss and state (spec 5.11), or with error unable_to_meet_service_requirements when the user's data is
+ * insufficient (7.3).
  */
 import type { Request, Response } from 'express';
+import type { RegisteredClient } from '../clients.ts';
 import { accessDenied, invalidRequest, OAuthError } from '../errors.ts';
 import { defaultUser, TEST_USERS, type TestUser } from '../users.ts';
 import { resolveClaimNames } from './claims.ts';
+import { issueCode, redirectToClient, startConsent } from './consent.ts';
 import type { AsContext } from './context.ts';
 import type { PushedRequest } from './model.ts';
-import { CODE_TTL_SECONDS, randomId } from './store.ts';
 
 /** Parameters that belong in the pushed request, never in the front channel. */
 const INLINE_PARAMETERS = [
@@ -51,10 +54,21 @@ function pushedRequest(ctx: AsContext, req: Request): PushedRequest {
   return pushed;
 }
 
-function redirectTo(res: Response, redirectUri: string, params: Record<string, string | undefined>): void {
-  const url = new URL(redirectUri);
-  for (const [key, value] of Object.entries(params)) if (value !== undefined) url.searchParams.append(key, value);
-  res.status(302).set('Location', url.toString()).end();
+/** Headless consent (sandbox_consent=auto): the login_hint or default user consents at once. */
+function autoConsent(ctx: AsContext, res: Response, pushed: PushedRequest, client: RegisteredClient): void {
+  const user: TestUser = (pushed.loginHint && TEST_USERS.get(pushed.loginHint)) || defaultUser();
+  const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId);
+  let claimNames: string[];
+  try {
+    if (!qtsp) throw accessDenied('the QTSP is no longer active');
+    claimNames = resolveClaimNames(qtsp, client.registration, pushed.sign.identityClaims, user);
+  } catch (err) {
+    if (!(err instanceof OAuthError)) throw err;
+    redirectToClient(res, 302, pushed, ctx.urls.issuer, { error: err.error, error_description: err.description });
+    return;
+  }
+  const code = issueCode(ctx, pushed, user, claimNames);
+  redirectToClient(res, 302, pushed, ctx.urls.issuer, { code });
 }
 
 export function authorizeHandler(ctx: AsContext) {
@@ -62,25 +76,10 @@ export function authorizeHandler(ctx: AsContext) {
     const pushed = pushedRequest(ctx, req);
     const client = ctx.clients.get(pushed.clientId);
     if (!client || client.registration.state === 'inactive') throw accessDenied('the client is inactive');
-    const user: TestUser = (pushed.loginHint && TEST_USERS.get(pushed.loginHint)) || defaultUser();
-    const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId);
-    const iss = ctx.urls.issuer;
-    let claimNames: string[];
-    try {
-      if (!qtsp) throw accessDenied('the QTSP is no longer active');
-      claimNames = resolveClaimNames(qtsp, client.registration, pushed.sign.identityClaims, user);
-    } catch (err) {
-      if (!(err instanceof OAuthError)) throw err;
-      redirectTo(res, pushed.redirectUri, {
-        error: err.error,
-        error_description: err.description,
-        state: pushed.state,
-        iss,
-      });
-      return;
-    }
-    const code = randomId();
-    ctx.store.codes.set(code, { ...pushed, sub: user.sub, claimNames }, CODE_TTL_SECONDS * 1000);
-    redirectTo(res, pushed.redirectUri, { code, state: pushed.state, iss });
+    if (pushed.autoConsent) autoConsent(ctx, res, pushed, client);
+    else if (!ctx.directory.activeQtsp(pushed.sign.qtspId)) {
+      const description = 'the QTSP is no longer active';
+      redirectToClient(res, 302, pushed, ctx.urls.issuer, { error: 'access_denied', error_description: description });
+    } else startConsent(ctx, res, pushed);
   };
 }

@@ -1,4 +1,7 @@
-/** What the AS remembers between its steps: pushed requests, authorization codes, transactions. */
+/**
+ * What the AS remembers between its steps: pushed requests, pending consents (the bank's page), authorization
+ * codes, transactions.
+ */
 import type { ClaimRequest } from '../platform/sp-record.ts';
 
 /** One entry of identity_assurance_claims (spec 2.7). */
@@ -30,6 +33,31 @@ export interface RequestBindings {
 export interface PushedRequest extends RequestBindings {
   readonly state?: string;
   readonly loginHint?: string;
+  /** spec 2.4: shown to the user */
+  readonly purpose?: string;
+  /** sandbox_consent=auto: consent at once for the login_hint (or default) user, no page */
+  readonly autoConsent: boolean;
+}
+
+/** The chosen identity lacks data the signature needs (spec 7.3): only the acknowledgement is left. */
+export interface InsufficientData {
+  readonly sub: string;
+  /** the essential claims the identity lacks */
+  readonly missing: readonly string[];
+  readonly description: string;
+}
+
+/**
+ * A consent page in progress, keyed by an unguessable id. Mutated in place, so its expiry stays the one set
+ * when the page was first shown.
+ */
+export interface PendingConsent {
+  readonly pushed: PushedRequest;
+  /** the token the next form post must carry; replaced whenever a page is shown (single use) */
+  csrfToken: string;
+  /** wrong second factors so far */
+  failedFactors: number;
+  insufficient?: InsufficientData;
 }
 
 export interface AuthorizationCode extends RequestBindings {

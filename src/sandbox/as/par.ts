@@ -1,7 +1,8 @@
 /**
  * POST /par: pushed authorization request for type sign (spec 2.4, 2.8, 7.2). Steps in order: form body,
  * client authentication (mTLS), client state, response_type, redirect_uri, PKCE, authorization_details,
- * code injection protection; then a fresh request_uri bound to the client.
+ * code injection protection; then a fresh request_uri bound to the client. The sandbox-only parameter
+ * sandbox_consent=auto asks for headless consent instead of the bank's page.
  */
 import type { Request, Response } from 'express';
 import { accessDenied, invalidRequest } from '../errors.ts';
@@ -50,6 +51,13 @@ function checkLoginHint(form: Form): string | undefined {
   return hint;
 }
 
+/** Sandbox only: sandbox_consent=auto skips the bank's page (headless consent, for scripts and tests). */
+function checkSandboxConsent(form: Form): boolean {
+  const value = form.get('sandbox_consent');
+  if (value !== undefined && value !== 'auto') throw invalidRequest('sandbox_consent accepts only the value auto');
+  return value === 'auto';
+}
+
 export function parHandler(ctx: AsContext) {
   return (req: Request, res: Response): void => {
     const form = Form.of(req);
@@ -59,6 +67,7 @@ export function parHandler(ctx: AsContext) {
     const redirectUri = checkRedirectUri(form, client);
     const codeChallenge = checkPkce(form);
     const loginHint = checkLoginHint(form);
+    const autoConsent = checkSandboxConsent(form);
     const sign = validateSignDetails(form.get('authorization_details'), client, ctx.directory);
     const nonce = form.get('nonce');
     // spec 2.4: for signing, neither code_challenge nor nonce is invalid_request
@@ -72,6 +81,8 @@ export function parHandler(ctx: AsContext) {
       nonce,
       state: form.get('state'),
       loginHint,
+      purpose: form.get('purpose'),
+      autoConsent,
     };
     const requestUri = REQUEST_URI_PREFIX + randomId();
     ctx.store.pushed.set(requestUri, pushed, REQUEST_URI_TTL_SECONDS * 1000);

@@ -1,9 +1,9 @@
 /**
- * In-memory, expiring, single-use state of the AS: pushed requests (request_uri), authorization codes and
- * access-token transactions.
+ * In-memory, expiring, single-use state of the AS: pushed requests (request_uri), pending consents (the bank's
+ * page), authorization codes and access-token transactions.
  */
 import { randomBytes } from 'node:crypto';
-import type { AuthorizationCode, PushedRequest, Transaction } from './model.ts';
+import type { AuthorizationCode, PendingConsent, PushedRequest, Transaction } from './model.ts';
 
 export class ExpiringMap<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
@@ -42,13 +42,20 @@ export class ExpiringMap<V> {
 
 export interface AsStore {
   readonly pushed: ExpiringMap<PushedRequest>;
+  /** by consent id */
+  readonly consents: ExpiringMap<PendingConsent>;
   readonly codes: ExpiringMap<AuthorizationCode>;
   /** by jti */
   readonly transactions: ExpiringMap<Transaction>;
 }
 
 export function createStore(): AsStore {
-  return { pushed: new ExpiringMap(), codes: new ExpiringMap(), transactions: new ExpiringMap() };
+  return {
+    pushed: new ExpiringMap(),
+    consents: new ExpiringMap(),
+    codes: new ExpiringMap(),
+    transactions: new ExpiringMap(),
+  };
 }
 
 /** An unguessable value (256 bits), base64url. */
@@ -59,3 +66,5 @@ export function randomId(bytes = 32): string {
 /** Lifetime of request_uri (spec 2.8) and of authorization codes. */
 export const REQUEST_URI_TTL_SECONDS = 60;
 export const CODE_TTL_SECONDS = 60;
+/** Lifetime of the bank's consent page: minutes (spec 5.10: a short session). */
+export const CONSENT_TTL_SECONDS = 300;

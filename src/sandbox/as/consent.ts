@@ -1,0 +1,221 @@
+/**
+ * The bank's login and consent flow (spec 5.10, 5.11, 7.3): GET /authorize creates a pending consent (expiring,
+ * single-use CSRF token) and shows the page; POST /authorize/consent takes the tester's choice. Each post must
+ * carry the token of the page last shown; a replayed, forged or expired form gets an HTML error page (400) and
+ * ends the pending consent, nothing issued. Outcomes: code (identity, correct second factor), access_denied
+ * (Cancel, at once with a friendly error_description; too many wrong factors), account_selection_requested
+ * (Select another bank), unable_to_meet_service_requirements (after a page stating the problem).
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { Request, Response } from 'express';
+import { sendPage } from '../../util/html.ts';
+import { OAuthError } from '../errors.ts';
+import { defaultUser, TEST_USERS, type TestUser } from '../users.ts';
+import { consentPage, consentTitle, errorPage, insufficientPage, insufficientTitle } from './consent-page.ts';
+import { documentViews, identityView, type PartiesView, rpDisplayName } from './consent-view.ts';
+import type { AsContext } from './context.ts';
+import type { PendingConsent, PushedRequest } from './model.ts';
+import { CODE_TTL_SECONDS, CONSENT_TTL_SECONDS, randomId } from './store.ts';
+import { BANK_NAME } from '../platform/constants.ts';
+
+/** The fixed second factor of the sandbox bank, shown on its page as a hint (spec 5.10). */
+export const SANDBOX_SECOND_FACTOR = '123456';
+/** Wrong second factors allowed before the bank ends the login with access_denied. */
+export const MAX_FACTOR_ATTEMPTS = 3;
+
+const CANCELLED = 'You cancelled at your bank. Nothing was signed and no data was shared.';
+const OTHER_BANK = 'The user chose to select another bank.';
+const TOO_MANY_FACTORS = 'The second factor was entered wrongly too often; the bank ended the login.';
+const GONE = 'The service or its trust service provider is no longer active at the bank.';
+const FORM_REJECTED =
+  'This form was already used, has expired, or is not valid. The bank has ended this login for your safety.';
+
+/** The authorization response (spec 5.11, 6.1, 7.3): every redirect carries state (when sent) and iss. */
+export function redirectToClient(
+  res: Response,
+  status: 302 | 303,
+  pushed: PushedRequest,
+  iss: string,
+  params: Record<string, string>,
+): void {
+  const url = new URL(pushed.redirectUri);
+  for (const [key, value] of Object.entries({ ...params, state: pushed.state, iss }))
+    if (value !== undefined) url.searchParams.append(key, value);
+  res.status(status).set('Location', url.toString()).end();
+}
+
+/** The code, bound to client, user, PKCE and authorization_details (spec 2.10, 3). */
+export function issueCode(ctx: AsContext, pushed: PushedRequest, user: TestUser, claimNames: string[]): string {
+  const code = randomId();
+  ctx.store.codes.set(code, { ...pushed, sub: user.sub, claimNames }, CODE_TTL_SECONDS * 1000);
+  return code;
+}
+
+/** A form the bank refuses: rendered as an HTML page, never JSON, since a browser posted it. */
+class FormRejected extends Error {}
+
+function parties(ctx: AsContext, pushed: PushedRequest): PartiesView | undefined {
+  const client = ctx.clients.get(pushed.clientId);
+  const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId);
+  if (!client || client.registration.state === 'inactive' || !qtsp) return undefined;
+  return {
+    bankName: ctx.directory.idp(ctx.urls.issuer)?.name ?? BANK_NAME,
+    rp: { clientId: pushed.clientId, name: rpDisplayName(client.registration) },
+    qtsp: { name: qtsp.client_name, tosUri: qtsp.tos_uri, tosLabel: qtsp.tos_uri_label, policyUri: qtsp.policy_uri },
+  };
+}
+
+/** Source expression of the redirect target for CSP form-action: the browser checks redirects after a post. */
+function redirectTarget(pushed: PushedRequest): string {
+  const url = new URL(pushed.redirectUri);
+  return url.protocol === 'https:' || url.protocol === 'http:' ? url.origin : url.protocol;
+}
+
+function pageOptions(pushed: PushedRequest, title: string) {
+  return { title, formTargets: [redirectTarget(pushed)] };
+}
+
+/** Shows the consent page for a pending consent, with a fresh CSRF token. */
+function showConsent(ctx: AsContext, res: Response, id: string, p: PendingConsent, sub: string, error?: string): void {
+  const pushed = p.pushed;
+  const view = parties(ctx, pushed);
+  if (!view) {
+    endWithError(ctx, res, id, p, 'access_denied', GONE);
+    return;
+  }
+  const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId)!;
+  const client = ctx.clients.get(pushed.clientId)!.registration;
+  p.csrfToken = randomId();
+  const body = consentPage({
+    ...view,
+    consentId: id,
+    csrfToken: p.csrfToken,
+    purpose: pushed.purpose,
+    documents: documentViews(pushed.sign, qtsp),
+    identities: [...TEST_USERS.values()].map((u) => identityView(qtsp, client, pushed, u)),
+    selectedSub: sub,
+    error,
+    secondFactorHint: SANDBOX_SECOND_FACTOR,
+  });
+  sendPage(res, 200, pageOptions(pushed, consentTitle(view)), body);
+}
+
+/** GET /authorize without headless consent: a pending consent and its page (spec 5.10). */
+export function startConsent(ctx: AsContext, res: Response, pushed: PushedRequest): void {
+  const id = randomId();
+  const pending: PendingConsent = { pushed, csrfToken: '', failedFactors: 0 };
+  ctx.store.consents.set(id, pending, CONSENT_TTL_SECONDS * 1000);
+  const hinted = pushed.loginHint ? TEST_USERS.get(pushed.loginHint) : undefined;
+  showConsent(ctx, res, id, pending, (hinted ?? defaultUser()).sub);
+}
+
+function endWithError(
+  ctx: AsContext,
+  res: Response,
+  id: string,
+  p: PendingConsent,
+  error: string,
+  description: string,
+): void {
+  ctx.store.consents.delete(id);
+  redirectToClient(res, 303, p.pushed, ctx.urls.issuer, { error, error_description: description });
+}
+
+function tokensEqual(expected: string, actual: string): boolean {
+  const a = Buffer.from(expected);
+  const b = Buffer.from(actual);
+  return a.length === b.length && a.length > 0 && timingSafeEqual(a, b);
+}
+
+/** The posted fields; a repeated field is a forged form. */
+function postedFields(req: Request): Map<string, string> {
+  const params = new URLSearchParams(typeof req.body === 'string' ? req.body : '');
+  const fields = new Map<string, string>();
+  for (const [key, value] of params) {
+    if (fields.has(key)) throw new FormRejected(`field ${key} is repeated`);
+    fields.set(key, value);
+  }
+  return fields;
+}
+
+/** The pending consent the form belongs to; its CSRF token is used up here (single use). */
+function claimPending(ctx: AsContext, fields: Map<string, string>): { id: string; pending: PendingConsent } {
+  const id = fields.get('consent_id') ?? '';
+  const pending = id ? ctx.store.consents.get(id) : undefined;
+  if (!pending) throw new FormRejected('unknown or expired consent');
+  const valid = tokensEqual(pending.csrfToken, fields.get('csrf_token') ?? '');
+  pending.csrfToken = '';
+  if (!valid) {
+    ctx.store.consents.delete(id);
+    throw new FormRejected('CSRF token does not match');
+  }
+  return { id, pending };
+}
+
+/** Consent pressed: identity and second factor (spec 5.10), then the claims check (7.3, 7.4), then the code. */
+function consent(ctx: AsContext, res: Response, id: string, p: PendingConsent, fields: Map<string, string>): void {
+  const user = TEST_USERS.get(fields.get('identity') ?? '');
+  if (!user) throw new FormRejected('no test identity chosen');
+  if (!tokensEqual(SANDBOX_SECOND_FACTOR, fields.get('otp')?.trim() ?? '')) {
+    p.failedFactors++;
+    const left = MAX_FACTOR_ATTEMPTS - p.failedFactors;
+    if (left <= 0) endWithError(ctx, res, id, p, 'access_denied', TOO_MANY_FACTORS);
+    else showConsent(ctx, res, id, p, user.sub, `The second factor is wrong. ${left} attempt(s) left.`);
+    return;
+  }
+  const qtsp = ctx.directory.activeQtsp(p.pushed.sign.qtspId);
+  const client = ctx.clients.get(p.pushed.clientId);
+  const view = parties(ctx, p.pushed);
+  if (!qtsp || !client || !view) {
+    endWithError(ctx, res, id, p, 'access_denied', GONE);
+    return;
+  }
+  const identity = identityView(qtsp, client.registration, p.pushed, user);
+  if (identity.insufficient) {
+    p.insufficient = identity.insufficient;
+    p.csrfToken = randomId();
+    // spec 7.3: the IDP logs the event with metadata (no personal data: claim names only)
+    console.info(
+      `sandbox bank: unable_to_meet_service_requirements for client ${p.pushed.clientId}, ` +
+        `user ${user.sub}, missing ${identity.insufficient.missing.join(', ') || 'data'}`,
+    );
+    const body = insufficientPage({ ...view, consentId: id, csrfToken: p.csrfToken, identity });
+    sendPage(res, 200, pageOptions(p.pushed, insufficientTitle(view)), body);
+    return;
+  }
+  ctx.store.consents.delete(id);
+  const code = issueCode(
+    ctx,
+    p.pushed,
+    user,
+    identity.shared.map((c) => c.name),
+  );
+  redirectToClient(res, 303, p.pushed, ctx.urls.issuer, { code });
+}
+
+function act(ctx: AsContext, res: Response, id: string, p: PendingConsent, fields: Map<string, string>): void {
+  const action = fields.get('action');
+  if (p.insufficient) {
+    if (action !== 'acknowledge') throw new FormRejected('only the acknowledgement is accepted now');
+    endWithError(ctx, res, id, p, 'unable_to_meet_service_requirements', p.insufficient.description);
+  } else if (action === 'cancel') endWithError(ctx, res, id, p, 'access_denied', CANCELLED);
+  else if (action === 'select_bank') endWithError(ctx, res, id, p, 'account_selection_requested', OTHER_BANK);
+  else if (action === 'consent') consent(ctx, res, id, p, fields);
+  else throw new FormRejected('unknown action');
+}
+
+/** POST /authorize/consent (form encoded, from the bank's own page). */
+export function consentHandler(ctx: AsContext) {
+  return (req: Request, res: Response): void => {
+    let claimed: { id: string; pending: PendingConsent } | undefined;
+    try {
+      const fields = postedFields(req);
+      claimed = claimPending(ctx, fields);
+      act(ctx, res, claimed.id, claimed.pending, fields);
+    } catch (err) {
+      if (!(err instanceof FormRejected || err instanceof OAuthError)) throw err;
+      if (claimed) ctx.store.consents.delete(claimed.id);
+      sendPage(res, 400, { title: 'Sandbox Bank: request not valid' }, errorPage(FORM_REJECTED));
+    }
+  };
+}
