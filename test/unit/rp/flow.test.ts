@@ -33,7 +33,7 @@ describe('checkCallback', () => {
   });
 
   it('refuses another or a missing iss (mix-up protection)', () => {
-    for (const iss of [{ iss: 'https://evil.example' }, {}]) {
+    for (const iss of [{ iss: 'https://evil.example' }, {}] as Record<string, string>[]) {
       const err = flowError(() => checkCallback(params({ code: 'c', state: 'state-1', ...iss }), expected));
       assert.match(err.message, /mix-up/);
     }
