@@ -26,6 +26,8 @@ export interface EcosystemOptions {
   /** sandbox ports; 0 = free ports */
   readonly asPort?: number;
   readonly platformPort?: number;
+  /** bank 2's AS port; 0 = free port */
+  readonly secondAsPort?: number;
   /** mediation service and SMTP sink ports of the sandbox; 0 = free ports */
   readonly mediationPort?: number;
   readonly smtpPort?: number;
@@ -150,6 +152,7 @@ export async function startEcosystem(given: EcosystemOptions = {}): Promise<Ecos
     dataDir: base.dataDir,
     host: base.server.host,
     asPort: options.asPort ?? 0,
+    secondAsPort: options.secondAsPort ?? 0,
     platformPort: options.platformPort ?? 0,
     mediationPort: options.mediationPort ?? 0,
     smtpPort: options.smtpPort ?? 0,

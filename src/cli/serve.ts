@@ -76,6 +76,12 @@ function clientsOf(values: { clients?: string[] | undefined; client?: string[] |
   return externalClients(values.clients ?? [], values.client ?? []);
 }
 
+/** Bank 2's AS port: `--second-as-port`, else 8445, or a free port when `--as-port 0` asks for free ports. */
+function secondAsPort(values: { 'as-port': string; 'second-as-port'?: string | undefined }): number {
+  if (values['second-as-port'] !== undefined) return Number(values['second-as-port']);
+  return Number(values['as-port']) === 0 ? 0 : 8445;
+}
+
 /** What a relying-party library needs to be pointed at the sandbox (README "Your own relying party"). */
 function rpLines(
   s: { issuer: string; serviceConfigurationUrl: string; tlsCaFile: string },
@@ -99,6 +105,7 @@ export async function runDev(args: string[]): Promise<number> {
     args,
     options: {
       'as-port': { type: 'string', default: '8441' },
+      'second-as-port': { type: 'string' },
       'platform-port': { type: 'string', default: '8442' },
       'mediation-port': { type: 'string', default: '8443' },
       'smtp-port': { type: 'string', default: '2525' },
@@ -110,6 +117,7 @@ export async function runDev(args: string[]): Promise<number> {
     clients,
     env: process.env,
     asPort: Number(values['as-port']),
+    secondAsPort: secondAsPort(values),
     platformPort: Number(values['platform-port']),
     mediationPort: Number(values['mediation-port']),
     smtpPort: Number(values['smtp-port']),
@@ -126,7 +134,9 @@ function devBanner(eco: Ecosystem): string {
     `  signDoc              ${eco.qtsp.signDocUrl}`,
     `  OCSP, CRLs, TSA      ${eco.qtsp.publicationUrl} (plain HTTP: /ocsp, /crl/*.crl, /ca/*.crt, /tsa)`,
     `  operations           ${eco.qtsp.opsUrl} (plain HTTP, this machine only: /health/live, /health/ready, /metrics)`,
-    `  bank AS (issuer)     ${eco.sandbox.issuer}`,
+    ...eco.sandbox.banks.map((b, i) => `  bank ${i + 1} AS (issuer)   ${b.issuer} (${b.name}, BIC ${b.bic})`),
+    `  account chooser      ${eco.sandbox.accountChooserUrl}`,
+    `  chooser cookie reset ${eco.sandbox.accountChooserUrl}cookie (forgets the chosen bank)`,
     `  IDP directory        ${eco.sandbox.idpDirectoryUrl}`,
     `  service config       ${eco.sandbox.serviceConfigurationUrl}`,
     `  mediation service    ${eco.sandbox.mediationUrl}`,
@@ -141,8 +151,8 @@ function devBanner(eco: Ecosystem): string {
 }
 
 const SANDBOX_USAGE =
-  'usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--platform-port N] [--mediation-port N] ' +
-  '[--smtp-port N] [--clients FILE]... [--client JSON]...\n';
+  'usage: qtsp sandbox --signdoc-url URL [--data-dir DIR] [--as-port N] [--second-as-port N] [--platform-port N] ' +
+  '[--mediation-port N] [--smtp-port N] [--clients FILE]... [--client JSON]...\n';
 
 /**
  * `qtsp sandbox --signdoc-url URL`: the sandbox ecosystem alone, as a separate program (what the benchmark
@@ -156,6 +166,7 @@ export async function runSandbox(args: string[]): Promise<number> {
       'data-dir': { type: 'string' },
       'signdoc-url': { type: 'string' },
       'as-port': { type: 'string', default: '0' },
+      'second-as-port': { type: 'string', default: '0' },
       'platform-port': { type: 'string', default: '0' },
       'mediation-port': { type: 'string', default: '0' },
       'smtp-port': { type: 'string', default: '0' },
@@ -172,6 +183,7 @@ export async function runSandbox(args: string[]): Promise<number> {
     dataDir: config.dataDir,
     host: config.server.host,
     asPort: Number(values['as-port']),
+    secondAsPort: Number(values['second-as-port']),
     platformPort: Number(values['platform-port']),
     mediationPort: Number(values['mediation-port']),
     smtpPort: Number(values['smtp-port']),

@@ -1,13 +1,15 @@
 /**
  * Relying parties registered from outside: a file (JSON or YAML) or a command option of `qtsp sandbox` /
- * `qtsp dev` gives the platform configuration of spec 2.14 for each RP: client_id, redirect URIs, client state,
- * allowed_authorization_data_types, allowed_claims_qes, and the self-signed TLS client certificate (spec 5.1)
- * as a PEM file or as its x5t#S256 fingerprint (RFC 8705 3.1). The sandbox needs no private key of these
- * clients: it only compares the certificate the RP presents with the registered one.
+ * `qtsp dev` gives the platform configuration of spec 2.14 for each RP: client_id, redirect URIs, the account
+ * chooser's redirect URIs (spec 2.1), client state, allowed_authorization_data_types, allowed_claims_qes, and the
+ * self-signed TLS client certificate (spec 5.1) as a PEM file or as its x5t#S256 fingerprint (RFC 8705 3.1).
+ * The sandbox needs no private key of these clients: it only compares the certificate the RP presents with the
+ * registered one.
  *
  *   clients:
  *     - client_id: my-rp
  *       redirect_uris: [https://rp.example/callback]
+ *       account_chooser_redirect_uris: [https://rp.example/bank-chosen]   # default none: the chooser refuses
  *       tls_client_certificate: ./my-rp.pem        # or  x5t#S256: <base64url SHA-256 of the DER>
  *       client_state: active                       # active (default) | demo | inactive
  *       allowed_claims_qes: [given_name, family_name, birthdate]   # default: every claim of spec 2.7
@@ -60,6 +62,7 @@ const entrySchema = z
   .object({
     client_id: z.string().min(1).max(200),
     redirect_uris: z.array(redirectUri).min(1),
+    account_chooser_redirect_uris: z.array(redirectUri).default([]),
     tls_client_certificate: z.string().min(1).optional(),
     'x5t#S256': fingerprint.optional(),
     client_state: z.enum(['active', 'demo', 'inactive']).default('active'),
@@ -105,6 +108,7 @@ function toClient(value: unknown, baseDir: string, where: string): ExternalClien
   return {
     clientId: e.client_id,
     redirectUris: e.redirect_uris,
+    accountChooserRedirectUris: e.account_chooser_redirect_uris,
     state: e.client_state,
     ...certificate(e, baseDir, where),
     allowedClaimsQes: e.allowed_claims_qes,

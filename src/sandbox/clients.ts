@@ -1,6 +1,7 @@
 /**
- * The RPs the platform knows (spec 2.14): client id, redirect URIs, client state, allowed authorization
- * data types, allowed_claims_qes, and the fingerprint of the self-signed TLS client certificate (spec 5.1).
+ * The RPs the platform knows (spec 2.14): client id, redirect URIs, account chooser redirect URIs (spec 2.1),
+ * client state, allowed authorization data types, allowed_claims_qes, and the fingerprint of the self-signed TLS
+ * client certificate (spec 5.1).
  * Two kinds: RPs whose certificate and key the sandbox holds (the default RP, the ones tests register; it
  * creates a self-signed certificate for them once), and RPs registered from outside (client-file.ts), known
  * only by their certificate's fingerprint.
@@ -26,6 +27,11 @@ export type ClientInput = Partial<RpRegistration> & { clientId: string; state: C
 
 function defaultRedirectUri(clientId: string): string {
   return `https://rp.sandbox.localhost/${encodeURIComponent(clientId)}/callback`;
+}
+
+/** Where the default RP (`qtsp sign`) takes the account chooser's answer: next to its redirect URI. */
+export function defaultAccountChooserRedirectUri(clientId: string): string {
+  return `https://rp.sandbox.localhost/${encodeURIComponent(clientId)}/bank-chosen`;
 }
 
 /** The client's certificate files: given ones, or a self-signed certificate created once. */
@@ -67,6 +73,8 @@ export class ClientRegistry {
       ...files,
       redirectUri: input.redirectUri ?? redirectUris[0]!,
       redirectUris: [...redirectUris],
+      // spec 2.1: none unless given (or kept from the registration this one replaces)
+      accountChooserRedirectUris: [...(input.accountChooserRedirectUris ?? previous?.accountChooserRedirectUris ?? [])],
       state: input.state,
       allowedClaimsQes: [...(input.allowedClaimsQes ?? previous?.allowedClaimsQes ?? DEFINED_CLAIMS)],
       allowedTypes: [...(input.allowedTypes ?? previous?.allowedTypes ?? ['sign'])],
@@ -84,6 +92,7 @@ export class ClientRegistry {
     const registration: PlatformClient = {
       clientId: c.clientId,
       redirectUris: [...c.redirectUris],
+      accountChooserRedirectUris: [...c.accountChooserRedirectUris],
       state: c.state,
       allowedClaimsQes: [...c.allowedClaimsQes],
       allowedTypes: [...c.allowedTypes],

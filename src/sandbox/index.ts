@@ -1,11 +1,11 @@
 /**
- * The sandbox ecosystem: a bank AS (metadata, PAR, authorize, token, introspection, JWKS) and the platform
- * (IDP directory, SP directory, service configuration), each its own HTTPS server on loopback, with the
- * mediation service and the banks' SMTP sink beside them. The QTSP reaches it only over HTTPS, as it would
- * reach real banks.
+ * The sandbox ecosystem: two banks, each its own AS (metadata, PAR, authorize, token, introspection, JWKS) with
+ * its own issuer, signing key and store, and the platform (IDP directory, SP directory, service configuration,
+ * account chooser, key archive), each its own HTTPS server on loopback, with the mediation service and the
+ * banks' SMTP sink beside them. The QTSP reaches it only over HTTPS, as it would reach real banks.
  *
- * On start it creates what is missing under <dataDir>/sandbox/ (TLS CA, server certificates for AS,
- * platform and QTSP, the AS signing key, the default RP's self-signed client certificate, the key archive
+ * On start it creates what is missing under <dataDir>/sandbox/ (TLS CA, server certificates for the ASes,
+ * platform and QTSP, the AS signing keys, the default RP's self-signed client certificate, the key archive
  * with its operating party's OpenPGP key) and writes endpoints.json for the RP command line.
  */
 import { writeFileSync } from 'node:fs';
@@ -17,16 +17,17 @@ import { signJwt } from './as/jwt.ts';
 import { AsKeyStore } from './as/keys.ts';
 import { createStore } from './as/store.ts';
 import { ClientFileError } from './client-file.ts';
-import { ClientRegistry, DEFAULT_RP_CLIENT_ID } from './clients.ts';
-import { createControls } from './controls.ts';
+import { ClientRegistry, DEFAULT_RP_CLIENT_ID, defaultAccountChooserRedirectUri } from './clients.ts';
+import { createControls, quietBankControls } from './controls.ts';
 import { startEventParties, type EventParties } from './mediation/index.ts';
 import { keyArchivePaths, SandboxKeyArchive, type SandboxKeyArchivePaths } from './key-archive/repository.ts';
 import { platformApp } from './platform/app.ts';
-import { PlatformDirectory } from './platform/directory.ts';
+import { type BankProfile, SANDBOX_BANKS } from './platform/constants.ts';
+import { type DirectoryBank, PlatformDirectory } from './platform/directory.ts';
 import { buildQtspRecord } from './platform/sp-record.ts';
 import { sandboxPaths, type SandboxPaths } from './paths.ts';
-import { ensureSandboxTls, type SandboxTls, TlsServer, urlHost } from './tls.ts';
-import type { RpRegistration, Sandbox, SandboxOptions } from './types.ts';
+import { ensureSandboxTls, type SandboxTls, type ServerIdentity, TlsServer, urlHost } from './tls.ts';
+import type { RpRegistration, Sandbox, SandboxBank, SandboxControls, SandboxOptions } from './types.ts';
 
 export type {
   ClientState,
@@ -36,6 +37,7 @@ export type {
   PlatformClient,
   RpRegistration,
   Sandbox,
+  SandboxBank,
   SandboxControls,
   SandboxOptions,
 } from './types.ts';
@@ -47,66 +49,101 @@ export { TEST_USERS, DEFAULT_USER_SUB } from './users.ts';
 
 const DEFAULT_AS_PORT = 8441;
 const DEFAULT_PLATFORM_PORT = 8442;
+const DEFAULT_SECOND_AS_PORT = 8445;
 
 /** The host that goes into URLs: a wildcard listen address is reached on loopback. */
 function publicHost(host: string): string {
   return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : urlHost(host);
 }
 
+/** Each bank's AS port: bank 2 takes a free port too when bank 1 does (tests ask for free ports). */
+function bankPorts(o: SandboxOptions): number[] {
+  const first = o.asPort ?? DEFAULT_AS_PORT;
+  return [first, o.secondAsPort ?? (first === 0 ? 0 : DEFAULT_SECOND_AS_PORT)];
+}
+
+type EndpointsView = Pick<
+  Sandbox,
+  | 'issuer'
+  | 'banks'
+  | 'serviceConfigurationUrl'
+  | 'idpDirectoryUrl'
+  | 'spDirectoryUrl'
+  | 'accountChooserUrl'
+  | 'tlsCaFile'
+>;
+
 function writeEndpoints(
   paths: SandboxPaths,
-  s: Pick<Sandbox, 'issuer' | 'serviceConfigurationUrl' | 'idpDirectoryUrl' | 'spDirectoryUrl' | 'tlsCaFile'>,
+  s: EndpointsView,
   rp: RpRegistration,
   clients: ClientRegistry,
   qtspId: string,
 ): void {
   const endpoints = {
     issuer: s.issuer,
+    banks: s.banks,
     serviceConfigurationUrl: s.serviceConfigurationUrl,
     idpDirectoryUrl: s.idpDirectoryUrl,
     spDirectoryUrl: s.spDirectoryUrl,
+    accountChooserUrl: s.accountChooserUrl,
     tlsCaFile: s.tlsCaFile,
     qtspId,
-    rp: { clientId: rp.clientId, certFile: rp.certFile, keyFile: rp.keyFile, redirectUri: rp.redirectUri },
+    rp: {
+      clientId: rp.clientId,
+      certFile: rp.certFile,
+      keyFile: rp.keyFile,
+      redirectUri: rp.redirectUri,
+      accountChooserRedirectUris: rp.accountChooserRedirectUris,
+    },
     // what the platform knows of every RP (spec 2.14), for an operator checking a registration
     clients: clients.all().map((c) => ({
       client_id: c.registration.clientId,
       client_state: c.registration.state,
       redirect_uris: c.registration.redirectUris,
+      account_chooser_redirect_uris: c.registration.accountChooserRedirectUris,
       'x5t#S256': c.fingerprint,
     })),
   };
   writeFileSync(paths.endpoints, `${JSON.stringify(endpoints, null, 2)}\n`);
 }
 
-async function listenBoth(
-  host: string,
-  as: TlsServer,
-  asPort: number,
-  platform: TlsServer,
-  platformPort: number,
-): Promise<[number, number]> {
+/** Listens one server after the other; when one fails, every one closes. */
+async function listenAll(host: string, servers: readonly { server: TlsServer; port: number }[]): Promise<number[]> {
+  const ports: number[] = [];
   try {
-    return [await as.listen(host, asPort), await platform.listen(host, platformPort)];
+    for (const { server, port } of servers) ports.push(await server.listen(host, port));
+    return ports;
   } catch (err) {
-    await Promise.all([as.close(), platform.close()]);
+    await Promise.all(servers.map(({ server }) => server.close()));
     throw err;
   }
 }
 
-/** What the parties share: the AS key, the platform's directory, the registered RPs and the controls. */
+/** One bank: its AS context (issuer, keys, store) and the server identity and port it listens with. */
+interface BankState {
+  readonly ctx: AsContext;
+  readonly identity: ServerIdentity;
+  readonly port: number;
+}
+
+/** What the parties share: the banks, the platform's directory, the registered RPs and the controls. */
 interface SandboxState {
   readonly paths: SandboxPaths;
   readonly archivePaths: SandboxKeyArchivePaths;
   readonly tls: SandboxTls;
-  readonly ctx: AsContext;
+  /** bank 1 first */
+  readonly banks: readonly BankState[];
+  readonly clients: ClientRegistry;
+  readonly directory: PlatformDirectory;
+  readonly controls: SandboxControls;
   /** the default RP, played by `qtsp sign` with the sandbox's key */
   readonly rp: RpRegistration;
-  /** set once the AS listens: the archive names its files by the issuer URL */
+  /** set once the banks listen: the archive names its files by the issuer URLs */
   readonly archive: { current?: SandboxKeyArchive };
 }
 
-/** The AS and the platform, listening. */
+/** The banks and the platform, listening. */
 interface HttpsParties {
   readonly platformUrl: string;
   close(): Promise<void>;
@@ -115,7 +152,11 @@ interface HttpsParties {
 /** The default RP and the ones registered from outside (spec 2.14). */
 function registerClients(paths: SandboxPaths, external: SandboxOptions['clients']) {
   const clients = new ClientRegistry(paths.clientsDir);
-  const rp = clients.register({ clientId: DEFAULT_RP_CLIENT_ID, state: 'active' });
+  const rp = clients.register({
+    clientId: DEFAULT_RP_CLIENT_ID,
+    state: 'active',
+    accountChooserRedirectUris: [defaultAccountChooserRedirectUri(DEFAULT_RP_CLIENT_ID)],
+  });
   for (const c of external ?? []) {
     // `qtsp sign` plays the default RP with the sandbox's key: a registration must not take its place
     if (c.clientId === DEFAULT_RP_CLIENT_ID)
@@ -125,51 +166,84 @@ function registerClients(paths: SandboxPaths, external: SandboxOptions['clients'
   return { clients, rp };
 }
 
+/** Each bank's files: bank 1 keeps today's names, bank 2 has its own. */
+function bankFiles(paths: SandboxPaths, tls: SandboxTls): { identity: ServerIdentity; signingKey: string }[] {
+  return [
+    { identity: tls.as, signingKey: paths.asSigningKey },
+    { identity: tls.secondAs, signingKey: paths.secondAsSigningKey },
+  ];
+}
+
 /** Files under <dataDir>/sandbox/ (created where missing) and the state the parties share. */
 async function prepare(o: SandboxOptions, host: string): Promise<SandboxState> {
   const paths = sandboxPaths(resolve(o.dataDir));
   ensurePrivateDir(paths.dir); // also the data directory, when the sandbox is the first to create it
   const tls = ensureSandboxTls(paths, host);
-  const keys = await AsKeyStore.open(paths.asSigningKey);
-  const urls = { issuer: '' };
-  const directory = new PlatformDirectory([buildQtspRecord(o.qtsp)], () => urls.issuer);
+  const files = bankFiles(paths, tls);
+  const keys = await Promise.all(files.map((f) => AsKeyStore.open(f.signingKey)));
+  const urls = SANDBOX_BANKS.map(() => ({ issuer: '' }));
+  const listed: DirectoryBank[] = SANDBOX_BANKS.map((profile, i) => ({
+    profile,
+    issuer: () => urls[i]!.issuer,
+    status: 'active',
+  }));
+  const directory = new PlatformDirectory([buildQtspRecord(o.qtsp)], listed);
   const { clients, rp } = registerClients(paths, o.clients);
   const archive: SandboxState['archive'] = {};
-  const controls = createControls(keys, directory, () => archive.current);
-  const tokenLifetimeSeconds = o.tokenLifetimeSeconds ?? 300;
-  const ctx: AsContext = { urls, clients, directory, keys, store: createStore(), controls, tokenLifetimeSeconds };
-  return { paths, archivePaths: keyArchivePaths(paths.dir), tls, ctx, rp, archive };
+  const controlled = SANDBOX_BANKS.map((b, i) => ({ bic: b.bic, keys: keys[i]! }));
+  const controls = createControls(controlled, directory, () => archive.current);
+  const ports = bankPorts(o);
+  const banks = SANDBOX_BANKS.map((bank: BankProfile, i): BankState => {
+    const ctx: AsContext = {
+      urls: urls[i]!,
+      bank,
+      clients,
+      directory,
+      keys: keys[i]!,
+      store: createStore(),
+      controls: i === 0 ? controls : quietBankControls(controls),
+      tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300,
+    };
+    return { ctx, identity: files[i]!.identity, port: ports[i]! };
+  });
+  const archivePaths = keyArchivePaths(paths.dir);
+  return { paths, archivePaths, tls, banks, clients, directory, controls, rp, archive };
 }
 
-/** The AS and the platform on their ports; the issuer URL is known from here on. */
+/** The banks and the platform on their ports; the issuer URLs are known from here on. */
 async function startHttpsParties(state: SandboxState, host: string, o: SandboxOptions): Promise<HttpsParties> {
-  const { ctx, tls } = state;
-  const asServer = new TlsServer(tls.as, asApp(ctx), true);
-  const platform = platformApp(ctx.directory, { controls: ctx.controls, keyArchiveRoot: state.archivePaths.root });
-  const platformServer = new TlsServer(tls.platform, platform, false);
-  const [asPort, platformPort] = await listenBoth(
-    host,
-    asServer,
-    o.asPort ?? DEFAULT_AS_PORT,
-    platformServer,
-    o.platformPort ?? DEFAULT_PLATFORM_PORT,
-  );
-  ctx.urls.issuer = `https://${publicHost(host)}:${asPort}`;
+  const { tls, banks } = state;
+  const bankServers = banks.map((b) => ({ server: new TlsServer(b.identity, asApp(b.ctx), true), port: b.port }));
+  const platform = platformApp(state.directory, {
+    controls: state.controls,
+    keyArchiveRoot: state.archivePaths.root,
+    clients: state.clients,
+  });
+  const platformServer = {
+    server: new TlsServer(tls.platform, platform, false),
+    port: o.platformPort ?? DEFAULT_PLATFORM_PORT,
+  };
+  const servers = [...bankServers, platformServer];
+  const ports = await listenAll(host, servers);
+  banks.forEach((b, i) => {
+    b.ctx.urls.issuer = `https://${publicHost(host)}:${ports[i]}`;
+  });
   return {
-    platformUrl: `https://${publicHost(host)}:${platformPort}`,
+    platformUrl: `https://${publicHost(host)}:${ports[banks.length]}`,
     close: async () => {
-      await Promise.all([asServer.close(), platformServer.close()]);
+      await Promise.all(servers.map(({ server }) => server.close()));
     },
   };
 }
 
 /** The collection service of spec 4.7: HEAD holds the JWK Set of each active IDP, every commit signed. */
 async function openKeyArchive(state: SandboxState, https: HttpsParties): Promise<SandboxKeyArchive> {
-  const { urls, directory, keys } = state.ctx;
+  const { banks, directory } = state;
+  const active = () => banks.filter((b) => directory.idpByBic(b.ctx.bank.bic)?.status === 'active');
   try {
     state.archive.current = await SandboxKeyArchive.open(
       state.paths.dir,
-      () => new Map(directory.idpStatus === 'active' ? [[urls.issuer, keys.jwks()]] : []),
+      () => new Map(active().map((b) => [b.ctx.urls.issuer, b.ctx.keys.jwks()])),
     );
     return state.archive.current;
   } catch (err) {
@@ -192,8 +266,8 @@ async function startEvents(
       mediationPort: o.mediationPort,
       smtpPort: o.smtpPort,
       identity: state.tls.platform,
-      directory: state.ctx.directory,
-      controls: state.ctx.controls,
+      directory: state.directory,
+      controls: state.controls,
       dir: state.paths.dir,
     });
   } catch (err) {
@@ -203,23 +277,43 @@ async function startEvents(
   }
 }
 
+/** The keys of the bank with this BIC (default bank 1): what mintAccessToken signs with. */
+function bankKeys(state: SandboxState, bic: string | undefined): AsKeyStore {
+  const bank = bic === undefined ? state.banks[0] : state.banks.find((b) => b.ctx.bank.bic === bic.toUpperCase());
+  if (!bank) throw new TypeError(`no sandbox bank with BIC ${String(bic)}`);
+  return bank.ctx.keys;
+}
+
+/** The platform's URLs, derived from where it listens. */
+function platformUrls(platformUrl: string, archivePaths: SandboxKeyArchivePaths) {
+  return {
+    platformUrl,
+    idpDirectoryUrl: `${platformUrl}/idps/v1/`,
+    serviceConfigurationUrl: `${platformUrl}/service-configuration/v1/`,
+    spDirectoryUrl: `${platformUrl}/sps/v1/`,
+    accountChooserUrl: `${platformUrl}/account-chooser/`,
+    keyArchiveUrl: `${platformUrl}/key-archive/${archivePaths.repoName}`,
+    keyArchiveSignerKeyFile: archivePaths.signerPublicKey,
+  };
+}
+
 /** The running sandbox as its users see it; endpoints.json is written again whenever an RP registers. */
 function sandboxOf(
   state: SandboxState,
   qtspId: string,
   running: { https: HttpsParties; keyArchive: SandboxKeyArchive; events: EventParties },
 ): Sandbox {
-  const { paths, archivePaths, ctx, rp } = state;
-  const { platformUrl } = running.https;
+  const { paths, archivePaths, clients, rp } = state;
+  const banks: SandboxBank[] = state.banks.map((b) => ({
+    issuer: b.ctx.urls.issuer,
+    bic: b.ctx.bank.bic,
+    name: b.ctx.bank.name,
+  }));
   const sandbox: Sandbox = {
-    issuer: ctx.urls.issuer,
-    asUrl: ctx.urls.issuer,
-    platformUrl,
-    idpDirectoryUrl: `${platformUrl}/idps/v1/`,
-    serviceConfigurationUrl: `${platformUrl}/service-configuration/v1/`,
-    spDirectoryUrl: `${platformUrl}/sps/v1/`,
-    keyArchiveUrl: `${platformUrl}/key-archive/${archivePaths.repoName}`,
-    keyArchiveSignerKeyFile: archivePaths.signerPublicKey,
+    issuer: banks[0]!.issuer,
+    asUrl: banks[0]!.issuer,
+    banks,
+    ...platformUrls(running.https.platformUrl, archivePaths),
     mediationUrl: running.events.mediationUrl,
     mediation: running.events.mediation,
     smtp: running.events.smtp,
@@ -228,13 +322,16 @@ function sandboxOf(
     qtspServerKeyFile: state.tls.qtsp.keyFile,
     rp,
     registerClient: async (c) => {
-      const registration = ctx.clients.register(c);
-      writeEndpoints(paths, sandbox, rp, ctx.clients, qtspId);
+      const registration = clients.register(c);
+      writeEndpoints(paths, sandbox, rp, clients, qtspId);
       return registration;
     },
-    clients: () => ctx.clients.all().map((c) => ({ ...c.registration })),
-    controls: ctx.controls,
-    mintAccessToken: (claims, opts) => signJwt(ctx.keys, claims, { ...opts, typ: 'JWT' }),
+    clients: () => clients.all().map((c) => ({ ...c.registration })),
+    controls: state.controls,
+    mintAccessToken: (claims, opts) => {
+      const { bic, ...sign } = opts ?? {};
+      return signJwt(bankKeys(state, bic), claims, { ...sign, typ: 'JWT' });
+    },
     close: async () => {
       await running.keyArchive.close();
       await Promise.all([running.https.close(), running.events.close()]);
@@ -250,6 +347,6 @@ export async function startSandbox(o: SandboxOptions): Promise<Sandbox> {
   const keyArchive = await openKeyArchive(state, https);
   const events = await startEvents(state, host, o, { https, keyArchive });
   const sandbox = sandboxOf(state, o.qtsp.id, { https, keyArchive, events });
-  writeEndpoints(state.paths, sandbox, state.rp, state.ctx.clients, o.qtsp.id);
+  writeEndpoints(state.paths, sandbox, state.rp, state.clients, o.qtsp.id);
   return sandbox;
 }

@@ -13,6 +13,10 @@ export interface SandboxPaths {
   readonly qtspKey: string;
   /** the AS's RS256 signing key (PKCS#8 PEM) */
   readonly asSigningKey: string;
+  /** bank 2's AS: its TLS server certificate and key, and its own RS256 signing key */
+  readonly secondAsCert: string;
+  readonly secondAsKey: string;
+  readonly secondAsSigningKey: string;
   /** self-signed client certificates of RPs: <clientsDir>/<clientId>.pem / .key.pem */
   readonly clientsDir: string;
   readonly endpoints: string;
@@ -31,6 +35,9 @@ export function sandboxPaths(dataDir: string): SandboxPaths {
     qtspCert: join(dir, 'qtsp-server.pem'),
     qtspKey: join(dir, 'qtsp-server.key.pem'),
     asSigningKey: join(dir, 'as-signing.key.pem'),
+    secondAsCert: join(dir, 'as2-server.pem'),
+    secondAsKey: join(dir, 'as2-server.key.pem'),
+    secondAsSigningKey: join(dir, 'as2-signing.key.pem'),
     clientsDir: join(dir, 'clients'),
     endpoints: join(dir, 'endpoints.json'),
   };

@@ -36,7 +36,7 @@ function loadOrCreateCa(paths: SandboxPaths): { ca: KeyedCertificate; created: b
   return { ca, created: true };
 }
 
-/** SAN of every sandbox server: localhost and 127.0.0.1, plus the configured host. */
+/** SAN of every sandbox server: localhost and 127.0.0.1, plus the configured host (any port: SANs name no port). */
 function subjectAltNames(host: string): { dnsNames: string[]; ips: string[] } {
   const dnsNames = ['localhost'];
   const ips = ['127.0.0.1'];
@@ -62,6 +62,8 @@ function ensureServerCert(
 
 export interface SandboxTls {
   readonly as: ServerIdentity;
+  /** bank 2's AS, on its own port */
+  readonly secondAs: ServerIdentity;
   readonly platform: ServerIdentity;
   readonly qtsp: ServerIdentity;
 }
@@ -71,6 +73,7 @@ export function ensureSandboxTls(paths: SandboxPaths, host: string): SandboxTls 
   const { ca, created } = loadOrCreateCa(paths);
   return {
     as: ensureServerCert(ca, created, paths.asCert, paths.asKey, 'Sandbox Bank AS', host),
+    secondAs: ensureServerCert(ca, created, paths.secondAsCert, paths.secondAsKey, 'Second Sandbox Bank AS', host),
     platform: ensureServerCert(ca, created, paths.platformCert, paths.platformKey, 'Sandbox Platform', host),
     qtsp: ensureServerCert(ca, created, paths.qtspCert, paths.qtspKey, 'Sandbox QTSP', host),
   };

@@ -11,10 +11,12 @@ export type ClientState = 'active' | 'demo' | 'inactive';
 export interface SandboxOptions {
   /** files go to <dataDir>/sandbox/ */
   dataDir: string;
-  /** listen address of both servers; default 127.0.0.1 */
+  /** listen address of every server; default 127.0.0.1 */
   host?: string;
-  /** bank AS HTTPS port; 0 picks a free port (tests); default 8441 */
+  /** bank 1's AS HTTPS port; 0 picks a free port (tests); default 8441 */
   asPort?: number;
+  /** bank 2's AS HTTPS port; 0 = free; default 8445, or a free port when asPort is 0 */
+  secondAsPort?: number;
   /** platform HTTPS port (IDP directory, SP directory, service configuration); 0 = free; default 8442 */
   platformPort?: number;
   /** our QTSP's record in the SP directory (spec 2.13) */
@@ -33,6 +35,8 @@ export interface SandboxOptions {
 export interface ExternalClient {
   readonly clientId: string;
   readonly redirectUris: readonly string[];
+  /** where the account chooser redirects to (spec 2.1); the chooser uses the first; none: it refuses the RP */
+  readonly accountChooserRedirectUris: readonly string[];
   readonly state: ClientState;
   readonly fingerprint: string;
   /** the registered certificate's file, when it was given as a file (for endpoints.json) */
@@ -46,6 +50,8 @@ export interface PlatformClient {
   readonly clientId: string;
   /** compared as strings with the redirect_uri of PAR (RFC 6749 3.1.2.2, RFC 9700 2.1) */
   readonly redirectUris: readonly string[];
+  /** the account chooser's redirect targets (spec 2.1, 4.1); it uses the first */
+  readonly accountChooserRedirectUris: readonly string[];
   readonly state: ClientState;
   readonly allowedClaimsQes: readonly string[];
   readonly allowedTypes: readonly string[];
@@ -62,6 +68,8 @@ export interface RpRegistration {
   /** the first of redirectUris: where this RP's flow redirects to */
   redirectUri: string;
   redirectUris: string[];
+  /** the account chooser's redirect targets (spec 2.1); default none (the chooser then refuses this RP) */
+  accountChooserRedirectUris: string[];
   state: ClientState;
   allowedClaimsQes: string[];
   allowedTypes: string[];
@@ -117,15 +125,19 @@ export interface SandboxControls {
   smtp: SmtpControls;
   /**
    * A fresh AS signing key becomes current; the old one stays in the JWKS unless keepOld is false. The key
-   * archive gets a signed commit with the new JWK Set before this resolves.
+   * archive gets a signed commit with the new JWK Set before this resolves. bic: which bank (default bank 1).
    */
-  rotateAsKey(options?: { keepOld?: boolean }): Promise<string>;
-  /** Status of the sandbox bank in the IDP directory (and thus the service configuration and the key archive). */
-  setIdpStatus(status: 'active' | 'inactive'): void;
+  rotateAsKey(options?: { keepOld?: boolean; bic?: string }): Promise<string>;
+  /**
+   * Status of a bank in the IDP directory (and thus the service configuration, the account chooser and the key
+   * archive); bic: which bank (default bank 1).
+   */
+  setIdpStatus(status: 'active' | 'inactive', bic?: string): void;
   keyArchive: KeyArchiveControls;
   /**
-   * Everything back to normal: modes, IDP status, the persisted AS key as the only signing key, and the key
-   * archive back on its last operator-signed commit with the current keys (resolves when that is committed).
+   * Everything back to normal: modes, every bank's IDP status, each bank's persisted AS key as its only signing
+   * key, and the key archive back on its last operator-signed commit with the current keys (resolves when that
+   * is committed).
    */
   reset(): Promise<void>;
 }
@@ -137,13 +149,26 @@ export interface MintOptions {
   key?: 'as' | 'foreign';
   /** default RS256; 'none' gives an unsigned JWT */
   alg?: string;
+  /** BIC of the bank whose keys sign; default bank 1 (the claims, iss included, stay exactly as given) */
+  bic?: string;
+}
+
+/** A bank of the sandbox (spec 2.1, 4.6): its own AS and issuer. */
+export interface SandboxBank {
+  readonly issuer: string;
+  readonly bic: string;
+  readonly name: string;
 }
 
 export interface Sandbox {
-  /** AS issuer URL, e.g. https://127.0.0.1:8441 */
+  /** bank 1's AS issuer URL, e.g. https://127.0.0.1:8441 */
   issuer: string;
   asUrl: string;
+  /** every bank, bank 1 first (SNDBDEFFXXX "Sandbox Bank", SNDCDEFFXXX "Second Sandbox Bank") */
+  banks: readonly SandboxBank[];
   platformUrl: string;
+  /** the account chooser (spec 2.1, 4.1): `${platformUrl}/account-chooser/`; its cookie reset: `...cookie` */
+  accountChooserUrl: string;
   /** `${platformUrl}/idps/v1/` */
   idpDirectoryUrl: string;
   /** `${platformUrl}/service-configuration/v1/` */

@@ -727,7 +727,10 @@ describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
     const list = jsonBody(await get(sandbox.idpDirectoryUrl)) as Record<string, unknown>[];
     assert.deepEqual(
       list.map((r) => [r['iss'], r['status']]),
-      [[sandbox.issuer, 'inactive']],
+      [
+        [sandbox.issuer, 'inactive'],
+        [sandbox.banks[1]!.issuer, 'active'],
+      ],
     );
   });
 

@@ -115,7 +115,7 @@ describe('IDP directory (spec 4.6, 5.7 step 1)', () => {
     const sad = await authorize();
     env.sandbox.controls.setIdpStatus('inactive');
     await expectStatus(sad, 401, /not an active IDP/);
-    assert.equal(await env.qtsp.trust.idps.refreshList(), 1);
+    assert.equal(await env.qtsp.trust.idps.refreshList(), 2, 'both sandbox banks are listed');
     await expectStatus(sad, 401, /not an active IDP/);
   });
 

@@ -5,18 +5,24 @@
  *   GET /sps/v1/                        SP directory (spec 2.13)
  *   GET /service-configuration/v1/?iss= service configuration (spec 4.2, 2.2): 400 / 404 / 423
  *   GET|POST /key-archive/keys.git/...  the long-term public key archive over smart HTTP (spec 4.7), read-only
+ *   GET /account-chooser/               the account chooser (spec 2.1, 4.1): pages and redirects
+ *   GET /account-chooser/cookie         sandbox only: forgets the chooser's stored bank
  * The IDP directory routes obey controls.idpDirectory.mode, so tests can make the directory fail for real.
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { errorHandler, invalidRequest, notFound, notFoundHandler, OAuthError } from '../errors.ts';
+import type { ClientRegistry } from '../clients.ts';
 import { gitHttpBackend } from '../key-archive/http-backend.ts';
 import type { SandboxControls } from '../types.ts';
+import { accountChooser } from './account-chooser.ts';
 import type { IdpRecord, PlatformDirectory } from './directory.ts';
 
 export interface PlatformAppOptions {
   readonly controls: SandboxControls;
   /** GIT_PROJECT_ROOT of the key archive, served under /key-archive/ */
   readonly keyArchiveRoot: string;
+  /** the registered RPs: the account chooser redirects to theirs */
+  readonly clients: ClientRegistry;
 }
 
 /** The iss query parameter: present once and a valid https URL (spec 3: "issuer not a valid URI" -> 400). */
@@ -62,6 +68,8 @@ export function platformApp(directory: PlatformDirectory, options: PlatformAppOp
   });
 
   app.use('/key-archive', gitHttpBackend(options.keyArchiveRoot));
+
+  app.use('/account-chooser', accountChooser({ directory, clients: options.clients }));
 
   app.get('/sps/v1/', (_req: Request, res: Response) => {
     res.set('Cache-Control', 'no-cache').json(directory.spRecords());

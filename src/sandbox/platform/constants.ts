@@ -23,3 +23,16 @@ export const CREDENTIAL_ID = 'qes_eidas';
 
 export const BANK_NAME = 'Sandbox Bank';
 export const BANK_NOTIFICATION_EMAIL = 'notify@bank.sandbox.localhost';
+
+/** A bank of the sandbox as the IDP directory and the account chooser name it (spec 2.1, 4.6). */
+export interface BankProfile {
+  readonly bic: string;
+  readonly name: string;
+  readonly notificationEmail: string;
+}
+
+/** The sandbox's banks, bank 1 first: each its own AS (issuer, port, signing key, store). */
+export const SANDBOX_BANKS: readonly BankProfile[] = [
+  { bic: 'SNDBDEFFXXX', name: BANK_NAME, notificationEmail: BANK_NOTIFICATION_EMAIL },
+  { bic: 'SNDCDEFFXXX', name: 'Second Sandbox Bank', notificationEmail: 'notify@bank2.sandbox.localhost' },
+];

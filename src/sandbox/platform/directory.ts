@@ -1,8 +1,8 @@
 /**
- * The platform's directories as one in-memory state: the IDP directory (spec 4.6) with the sandbox bank,
+ * The platform's directories as one in-memory state: the IDP directory (spec 4.6) with the sandbox banks,
  * the SP directory (spec 2.13) with our QTSP, and the service configuration derived from both (spec 2.2).
  */
-import { BANK_NAME, BANK_NOTIFICATION_EMAIL } from './constants.ts';
+import type { BankProfile } from './constants.ts';
 import type { SpRecord } from './sp-record.ts';
 
 export type IdpStatus = 'active' | 'inactive';
@@ -11,8 +11,16 @@ export interface IdpRecord {
   iss: string;
   status: IdpStatus;
   name: string;
+  bic: string;
   notification_email: string;
   jwks_uri: string;
+}
+
+/** A bank as the directory keeps it: its issuer is read lazily (known once its AS listens), its status is set. */
+export interface DirectoryBank {
+  readonly profile: BankProfile;
+  readonly issuer: () => string;
+  status: IdpStatus;
 }
 
 export interface ServiceConfiguration {
@@ -32,12 +40,9 @@ export function sameIssuer(a: string, b: string): boolean {
 }
 
 export class PlatformDirectory {
-  idpStatus: IdpStatus = 'active';
-
-  /** bankIssuer is read lazily: the AS port is known only once it listens. */
   constructor(
     private readonly sps: readonly SpRecord[],
-    private readonly bankIssuer: () => string,
+    private readonly banks: readonly DirectoryBank[],
   ) {}
 
   spRecords(): readonly SpRecord[] {
@@ -55,18 +60,31 @@ export class PlatformDirectory {
     return this.idps().find((r) => sameIssuer(iss, r.iss));
   }
 
-  /** Every IDP the directory knows, active or not (the sandbox has one bank). */
+  /** The IDP record of the bank with this BIC (BICs compare case-insensitively). */
+  idpByBic(bic: string): IdpRecord | undefined {
+    return this.idps().find((r) => r.bic === bic.toUpperCase());
+  }
+
+  /** Every IDP the directory knows, active or not, bank 1 first. */
   idps(): IdpRecord[] {
-    const issuer = this.bankIssuer();
-    return [
-      {
+    return this.banks.map((bank) => {
+      const issuer = bank.issuer();
+      return {
         iss: issuer,
-        status: this.idpStatus,
-        name: BANK_NAME,
-        notification_email: BANK_NOTIFICATION_EMAIL,
+        status: bank.status,
+        name: bank.profile.name,
+        bic: bank.profile.bic,
+        notification_email: bank.profile.notificationEmail,
         jwks_uri: `${issuer}/jwks`,
-      },
-    ];
+      };
+    });
+  }
+
+  /** Sets the status of the bank with this BIC; false when there is none. */
+  setStatus(bic: string, status: IdpStatus): boolean {
+    const bank = this.banks.find((b) => b.profile.bic === bic.toUpperCase());
+    if (bank) bank.status = status;
+    return !!bank;
   }
 
   serviceConfiguration(idp: IdpRecord): ServiceConfiguration {

@@ -62,7 +62,7 @@ afterEach(async () => {
 describe('IDP directory: answers', () => {
   it('the list pull fills the cache: no request until the TTL ends', async () => {
     const idps = directory();
-    assert.equal(await idps.refreshList(), 1);
+    assert.equal(await idps.refreshList(), 2, 'both sandbox banks');
     sandbox.controls.idpDirectory.mode = 'reset'; // any request now fails
     assert.equal(await idps.status(sandbox.issuer), 'active');
     assert.equal((await idps.record(sandbox.issuer))?.notification_email, 'notify@bank.sandbox.localhost');

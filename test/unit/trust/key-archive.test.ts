@@ -96,7 +96,7 @@ afterEach(async () => {
 });
 
 describe('key archive: clone and signed updates', () => {
-  it('clones over smart HTTP; HEAD holds the JWK Set of the active IDP under its URL-encoded issuer', async () => {
+  it('clones over smart HTTP; HEAD holds the JWK Set of each active IDP under its URL-encoded issuer', async () => {
     const archive = await openArchive();
     assert.deepEqual(archive.readiness().ready, false, 'no verified state before the first pull');
     const outcome = await archive.pull();
@@ -105,7 +105,7 @@ describe('key archive: clone and signed updates', () => {
     const { tree } = await git.readTree({ fs, gitdir: archive.gitdir, oid: archive.verifiedHead()! });
     assert.deepEqual(
       tree.map((e) => e.path),
-      [archiveFileName(sandbox.issuer)],
+      sandbox.banks.map((b) => archiveFileName(b.issuer)).sort(),
     );
     assert.match(tree[0]!.path, /^https%3A%2F%2F127\.0\.0\.1%3A\d+$/);
     const found = archive.key(sandbox.issuer, await currentKid());
