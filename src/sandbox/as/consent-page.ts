@@ -4,7 +4,7 @@
  * ids: consent_id, csrf_token, identity (radio, id identity-<sub>), otp; buttons name=action with the values
  * consent, cancel, select_bank (ids consent, cancel, select-bank) and acknowledge (id continue).
  */
-import { type Html, html } from '../../util/html.ts';
+import { Html, html } from '../../util/html.ts';
 import {
   type ConsentView,
   claimTitle,
@@ -101,8 +101,12 @@ export function consentTitle(v: PartiesView): string {
 }
 
 /** The page body: who asks, what is signed, which identity, the second factor, the three buttons. */
+const IDENTITY_STYLE = new Html(
+  '<style>.identity{border-top:1px solid #e1e6ec;padding:.5rem 0}.hint{color:#55606e;font-size:.9rem}</style>',
+);
+
 export function consentPage(v: ConsentView): Html {
-  return html`<h1>${consentTitle(v)}</h1>
+  return html`${IDENTITY_STYLE}<h1>${consentTitle(v)}</h1>
 <p class="hint">This is a sandbox bank: pick a test identity to log in as.</p>
 ${v.error === undefined ? '' : html`<p class="error" id="error" role="alert">${v.error}</p>`}
 ${partiesSection(v, v.purpose)}
@@ -131,5 +135,5 @@ ${hiddenFields(v.consentId, v.csrfToken)}
 export function errorPage(message: string): Html {
   return html`<h1>This request cannot be completed</h1>
 <p class="error" id="error">${message}</p>
-<p>Nothing was signed and no data was shared. Start again at the service you came from.</p>`;
+<p>The bank did nothing with this form. If you have not finished, start again at the service you came from.</p>`;
 }

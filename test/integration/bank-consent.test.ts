@@ -1,0 +1,480 @@
+/**
+ * The sandbox bank's login and consent page (spec 2.7, 5.10, 5.11, 7.3) over real HTTPS: the page and its
+ * headers, the single-use CSRF-protected form, expiry, the second factor, every outcome with state and iss;
+ * then the same flows clicked through in chromium, with screenshots of each page state.
+ */
+import { after, before, describe, it, mock } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { pkiPaths } from '../../src/ca/material.ts';
+import { pkiInit } from '../../src/ca/init.ts';
+import { CONSENT_TTL_SECONDS } from '../../src/sandbox/as/store.ts';
+import { DEFAULT_SIGNING_DOCUMENTS, startSandbox, type Sandbox } from '../../src/sandbox/index.ts';
+import { httpRequest, type HttpAgent, type HttpResponse, jsonBody, tlsAgent } from '../../src/util/http-client.ts';
+import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
+
+const QTSP_ID = 'sp:sandbox.qtsp.localhost:0b7e3c1e-5a51-4f49-9d8e-4b0c6a2f1e77';
+const SHA256_OID = '2.16.840.1.101.3.4.2.1';
+const LABEL = '<script>alert(1)</script> & "Vertrag" Ü';
+const ESCAPED = '&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;Vertrag&quot; Ü';
+const FACTOR = '123456';
+const VERIFIER = 'v'.repeat(43);
+const CHALLENGE = createHash('sha256').update(VERIFIER).digest('base64url');
+const sha256 = (text: string) => createHash('sha256').update(Buffer.from(text, 'utf8')).digest('base64');
+
+let dataDir: string;
+let sandbox: Sandbox;
+let rpAgent: HttpAgent;
+let qtspAgent: HttpAgent;
+let plainAgent: HttpAgent;
+
+before(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bank-consent-'));
+  pkiInit({ dataDir, qtspId: QTSP_ID });
+  sandbox = await startSandbox({
+    dataDir,
+    asPort: 0,
+    platformPort: 0,
+    mediationPort: 0,
+    smtpPort: 0,
+    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
+  });
+  const ca = readFileSync(sandbox.tlsCaFile);
+  rpAgent = tlsAgent({ ca, cert: readFileSync(sandbox.rp.certFile), key: readFileSync(sandbox.rp.keyFile) });
+  const pki = pkiPaths(dataDir);
+  qtspAgent = tlsAgent({ ca, cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) });
+  plainAgent = tlsAgent({ ca });
+});
+
+after(async () => {
+  for (const a of [rpAgent, qtspAgent, plainAgent]) await a?.close();
+  await sandbox?.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+// ---- the RP side by hand: PAR (mTLS), authorize URL, token ----
+
+type Claims = Record<string, null | { essential: true }>;
+
+function postForm(url: string, fields: Record<string, string | undefined>, agent: HttpAgent): Promise<HttpResponse> {
+  const body = new URLSearchParams();
+  for (const [k, v] of Object.entries(fields)) if (v !== undefined) body.append(k, v);
+  return httpRequest(url, {
+    method: 'POST',
+    agent,
+    timeoutMs: 10_000,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: body.toString(),
+  });
+}
+
+/** PAR as the default RP, without headless consent unless asked; returns the authorization URL. */
+async function authorizationUrl(
+  o: { docs?: { hash: string; label: string }[]; claims?: Claims; extra?: Record<string, string> } = {},
+): Promise<string> {
+  const sign = {
+    type: 'sign',
+    locations: [QTSP_ID],
+    credentialID: 'qes_eidas',
+    documentDigests: o.docs ?? [{ hash: sha256('a contract'), label: LABEL }],
+    hashAlgorithmOID: SHA256_OID,
+    ...(o.claims ? { identity_assurance_claims: o.claims } : {}),
+  };
+  const res = await postForm(
+    `${sandbox.issuer}/par`,
+    {
+      response_type: 'code',
+      client_id: sandbox.rp.clientId,
+      redirect_uri: sandbox.rp.redirectUri,
+      code_challenge: CHALLENGE,
+      code_challenge_method: 'S256',
+      state: 'state-7',
+      authorization_details: JSON.stringify([sign]),
+      ...o.extra,
+    },
+    rpAgent,
+  );
+  assert.equal(res.status, 201, res.body.toString());
+  const requestUri = (jsonBody(res) as { request_uri: string }).request_uri;
+  const q = new URLSearchParams({ client_id: sandbox.rp.clientId, request_uri: requestUri });
+  return `${sandbox.issuer}/authorize?${q.toString()}`;
+}
+
+function redeem(code: string): Promise<HttpResponse> {
+  return postForm(
+    `${sandbox.issuer}/token`,
+    {
+      grant_type: 'authorization_code',
+      code,
+      client_id: sandbox.rp.clientId,
+      redirect_uri: sandbox.rp.redirectUri,
+      code_verifier: VERIFIER,
+    },
+    rpAgent,
+  );
+}
+
+async function introspectedSub(accessToken: string): Promise<{ sub: unknown; claims: Record<string, unknown> }> {
+  const res = await postForm(`${sandbox.issuer}/introspect`, { client_id: QTSP_ID, token: accessToken }, qtspAgent);
+  assert.equal(res.status, 200, res.body.toString());
+  const payload = JSON.parse(Buffer.from(res.body.toString().split('.')[1]!, 'base64url').toString()) as {
+    sub: unknown;
+    verified_claims: { claims: Record<string, unknown> };
+  };
+  return { sub: payload.sub, claims: payload.verified_claims.claims };
+}
+
+// ---- the browser side by hand: the page and its form ----
+
+interface ShownPage {
+  readonly res: HttpResponse;
+  readonly html: string;
+  readonly consentId: string;
+  readonly csrfToken: string;
+}
+
+function field(html: string, name: string): string {
+  const m = new RegExp(`name="${name}" value="([^"]*)"`).exec(html);
+  assert.ok(m, `no field ${name} in ${html}`);
+  return m[1]!;
+}
+
+function shown(res: HttpResponse): ShownPage {
+  const html = res.body.toString();
+  return { res, html, consentId: field(html, 'consent_id'), csrfToken: field(html, 'csrf_token') };
+}
+
+async function openPage(url: string): Promise<ShownPage> {
+  const res = await httpRequest(url, { agent: plainAgent, timeoutMs: 10_000 });
+  assert.equal(res.status, 200, res.body.toString());
+  return shown(res);
+}
+
+function submit(p: ShownPage, fields: Record<string, string | undefined>): Promise<HttpResponse> {
+  return postForm(
+    `${sandbox.issuer}/authorize/consent`,
+    { consent_id: p.consentId, csrf_token: p.csrfToken, ...fields },
+    plainAgent,
+  );
+}
+
+/** A redirect to the RP: 303, to the registered redirect_uri, always with state and iss (spec 5.11). */
+function callback(res: HttpResponse): URLSearchParams {
+  assert.equal(res.status, 303, res.body.toString());
+  const location = new URL(String(res.headers.location));
+  assert.equal(`${location.origin}${location.pathname}`, sandbox.rp.redirectUri);
+  assert.equal(location.searchParams.get('state'), 'state-7');
+  assert.equal(location.searchParams.get('iss'), sandbox.issuer);
+  return location.searchParams;
+}
+
+function assertRejected(res: HttpResponse): void {
+  assert.equal(res.status, 400, res.body.toString());
+  assert.match(String(res.headers['content-type']), /^text\/html/);
+  assert.equal(res.headers.location, undefined);
+  assert.match(res.body.toString(), /already used, has expired, or is not valid/);
+}
+
+describe('the consent page over HTTP', () => {
+  it('is HTML with strict headers, the label escaped, the RP, the QTSP and its links', async () => {
+    const p = await openPage(await authorizationUrl());
+    const h = p.res.headers;
+    assert.match(String(h['content-type']), /^text\/html; charset=utf-8/);
+    const csp = String(h['content-security-policy']);
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /frame-ancestors 'none'/);
+    // chromium applies form-action to the redirect after the post too: the RP's origin, and nothing else
+    assert.ok(csp.includes(`form-action 'self' ${new URL(sandbox.rp.redirectUri).origin};`), csp);
+    assert.equal(h['x-content-type-options'], 'nosniff');
+    assert.equal(h['cache-control'], 'no-store');
+    assert.equal(h['referrer-policy'], 'no-referrer');
+    assert.ok(p.html.includes(`<span class="document-label">${ESCAPED}</span>`));
+    assert.equal(p.html.includes('<script>'), false);
+    assert.ok(p.html.includes(`<code id="rp-client-id">${sandbox.rp.clientId}</code>`));
+    assert.match(p.html, /qtsp Sandbox Trust Service/);
+    assert.match(p.html, /href="https:\/\/qtsp\.sandbox\.localhost\/tos\/v1\.0\/">Nutzungsbedingungen/);
+    assert.match(p.html, /href="https:\/\/qtsp\.sandbox\.localhost\/policy\/v1\.0\/"/);
+    assert.match(p.html, /id="identity-user-4711" value="user-4711" checked>/);
+    assert.match(p.html, /the code is always 123456/);
+  });
+
+  it('shows the full text of a QTSP default document, and preselects the login_hint identity', async () => {
+    const text = DEFAULT_SIGNING_DOCUMENTS[0]!.text;
+    const p = await openPage(
+      await authorizationUrl({
+        docs: [{ hash: sha256(text), label: '' }],
+        claims: { nationalities: null },
+        extra: { login_hint: 'user-0030' },
+      }),
+    );
+    assert.ok(p.html.includes(`<div class="doc default-document-text">${text}</div>`));
+    assert.match(p.html, /id="identity-user-0030" value="user-0030" checked>/);
+    assert.match(p.html, /Παπαδοπούλου/);
+  });
+
+  it('consent with the right factor: 303 with code, state, iss; the code redeems for the chosen identity', async () => {
+    const p = await openPage(await authorizationUrl({ claims: { address: { essential: true } } }));
+    const cb = callback(await submit(p, { identity: 'user-0030', otp: FACTOR, action: 'consent' }));
+    assert.equal(cb.get('error'), null);
+    const token = await redeem(cb.get('code')!);
+    assert.equal(token.status, 200, token.body.toString());
+    const seen = await introspectedSub((jsonBody(token) as { access_token: string }).access_token);
+    assert.equal(seen.sub, 'user-0030');
+    assert.equal(seen.claims['family_name'], 'Παπαδοπούλου');
+    assert.deepEqual(seen.claims['address'], {
+      street_address: 'Οδός Ερμού 25',
+      locality: 'Αθήνα',
+      postal_code: '10563',
+      country: 'GR',
+    });
+  });
+
+  it('a replayed form is refused with an HTML page and issues nothing', async () => {
+    const p = await openPage(await authorizationUrl());
+    callback(await submit(p, { identity: 'user-4711', otp: FACTOR, action: 'consent' }));
+    assertRejected(await submit(p, { identity: 'user-4711', otp: FACTOR, action: 'consent' }));
+    assertRejected(await submit(p, { action: 'cancel' }));
+  });
+
+  it('a forged token ends the pending consent: the right token fails afterwards', async () => {
+    const p = await openPage(await authorizationUrl());
+    assertRejected(
+      await submit({ ...p, csrfToken: 'x'.repeat(43) }, { identity: 'user-4711', otp: FACTOR, action: 'consent' }),
+    );
+    assertRejected(await submit(p, { identity: 'user-4711', otp: FACTOR, action: 'consent' }));
+  });
+
+  it('malformed posts: unknown consent, missing token, repeated field, unknown action or identity', async () => {
+    const p = await openPage(await authorizationUrl());
+    assertRejected(await submit({ ...p, consentId: 'nope' }, { action: 'cancel' }));
+    assertRejected(await submit({ ...p, csrfToken: '' }, { action: 'cancel' }));
+    const repeated = await httpRequest(`${sandbox.issuer}/authorize/consent`, {
+      method: 'POST',
+      agent: plainAgent,
+      timeoutMs: 10_000,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'consent_id=a&consent_id=b',
+    });
+    assertRejected(repeated);
+    for (const fields of [{ action: 'delete' }, { identity: 'user-9999', otp: FACTOR, action: 'consent' }]) {
+      const fresh = await openPage(await authorizationUrl());
+      assertRejected(await submit(fresh, fields));
+    }
+    const json = await httpRequest(`${sandbox.issuer}/authorize/consent`, {
+      method: 'POST',
+      agent: plainAgent,
+      timeoutMs: 10_000,
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    assertRejected(json);
+  });
+
+  it('an expired pending consent is refused', async () => {
+    const p = await openPage(await authorizationUrl());
+    mock.timers.enable({ apis: ['Date'], now: Date.now() + (CONSENT_TTL_SECONDS + 5) * 1000 });
+    try {
+      assertRejected(await submit(p, { identity: 'user-4711', otp: FACTOR, action: 'consent' }));
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
+  it('a wrong factor shows the page again with a fresh token; the third ends in access_denied', async () => {
+    const first = await openPage(await authorizationUrl());
+    const again = await submit(first, { identity: 'user-0064', otp: '654321', action: 'consent' });
+    assert.equal(again.status, 200);
+    const second = shown(again);
+    assert.match(second.html, /The second factor is wrong\. 2 attempt\(s\) left\./);
+    assert.match(second.html, /id="identity-user-0064" value="user-0064" checked>/);
+    assert.notEqual(second.csrfToken, first.csrfToken);
+    assert.equal(second.consentId, first.consentId);
+    const third = shown(await submit(second, { identity: 'user-0064', otp: '', action: 'consent' }));
+    assert.match(third.html, /1 attempt\(s\) left/);
+    const cb = callback(await submit(third, { identity: 'user-0064', otp: '000000', action: 'consent' }));
+    assert.equal(cb.get('error'), 'access_denied');
+    assert.equal(cb.get('code'), null);
+    assertRejected(await submit(third, { identity: 'user-0064', otp: FACTOR, action: 'consent' }));
+  });
+
+  it('a wrong factor then the right one still consents', async () => {
+    const first = await openPage(await authorizationUrl());
+    const second = shown(await submit(first, { identity: 'user-0064', otp: '1', action: 'consent' }));
+    const cb = callback(await submit(second, { identity: 'user-0064', otp: FACTOR, action: 'consent' }));
+    assert.equal((await redeem(cb.get('code')!)).status, 200);
+  });
+
+  it('Cancel: access_denied with a friendly description, at once', async () => {
+    const cb = callback(await submit(await openPage(await authorizationUrl()), { action: 'cancel' }));
+    assert.equal(cb.get('error'), 'access_denied');
+    assert.match(cb.get('error_description')!, /You cancelled at your bank/);
+  });
+
+  it('Select another bank: account_selection_requested', async () => {
+    const cb = callback(await submit(await openPage(await authorizationUrl()), { action: 'select_bank' }));
+    assert.equal(cb.get('error'), 'account_selection_requested');
+    assert.equal(cb.get('code'), null);
+  });
+
+  it('an identity lacking essential data: the explanation page, then unable_to_meet_service_requirements', async () => {
+    const p = await openPage(await authorizationUrl({ claims: { address: { essential: true } } }));
+    const explained = await submit(p, { identity: 'user-0404', otp: FACTOR, action: 'consent' });
+    assert.equal(explained.status, 200);
+    const page = shown(explained);
+    assert.match(page.html, /<strong id="missing">Address<\/strong>/);
+    assert.match(page.html, /No data has been shared with sandbox-rp or with qtsp Sandbox Trust Service/);
+    assertRejected(await submit(page, { identity: 'user-0404', otp: FACTOR, action: 'consent' }));
+
+    const p2 = await openPage(await authorizationUrl({ claims: { address: { essential: true } } }));
+    const page2 = shown(await submit(p2, { identity: 'user-0001', otp: FACTOR, action: 'consent' }));
+    assert.match(page2.html, /Given name, Family name/);
+    const cb = callback(await submit(page2, { action: 'acknowledge' }));
+    assert.equal(cb.get('error'), 'unable_to_meet_service_requirements');
+    assert.match(cb.get('error_description')!, /could not provide all requested data/);
+    assert.equal(cb.get('code'), null);
+    assertRejected(await submit(page2, { action: 'acknowledge' }));
+  });
+
+  it('headless consent still redirects at once (302)', async () => {
+    const res = await httpRequest(await authorizationUrl({ extra: { sandbox_consent: 'auto' } }), {
+      agent: plainAgent,
+      timeoutMs: 10_000,
+    });
+    assert.equal(res.status, 302);
+    assert.ok(new URL(String(res.headers.location)).searchParams.get('code'));
+  });
+});
+
+// ---- in chromium ----
+
+describe('the consent page in chromium', () => {
+  let browser: Browser;
+  const dialogs: string[] = [];
+
+  before(async () => {
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+  });
+
+  async function shot(page: Page, name: string): Promise<void> {
+    const path = join(screenshotDir(), `bank-consent-${name}.png`);
+    await page.screenshot({ path, fullPage: true });
+    console.log('screenshot:', path);
+  }
+
+  /** A fresh page; requests to the RP's origin (where nothing listens) are answered here and recorded. */
+  async function rpPage(): Promise<{ page: Page; callbacks: URL[] }> {
+    const context = await sandboxContext(browser);
+    const page = await context.newPage();
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    const callbacks: URL[] = [];
+    const origin = new URL(sandbox.rp.redirectUri).origin;
+    await page.route(`${origin}/**`, (route) => {
+      callbacks.push(new URL(route.request().url()));
+      return route.fulfill({ status: 200, contentType: 'text/html', body: '<h1>RP callback</h1>' });
+    });
+    return { page, callbacks };
+  }
+
+  async function landed(page: Page, callbacks: URL[]): Promise<URLSearchParams> {
+    await page.waitForURL((u) => u.href.startsWith(sandbox.rp.redirectUri));
+    assert.equal(callbacks.length, 1, callbacks.join(' '));
+    const params = callbacks[0]!.searchParams;
+    assert.equal(params.get('state'), 'state-7');
+    assert.equal(params.get('iss'), sandbox.issuer);
+    return params;
+  }
+
+  it('consent: the label literally, identity, factor, a code that redeems; a replayed form gets nothing', async () => {
+    const { page, callbacks } = await rpPage();
+    await page.goto(await authorizationUrl({ claims: { nationalities: null } }));
+    assert.equal(await page.locator('.document-label').first().textContent(), LABEL);
+    await page.check('#identity-user-0030');
+    await shot(page, 'page');
+    await page.fill('#otp', '999999');
+    await page.click('#consent');
+    await page.waitForSelector('#error');
+    assert.match((await page.textContent('#error')) ?? '', /second factor is wrong/);
+    assert.equal(await page.isChecked('#identity-user-0030'), true);
+    await shot(page, 'wrong-factor');
+    const form = await page.content();
+    await page.fill('#otp', FACTOR);
+    await page.click('#consent');
+    const params = await landed(page, callbacks);
+    await shot(page, 'callback-code');
+    const token = await redeem(params.get('code')!);
+    assert.equal(token.status, 200, token.body.toString());
+    const seen = await introspectedSub((jsonBody(token) as { access_token: string }).access_token);
+    assert.equal(seen.sub, 'user-0030');
+    assert.deepEqual(seen.claims['nationalities'], ['GR']);
+
+    // the same form again, served at the bank's origin as the back button would have it
+    const replay = await page.context().newPage();
+    const replayUrl = `${sandbox.issuer}/replayed-form`;
+    await replay.route(replayUrl, (route) => route.fulfill({ status: 200, contentType: 'text/html', body: form }));
+    await replay.goto(replayUrl);
+    await replay.fill('#otp', FACTOR);
+    const [answer] = await Promise.all([replay.waitForResponse(/\/authorize\/consent$/), replay.click('#consent')]);
+    assert.equal(answer.status(), 400);
+    assert.match((await replay.textContent('#error')) ?? '', /already used/);
+    await shot(replay, 'replayed-form');
+    assert.equal(callbacks.length, 1, 'no second callback');
+    assert.deepEqual(dialogs, []);
+    await page.context().close();
+  });
+
+  it('a default document in full, then Cancel: access_denied', async () => {
+    const { page, callbacks } = await rpPage();
+    const text = DEFAULT_SIGNING_DOCUMENTS[1]!.text;
+    const docs = [
+      { hash: sha256(text), label: '' },
+      { hash: sha256('terms'), label: LABEL },
+    ];
+    await page.goto(await authorizationUrl({ docs, claims: { birthdate: null } }));
+    assert.equal(await page.textContent('.default-document-text'), text);
+    await shot(page, 'default-document');
+    await page.click('#cancel');
+    const params = await landed(page, callbacks);
+    assert.equal(params.get('error'), 'access_denied');
+    await shot(page, 'cancelled');
+    await page.context().close();
+  });
+
+  it('Select another bank: account_selection_requested', async () => {
+    const { page, callbacks } = await rpPage();
+    await page.goto(await authorizationUrl());
+    await page.click('#select-bank');
+    const params = await landed(page, callbacks);
+    assert.equal(params.get('error'), 'account_selection_requested');
+    await shot(page, 'another-bank');
+    await page.context().close();
+  });
+
+  it('thin data with an essential claim: the explanation page, then unable_to_meet_service_requirements', async () => {
+    const { page, callbacks } = await rpPage();
+    await page.goto(await authorizationUrl({ claims: { address: { essential: true } } }));
+    await page.check('#identity-user-0815');
+    await page.fill('#otp', FACTOR);
+    await page.click('#consent');
+    await page.waitForSelector('#nothing-shared');
+    assert.match((await page.textContent('#missing')) ?? '', /Address/);
+    await shot(page, 'insufficient-data');
+    await page.click('#continue');
+    const params = await landed(page, callbacks);
+    assert.equal(params.get('error'), 'unable_to_meet_service_requirements');
+    assert.equal(params.get('code'), null);
+    await shot(page, 'callback-unable');
+    assert.deepEqual(dialogs, []);
+    await page.context().close();
+  });
+});
