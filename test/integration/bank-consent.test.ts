@@ -74,8 +74,14 @@ function postForm(url: string, fields: Record<string, string | undefined>, agent
 
 /** PAR as the default RP, without headless consent unless asked; returns the authorization URL. */
 async function authorizationUrl(
-  o: { docs?: { hash: string; label: string }[]; claims?: Claims; extra?: Record<string, string> } = {},
+  o: {
+    docs?: { hash: string; label: string }[];
+    claims?: Claims;
+    extra?: Record<string, string>;
+    issuer?: string;
+  } = {},
 ): Promise<string> {
+  const issuer = o.issuer ?? sandbox.issuer;
   const sign = {
     type: 'sign',
     locations: [QTSP_ID],
@@ -85,7 +91,7 @@ async function authorizationUrl(
     ...(o.claims ? { identity_assurance_claims: o.claims } : {}),
   };
   const res = await postForm(
-    `${sandbox.issuer}/par`,
+    `${issuer}/par`,
     {
       response_type: 'code',
       client_id: sandbox.rp.clientId,
@@ -101,12 +107,12 @@ async function authorizationUrl(
   assert.equal(res.status, 201, res.body.toString());
   const requestUri = (jsonBody(res) as { request_uri: string }).request_uri;
   const q = new URLSearchParams({ client_id: sandbox.rp.clientId, request_uri: requestUri });
-  return `${sandbox.issuer}/authorize?${q.toString()}`;
+  return `${issuer}/authorize?${q.toString()}`;
 }
 
-function redeem(code: string): Promise<HttpResponse> {
+function redeem(code: string, issuer = sandbox.issuer): Promise<HttpResponse> {
   return postForm(
-    `${sandbox.issuer}/token`,
+    `${issuer}/token`,
     {
       grant_type: 'authorization_code',
       code,
@@ -154,21 +160,25 @@ async function openPage(url: string): Promise<ShownPage> {
   return shown(res);
 }
 
-function submit(p: ShownPage, fields: Record<string, string | undefined>): Promise<HttpResponse> {
+function submit(
+  p: ShownPage,
+  fields: Record<string, string | undefined>,
+  issuer = sandbox.issuer,
+): Promise<HttpResponse> {
   return postForm(
-    `${sandbox.issuer}/authorize/consent`,
+    `${issuer}/authorize/consent`,
     { consent_id: p.consentId, csrf_token: p.csrfToken, ...fields },
     plainAgent,
   );
 }
 
 /** A redirect to the RP: 303, to the registered redirect_uri, always with state and iss (spec 5.11). */
-function callback(res: HttpResponse): URLSearchParams {
+function callback(res: HttpResponse, issuer = sandbox.issuer): URLSearchParams {
   assert.equal(res.status, 303, res.body.toString());
   const location = new URL(String(res.headers.location));
   assert.equal(`${location.origin}${location.pathname}`, sandbox.rp.redirectUri);
   assert.equal(location.searchParams.get('state'), 'state-7');
-  assert.equal(location.searchParams.get('iss'), sandbox.issuer);
+  assert.equal(location.searchParams.get('iss'), issuer);
   return location.searchParams;
 }
 
@@ -337,6 +347,17 @@ describe('the consent page over HTTP', () => {
     assert.match(cb.get('error_description')!, /could not provide all requested data/);
     assert.equal(cb.get('code'), null);
     assertRejected(await submit(page2, { action: 'acknowledge' }));
+  });
+
+  it('the second bank shows its own name and its consent is its own: iss, code, the pending consent', async () => {
+    const issuer = sandbox.banks[1]!.issuer;
+    const p = await openPage(await authorizationUrl({ issuer }));
+    assert.match(p.html, /<h1>Second Sandbox Bank: confirm your signature<\/h1>/);
+    // a pending consent lives at the bank that showed it
+    assertRejected(await submit(p, { action: 'cancel' }));
+    const q = await openPage(await authorizationUrl({ issuer }));
+    const cb = callback(await submit(q, { identity: 'user-4711', otp: FACTOR, action: 'consent' }, issuer), issuer);
+    assert.equal((await redeem(cb.get('code')!, issuer)).status, 200);
   });
 
   it('headless consent still redirects at once (302)', async () => {

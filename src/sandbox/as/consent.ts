@@ -16,7 +16,6 @@ import { documentViews, identityView, type PartiesView, rpDisplayName } from './
 import type { AsContext } from './context.ts';
 import type { PendingConsent, PushedRequest } from './model.ts';
 import { CODE_TTL_SECONDS, CONSENT_TTL_SECONDS, randomId } from './store.ts';
-import { BANK_NAME } from '../platform/constants.ts';
 
 /** The fixed second factor of the sandbox bank, shown on its page as a hint (spec 5.10). */
 export const SANDBOX_SECOND_FACTOR = '123456';
@@ -59,7 +58,7 @@ function parties(ctx: AsContext, pushed: PushedRequest): PartiesView | undefined
   const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId);
   if (!client || client.registration.state === 'inactive' || !qtsp) return undefined;
   return {
-    bankName: ctx.directory.idp(ctx.urls.issuer)?.name ?? BANK_NAME,
+    bankName: ctx.bank.name,
     rp: { clientId: pushed.clientId, name: rpDisplayName(client.registration) },
     qtsp: { name: qtsp.client_name, tosUri: qtsp.tos_uri, tosLabel: qtsp.tos_uri_label, policyUri: qtsp.policy_uri },
   };
