@@ -12,9 +12,11 @@ import { sendPage } from '../../util/html.ts';
 import { OAuthError } from '../errors.ts';
 import { defaultUser, TEST_USERS, type TestUser } from '../users.ts';
 import { consentPage, consentTitle, errorPage, insufficientPage, insufficientTitle } from './consent-page.ts';
-import { documentViews, identityView, type PartiesView, rpDisplayName } from './consent-view.ts';
+import { documentViews, type IdentityView, identityView, type PartiesView, rpDisplayName } from './consent-view.ts';
+import type { SpRecord } from '../platform/sp-record.ts';
+import type { PlatformClient } from '../types.ts';
 import type { AsContext } from './context.ts';
-import type { PendingConsent, PushedRequest } from './model.ts';
+import type { InsufficientData, PendingConsent, PushedRequest } from './model.ts';
 import { CODE_TTL_SECONDS, CONSENT_TTL_SECONDS, randomId } from './store.ts';
 
 /** The fixed second factor of the sandbox bank, shown on its page as a hint (spec 5.10). */
@@ -53,18 +55,29 @@ export function issueCode(ctx: AsContext, pushed: PushedRequest, user: TestUser,
 /** A form the bank refuses: rendered as an HTML page, never JSON, since a browser posted it. */
 class FormRejected extends Error {}
 
-function parties(ctx: AsContext, pushed: PushedRequest): PartiesView | undefined {
-  const client = ctx.clients.get(pushed.clientId);
-  const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId);
-  if (!client || client.registration.state === 'inactive' || !qtsp) return undefined;
-  return {
-    bankName: ctx.bank.name,
-    rp: { clientId: pushed.clientId, name: rpDisplayName(client.registration) },
-    qtsp: { name: qtsp.client_name, tosUri: qtsp.tos_uri, tosLabel: qtsp.tos_uri_label, policyUri: qtsp.policy_uri },
-  };
+interface Parties {
+  readonly view: PartiesView;
+  readonly qtsp: SpRecord;
+  readonly client: PlatformClient;
 }
 
-/** Source expression of the redirect target for CSP form-action: the browser checks redirects after a post. */
+/** The RP and the QTSP of the request, while both are still served (spec 3, 2.13). */
+function parties(ctx: AsContext, pushed: PushedRequest): Parties | undefined {
+  const client = ctx.clients.get(pushed.clientId)?.registration;
+  const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId);
+  if (!client || client.state === 'inactive' || !qtsp) return undefined;
+  const view: PartiesView = {
+    bankName: ctx.bank.name,
+    rp: { clientId: pushed.clientId, name: rpDisplayName(client) },
+    qtsp: { name: qtsp.client_name, tosUri: qtsp.tos_uri, tosLabel: qtsp.tos_uri_label, policyUri: qtsp.policy_uri },
+  };
+  return { view, qtsp, client };
+}
+
+/**
+ * Source expression of the redirect target for CSP form-action: chromium applies form-action to the redirect
+ * that follows the post too, so the RP's redirect origin (and no other) is allowed besides 'self'.
+ */
 function redirectTarget(pushed: PushedRequest): string {
   const url = new URL(pushed.redirectUri);
   return url.protocol === 'https:' || url.protocol === 'http:' ? url.origin : url.protocol;
@@ -77,13 +90,12 @@ function pageOptions(pushed: PushedRequest, title: string) {
 /** Shows the consent page for a pending consent, with a fresh CSRF token. */
 function showConsent(ctx: AsContext, res: Response, id: string, p: PendingConsent, sub: string, error?: string): void {
   const pushed = p.pushed;
-  const view = parties(ctx, pushed);
-  if (!view) {
+  const found = parties(ctx, pushed);
+  if (!found) {
     endWithError(ctx, res, id, p, 'access_denied', GONE);
     return;
   }
-  const qtsp = ctx.directory.activeQtsp(pushed.sign.qtspId)!;
-  const client = ctx.clients.get(pushed.clientId)!.registration;
+  const { view, qtsp, client } = found;
   p.csrfToken = randomId();
   const body = consentPage({
     ...view,
@@ -151,6 +163,26 @@ function claimPending(ctx: AsContext, fields: Map<string, string>): { id: string
   return { id, pending };
 }
 
+/** Spec 7.3: the problem stated, and that nothing is shared, before unable_to_meet_service_requirements. */
+function explainInsufficient(
+  res: Response,
+  id: string,
+  p: PendingConsent,
+  view: PartiesView,
+  identity: IdentityView,
+  insufficient: InsufficientData,
+): void {
+  p.insufficient = insufficient;
+  p.csrfToken = randomId();
+  // spec 7.3: the IDP logs the event with metadata (no personal data: claim names only)
+  console.info(
+    `sandbox bank: unable_to_meet_service_requirements for client ${p.pushed.clientId}, ` +
+      `user ${identity.sub}, missing ${insufficient.missing.join(', ') || 'data'}`,
+  );
+  const body = insufficientPage({ ...view, consentId: id, csrfToken: p.csrfToken, identity });
+  sendPage(res, 200, pageOptions(p.pushed, insufficientTitle(view)), body);
+}
+
 /** Consent pressed: identity and second factor (spec 5.10), then the claims check (7.3, 7.4), then the code. */
 function consent(ctx: AsContext, res: Response, id: string, p: PendingConsent, fields: Map<string, string>): void {
   const user = TEST_USERS.get(fields.get('identity') ?? '');
@@ -162,24 +194,15 @@ function consent(ctx: AsContext, res: Response, id: string, p: PendingConsent, f
     else showConsent(ctx, res, id, p, user.sub, `The second factor is wrong. ${left} attempt(s) left.`);
     return;
   }
-  const qtsp = ctx.directory.activeQtsp(p.pushed.sign.qtspId);
-  const client = ctx.clients.get(p.pushed.clientId);
-  const view = parties(ctx, p.pushed);
-  if (!qtsp || !client || !view) {
+  const found = parties(ctx, p.pushed);
+  if (!found) {
     endWithError(ctx, res, id, p, 'access_denied', GONE);
     return;
   }
-  const identity = identityView(qtsp, client.registration, p.pushed, user);
+  const { view, qtsp, client } = found;
+  const identity = identityView(qtsp, client, p.pushed, user);
   if (identity.insufficient) {
-    p.insufficient = identity.insufficient;
-    p.csrfToken = randomId();
-    // spec 7.3: the IDP logs the event with metadata (no personal data: claim names only)
-    console.info(
-      `sandbox bank: unable_to_meet_service_requirements for client ${p.pushed.clientId}, ` +
-        `user ${user.sub}, missing ${identity.insufficient.missing.join(', ') || 'data'}`,
-    );
-    const body = insufficientPage({ ...view, consentId: id, csrfToken: p.csrfToken, identity });
-    sendPage(res, 200, pageOptions(p.pushed, insufficientTitle(view)), body);
+    explainInsufficient(res, id, p, view, identity, identity.insufficient);
     return;
   }
   ctx.store.consents.delete(id);
