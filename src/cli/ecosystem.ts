@@ -14,6 +14,8 @@ import type { Config, ConfigInput } from '../config/schema.ts';
 import { sandboxKeys } from '../custody/registry.ts';
 import { keyCeremony } from '../ca/init.ts';
 import type { RpEndpoints } from '../rp/flow.ts';
+import type { DemoRpServer } from '../rp/demo/server.ts';
+import { startSandboxDemoRp } from './demo-rp.ts';
 import { startSandbox, type ExternalClient, type Sandbox } from '../sandbox/index.ts';
 import { startQtsp, type QtspService } from '../service.ts';
 import type { Logger } from '../util/logger.ts';
@@ -35,6 +37,8 @@ export interface EcosystemOptions {
   readonly defaultMetrics?: boolean;
   /** relying parties to register at the sandbox platform besides its default RP (`--clients FILE`, `--client JSON`) */
   readonly clients?: readonly ExternalClient[];
+  /** the demo relying party's HTTPS port (src/rp/demo; 0 = a free port); absent: no demo RP */
+  readonly demoRpPort?: number;
 }
 
 export interface Ecosystem {
@@ -45,6 +49,8 @@ export interface Ecosystem {
   readonly redis: ProvidedRedis;
   /** what a relying party needs to run the flow */
   readonly endpoints: RpEndpoints;
+  /** the demo relying party in a browser, when demoRpPort was given */
+  readonly demoRp?: DemoRpServer;
   close(): Promise<void>;
 }
 
@@ -165,13 +171,16 @@ export async function startEcosystem(given: EcosystemOptions = {}): Promise<Ecos
   const info = sandboxInfo(sandbox);
   try {
     const { config, qtsp } = await startQtspFor(options, info, { port, publicationPort }, redis);
+    const demoRp = await startDemoRpFor(options, sandbox, config, qtsp);
     return {
       config,
       sandbox,
       qtsp,
       redis,
       endpoints: info.endpoints,
+      ...(demoRp ? { demoRp } : {}),
       async close() {
+        await demoRp?.close();
         await qtsp.close();
         await sandbox.close();
         await redis.stop();
@@ -180,6 +189,22 @@ export async function startEcosystem(given: EcosystemOptions = {}): Promise<Ecos
   } catch (err) {
     await sandbox.close();
     await redis.stop();
+    throw err;
+  }
+}
+
+/** The demo RP after the sandbox (it registers there) and the QTSP; a failed start stops the QTSP again. */
+async function startDemoRpFor(
+  options: EcosystemOptions,
+  sandbox: Sandbox,
+  config: Config,
+  qtsp: QtspService,
+): Promise<DemoRpServer | undefined> {
+  if (options.demoRpPort === undefined) return undefined;
+  try {
+    return await startSandboxDemoRp(sandbox, config, options.demoRpPort, options.logger);
+  } catch (err) {
+    await qtsp.close();
     throw err;
   }
 }

@@ -17,6 +17,7 @@ import { startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
 import { runClusterPrimary, runClusterWorker, workerCount } from './serve-cluster.ts';
 import { type Ecosystem, SANDBOX_READY, sandboxInfo, startEcosystem } from './ecosystem.ts';
+import { DEFAULT_DEMO_RP_PORT } from './demo-rp.ts';
 import { externalClients, startSandbox, type ExternalClient, type PlatformClient } from '../sandbox/index.ts';
 
 /**
@@ -82,6 +83,12 @@ function secondAsPort(values: { 'as-port': string; 'second-as-port'?: string | u
   return Number(values['as-port']) === 0 ? 0 : 8445;
 }
 
+/** The demo RP's port: `--demo-rp-port`, else 8444, or a free port when `--as-port 0` asks for free ports. */
+function demoRpPort(values: { 'as-port': string; 'demo-rp-port'?: string | undefined }): number {
+  if (values['demo-rp-port'] !== undefined) return Number(values['demo-rp-port']);
+  return Number(values['as-port']) === 0 ? 0 : DEFAULT_DEMO_RP_PORT;
+}
+
 /** What a relying-party library needs to be pointed at the sandbox (README "Your own relying party"). */
 function rpLines(
   s: { issuer: string; serviceConfigurationUrl: string; tlsCaFile: string },
@@ -109,11 +116,13 @@ export async function runDev(args: string[]): Promise<number> {
       'platform-port': { type: 'string', default: '8442' },
       'mediation-port': { type: 'string', default: '8443' },
       'smtp-port': { type: 'string', default: '2525' },
+      'demo-rp-port': { type: 'string' },
       ...CLIENT_OPTIONS,
     },
   });
   const clients = clientsOf(values);
   const eco = await startEcosystem({
+    demoRpPort: demoRpPort(values),
     clients,
     env: process.env,
     asPort: Number(values['as-port']),
@@ -131,6 +140,9 @@ export async function runDev(args: string[]): Promise<number> {
 function devBanner(eco: Ecosystem): string {
   return [
     'qtsp sandbox is running',
+    ...(eco.demoRp
+      ? [`  try it in a browser  ${eco.demoRp.url} (demo relying party: upload, choose a bank, sign)`]
+      : []),
     `  signDoc              ${eco.qtsp.signDocUrl}`,
     `  OCSP, CRLs, TSA      ${eco.qtsp.publicationUrl} (plain HTTP: /ocsp, /crl/*.crl, /ca/*.crt, /tsa)`,
     `  operations           ${eco.qtsp.opsUrl} (plain HTTP, this machine only: /health/live, /health/ready, /metrics)`,

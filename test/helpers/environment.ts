@@ -39,7 +39,7 @@ export function custodySigns(env: Ecosystem, scheme: SignatureScheme, hash: stri
 /** `options`: further ecosystem options (e.g. clients registered at the sandbox platform) */
 export async function startEnvironment(
   overrides: ConfigInput = {},
-  options: Pick<EcosystemOptions, 'clients' | 'logger'> = {},
+  options: Pick<EcosystemOptions, 'clients' | 'logger' | 'demoRpPort'> = {},
 ): Promise<TestEnvironment> {
   const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-test-'));
   try {

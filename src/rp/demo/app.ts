@@ -1,0 +1,288 @@
+/**
+ * The demo relying party in a browser: upload a file and choose format and level (GET /, POST /sign), choose
+ * the bank at the platform's account chooser (spec 2.1, 4.1; back at /bank-chosen), log in and consent at
+ * the bank (PAR without the headless switch; back at /callback, spec 6.1), then signDoc, the result files and
+ * an independent validator's verdict (/result/:id, /download/:id/:kind).
+ *
+ * Every state (the chooser's and the OAuth one) is a random value kept in the browser's session and good for
+ * one redirect; the session is found through an HttpOnly cookie only (spec 2.1 state, 5.11). Documents stay in
+ * memory, limited in size and time; neither documents nor tokens are logged.
+ */
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import { OFFERED } from '../../ades/offer.ts';
+import type { ConformanceLevel } from '../../ades/formats.ts';
+import type { Logger } from '../../util/logger.ts';
+import { finishInteractiveSigning, RpFlowError, type RpEndpoints, startInteractiveSigning } from '../flow.ts';
+import { PdfFormatError } from '../pdf.ts';
+import { randomValue } from '../pkce.ts';
+import { sendCancelled, sendError, sendHandOver, sendResult, sendUploadPage } from './pages.ts';
+import { type DemoSession, DemoSessions, type DocumentChoice } from './sessions.ts';
+import { completeSigning, documentDigests } from './signing.ts';
+import { readUploadForm, tooLarge, UploadError } from './upload.ts';
+import type { VerifierFiles } from './verify.ts';
+
+export interface DemoRpOptions {
+  /** the platform, the default bank, the CA bundle and this RP's client registration (redirect URI: /callback) */
+  readonly endpoints: RpEndpoints;
+  /** `${platformUrl}/account-chooser/` (spec 4.1) */
+  readonly accountChooserUrl: string;
+  readonly verifier: VerifierFiles;
+  /** largest document accepted; default 10 MB */
+  readonly maxUploadBytes?: number;
+  /** idle lifetime of a browser session and its documents; default 30 minutes */
+  readonly sessionTtlMs?: number;
+  readonly maxSessions?: number;
+  readonly logger?: Logger;
+}
+
+export const SESSION_COOKIE = '__Host-qtsp-demo-rp';
+const DEFAULT_MAX_UPLOAD = 10 * 1024 * 1024;
+
+interface Demo {
+  readonly o: DemoRpOptions;
+  readonly sessions: DemoSessions;
+  readonly maxUpload: number;
+  /** the origins the upload form's post is redirected to (the account chooser) */
+  readonly formTargets: readonly string[];
+}
+
+function cookieValue(req: Request, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const at = part.indexOf('=');
+    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
+  }
+  return undefined;
+}
+
+/** The browser's session, or a new one with its cookie (HttpOnly, Secure, SameSite=Lax: sent on redirects back). */
+function session(demo: Demo, req: Request, res: Response): DemoSession {
+  const found = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
+  if (found) return found;
+  const created = demo.sessions.create();
+  res.cookie(SESSION_COOKIE, created.id, { httpOnly: true, secure: true, sameSite: 'lax', path: '/' });
+  return created;
+}
+
+const maxMb = (demo: Demo) => String(Math.round((demo.maxUpload / (1024 * 1024)) * 10) / 10);
+
+/** The chooser URL for this session (spec 2.1): state bound to the document, return_bic, prompt when asked. */
+function chooserUrl(demo: Demo, s: DemoSession, choice: DocumentChoice, prompt?: 'select_account'): string {
+  const state = randomValue();
+  s.chooser.set(state, choice);
+  const url = new URL(demo.o.accountChooserUrl);
+  url.searchParams.set('client_id', demo.o.endpoints.rp.clientId);
+  url.searchParams.set('state', state);
+  url.searchParams.set('return_bic', 'true');
+  if (prompt) url.searchParams.set('prompt', prompt);
+  return url.toString();
+}
+
+/** The form's choice checked against what the QTSP offers (src/ades/offer.ts), or the message for the person. */
+async function readChoice(demo: Demo, req: Request): Promise<DocumentChoice | string> {
+  const form = await readUploadForm(req, demo.maxUpload);
+  const document = form.get('document');
+  const format = String(form.get('format') ?? '');
+  const level = String(form.get('level') ?? '');
+  if (!(document instanceof File) || document.name === '') return 'Choose a file to sign.';
+  if (document.size > demo.maxUpload) throw tooLarge(demo.maxUpload);
+  if (format !== 'C' && format !== 'X' && format !== 'P') return 'Choose CAdES, XAdES or PAdES.';
+  if (!OFFERED[format].includes(level as ConformanceLevel))
+    return `This format is offered at ${OFFERED[format].map((l) => l.replace('AdES-', '')).join(', ')}.`;
+  const bytes = Buffer.from(await document.arrayBuffer());
+  if (document.size === 0) return 'The file is empty.';
+  if (format === 'P' && !bytes.subarray(0, 1024).includes('%PDF-'))
+    return 'PAdES signs PDF files: this file is not a PDF. Choose CAdES or XAdES for other files.';
+  return { fileName: document.name, bytes, format, level };
+}
+
+function queryOf(req: Request): URLSearchParams {
+  return new URL(req.originalUrl, 'https://demo.invalid').searchParams;
+}
+
+async function postSign(demo: Demo, req: Request, res: Response): Promise<void> {
+  const s = session(demo, req, res);
+  const page = { maxMb: maxMb(demo), formTargets: demo.formTargets };
+  let choice: DocumentChoice | string;
+  try {
+    choice = await readChoice(demo, req);
+  } catch (err) {
+    if (!(err instanceof UploadError)) throw err;
+    return sendUploadPage(res, { ...page, status: err.status, error: err.message });
+  }
+  if (typeof choice === 'string') return sendUploadPage(res, { ...page, status: 400, error: choice });
+  demo.o.logger?.info(
+    { event: 'demo_rp.upload', format: choice.format, level: choice.level, bytes: choice.bytes.length },
+    'demo RP: document uploaded, on to the account chooser',
+  );
+  res.redirect(303, chooserUrl(demo, s, choice));
+}
+
+/** Spec 2.1, 6.1: the account chooser's redirect: issuer_url (and selected_bic) or error, with our state. */
+async function bankChosen(demo: Demo, req: Request, res: Response): Promise<void> {
+  const q = queryOf(req);
+  const s = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
+  const state = q.get('state');
+  const choice = s && state ? s.chooser.take(state) : undefined;
+  if (!s || !choice)
+    return sendError(
+      res,
+      400,
+      'Unknown bank selection',
+      'This bank selection does not belong to a signing started in this browser, or it was used already.',
+    );
+  const error = q.get('error');
+  if (error === 'canceled') return sendCancelled(res, 'at the bank selection');
+  if (error)
+    return sendError(
+      res,
+      400,
+      'No bank selected',
+      `The account chooser answered ${error}.`,
+      q.get('error_description') ?? undefined,
+    );
+  const issuer = q.get('issuer_url');
+  if (!issuer) return sendError(res, 400, 'No bank selected', 'The account chooser named no bank (issuer_url).');
+  const d = await documentDigests(choice);
+  const start = await startInteractiveSigning(demo.o.endpoints, issuer, {
+    documentDigests: d.digests,
+    hashAlgorithmOID: d.hashAlgorithmOID,
+  });
+  s.pending.set(start.pending.state, { choice, authorization: start.pending, ...(d.pades ? { pades: d.pades } : {}) });
+  const bic = q.get('selected_bic');
+  sendHandOver(res, {
+    title: 'On to your bank',
+    text: `Your bank${bic ? ` (BIC ${bic})` : ''} asks you to log in and to consent to the signature.`,
+    url: start.authorizationUrl,
+    link: 'Continue to your bank',
+  });
+}
+
+/** Spec 7.3: what each authorization error means to the person. */
+function sendBankError(demo: Demo, s: DemoSession, res: Response, choice: DocumentChoice, err: RpFlowError): void {
+  switch (err.error) {
+    case 'access_denied':
+      sendCancelled(res, 'at your bank');
+      return;
+    case 'account_selection_requested':
+      // no error message: straight back to the chooser, which must ask again (prompt=select_account)
+      sendHandOver(res, {
+        title: 'Choose your bank',
+        text: 'Taking you to the bank selection.',
+        url: chooserUrl(demo, s, choice, 'select_account'),
+        link: 'Choose your bank',
+      });
+      return;
+    case 'unable_to_meet_service_requirements':
+      sendError(
+        res,
+        400,
+        'Your bank cannot vouch for this signature',
+        'Your bank does not hold the identity data this signature needs. Nothing was shared with us or the QTSP.',
+        err.errorDescription,
+      );
+      return;
+    default:
+      sendError(res, 400, 'The bank refused', `Your bank answered ${err.error}.`, err.errorDescription);
+  }
+}
+
+/** Spec 5.11, 6.1: the bank's redirect. Unknown or used state: nothing happens, signDoc least of all. */
+async function callback(demo: Demo, req: Request, res: Response): Promise<void> {
+  const q = queryOf(req);
+  const s = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
+  const state = q.get('state');
+  const pending = s && state ? s.pending.take(state) : undefined;
+  if (!s || !pending)
+    return sendError(
+      res,
+      400,
+      'Unknown or used answer from the bank',
+      'This answer does not belong to a signing started in this browser, or it was used already. Nothing was signed.',
+    );
+  let auth: Awaited<ReturnType<typeof finishInteractiveSigning>>;
+  try {
+    auth = await finishInteractiveSigning(demo.o.endpoints, pending.authorization, q);
+  } catch (err) {
+    if (err instanceof RpFlowError && err.error) return sendBankError(demo, s, res, pending.choice, err);
+    throw err;
+  }
+  const result = await completeSigning(demo.o.endpoints, pending, auth, demo.o.verifier);
+  const id = randomValue();
+  s.results.set(id, result);
+  demo.o.logger?.info(
+    {
+      event: 'demo_rp.signed',
+      format: result.format,
+      level: result.level,
+      txn: result.txn,
+      verified: result.verdict.passed,
+    },
+    'demo RP: signed and verified',
+  );
+  res.redirect(303, `/result/${encodeURIComponent(id)}`);
+}
+
+function resultOf(demo: Demo, req: Request) {
+  const s = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
+  return s?.results.get(String(req.params['id']));
+}
+
+function download(demo: Demo, req: Request, res: Response): void {
+  const file = resultOf(demo, req)?.downloads[String(req.params['kind'])];
+  if (!file) {
+    sendError(res, 404, 'Not found', 'No such file in this browser session (it may have expired).');
+    return;
+  }
+  res
+    .status(200)
+    .attachment(file.name)
+    .set({ 'Content-Type': file.contentType, 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' })
+    .send(file.bytes);
+}
+
+/** Failures of a step: the person gets a page that says which step failed, the log gets no document or token. */
+function failure(demo: Demo) {
+  return (err: unknown, _req: Request, res: Response, _next: NextFunction): void => {
+    const step = err instanceof RpFlowError ? err.step : 'demo';
+    demo.o.logger?.warn({ event: 'demo_rp.failed', step, err: (err as Error)?.message }, 'demo RP: signing failed');
+    if (res.headersSent) return;
+    if (err instanceof RpFlowError)
+      sendError(res, 502, 'The signing failed', `The step "${err.step}" failed.`, err.message);
+    else if (err instanceof PdfFormatError) sendError(res, 400, 'This PDF cannot be signed', err.message);
+    else sendError(res, 500, 'The signing failed', 'Something went wrong in the demo relying party.');
+  };
+}
+
+const wrap =
+  (demo: Demo, fn: (demo: Demo, req: Request, res: Response) => unknown) =>
+  async (req: Request, res: Response): Promise<void> => {
+    await fn(demo, req, res);
+  };
+
+export function demoRpApp(o: DemoRpOptions): Express {
+  const demo: Demo = {
+    o,
+    sessions: new DemoSessions({ ttlMs: o.sessionTtlMs ?? 30 * 60_000, maxSessions: o.maxSessions ?? 200 }),
+    maxUpload: o.maxUploadBytes ?? DEFAULT_MAX_UPLOAD,
+    formTargets: [new URL(o.accountChooserUrl).origin],
+  };
+  const app = express();
+  app.disable('x-powered-by');
+  app.get('/', (req, res) => {
+    session(demo, req, res);
+    sendUploadPage(res, { maxMb: maxMb(demo), formTargets: demo.formTargets });
+  });
+  app.post('/sign', wrap(demo, postSign));
+  app.get('/bank-chosen', wrap(demo, bankChosen));
+  app.get('/callback', wrap(demo, callback));
+  app.get('/result/:id', (req, res) => {
+    const result = resultOf(demo, req);
+    if (!result)
+      return sendError(res, 404, 'Not found', 'No such result in this browser session (it may have expired).');
+    sendResult(res, String(req.params['id']), result);
+  });
+  app.get('/download/:id/:kind', wrap(demo, download));
+  app.use((_req: Request, res: Response) => sendError(res, 404, 'Not found', 'There is no such page.'));
+  app.use(failure(demo));
+  return app;
+}

@@ -1,0 +1,352 @@
+/**
+ * The demo relying party (src/rp/demo) in a real browser against the whole ecosystem: upload, the platform's
+ * account chooser, the bank's login and consent page, signDoc, the result page with its downloads and the
+ * independent validator's verdict; each download checked again here (openssl cms -verify, pdfsig). Then what
+ * must not sign: a replayed or unknown state (no signDoc call), a file over the limit, a cancel at the bank,
+ * Select another bank (back to the chooser with prompt=select_account), an error the bank redirects with.
+ * Screenshots of every page state go under screenshotDir().
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { OFFERED_LEVELS } from '../../src/ades/offer.ts';
+import { httpRequest, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
+import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { opensslCmsVerify, run } from '../helpers/openssl.ts';
+
+const SAMPLE_PDF = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
+const TEXT = Buffer.from('Hello from the demo relying party test.\n', 'utf8');
+const BANK_BIC = 'SNDBDEFFXXX';
+const SECOND_BANK_BIC = 'SNDCDEFFXXX';
+const SECOND_FACTOR = '123456';
+const MAX_UPLOAD = 10 * 1024 * 1024;
+/** the sandbox bank's test identity without given and family name (src/sandbox/users.ts) */
+const NO_NAMES_SUB = 'user-0001';
+
+let env: TestEnvironment;
+let browser: Browser;
+let demoUrl: string;
+let agent: HttpAgent;
+let work: string;
+let nssDir: string;
+
+before(async () => {
+  env = await startEnvironment({}, { demoRpPort: 0 });
+  assert.ok(env.demoRp, 'the demo RP runs when demoRpPort is given');
+  demoUrl = env.demoRp.url;
+  agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile) });
+  browser = await launchBrowser();
+  work = mkdtempSync(join(tmpdir(), 'qtsp-demo-rp-test-'));
+  // pdfsig's trust store: our root and nothing else
+  nssDir = join(work, 'nss');
+  mkdirSync(nssDir);
+  for (const args of [
+    ['-N', '--empty-password'],
+    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', env.rootCaFile],
+  ]) {
+    const r = await run('certutil', [...args, '-d', `sql:${nssDir}`]);
+    assert.ok(r.ok, r.output);
+  }
+});
+
+after(async () => {
+  await browser?.close();
+  await agent?.close();
+  await env?.close();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  const path = join(screenshotDir(), `demo-rp-${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  console.log('screenshot:', path);
+}
+
+/** signDoc calls the QTSP has answered so far, whatever the status. */
+async function signDocCalls(): Promise<number> {
+  const metric = await env.qtsp.deps.metrics.requests.get();
+  return metric.values.reduce((sum, v) => sum + v.value, 0);
+}
+
+interface Upload {
+  readonly name: string;
+  readonly mimeType: string;
+  readonly buffer: Buffer;
+}
+
+/** The form filled in and sent: the browser ends at the account chooser. */
+async function upload(page: Page, file: Upload, format: string, level: string): Promise<void> {
+  await page.goto(demoUrl);
+  await page.setInputFiles('input[name=document]', file);
+  await page.check(`input[name=format][value="${format}"]`);
+  await page.check(`input[name=level][value="${level}"]`);
+  await Promise.all([
+    page.waitForURL((u) => u.pathname.startsWith('/account-chooser/')),
+    page.click('button[type=submit]'),
+  ]);
+}
+
+/** At the chooser: the bank picked; the demo RP hands the browser on to that bank's page. */
+async function chooseBank(page: Page, options: { bic?: string; shot?: string } = {}): Promise<void> {
+  const bic = options.bic ?? BANK_BIC;
+  const bank = env.sandbox.banks.find((b) => b.bic === bic);
+  assert.ok(bank, `the sandbox runs a bank ${bic}`);
+  if (options.shot) await screenshot(page, options.shot);
+  await Promise.all([
+    page.waitForURL((u) => u.origin === new URL(bank.issuer).origin && u.pathname === '/authorize'),
+    page.click(`button[name=preselect_bic][value="${bic}"]`),
+  ]);
+  await page.waitForSelector('#consent');
+}
+
+/** At the bank: the default identity, the second factor, Consent; the browser ends on the result page. */
+async function consent(page: Page, shot?: string): Promise<void> {
+  await page.fill('#otp', SECOND_FACTOR);
+  if (shot) await screenshot(page, shot);
+  await Promise.all([page.waitForURL((u) => u.pathname.startsWith('/result/')), page.click('#consent')]);
+}
+
+async function downloadOf(page: Page, kind: string): Promise<Buffer> {
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click(`a[href$="/${kind}"]`)]);
+  return readFileSync((await download.path())!);
+}
+
+async function newPage(): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await sandboxContext(browser);
+  return { context, page: await context.newPage() };
+}
+
+describe('demo RP in a browser', () => {
+  it('the upload form offers the three formats and the QTSP levels', async () => {
+    const { context, page } = await newPage();
+    try {
+      const res = await page.goto(demoUrl);
+      assert.equal(res?.status(), 200);
+      assert.match(res?.headers()['content-security-policy'] ?? '', /form-action 'self' https:\/\/127\.0\.0\.1:\d+/);
+      for (const f of ['C', 'X', 'P']) assert.equal(await page.locator(`input[name=format][value="${f}"]`).count(), 1);
+      const levels = await page
+        .locator('input[name=level]')
+        .evaluateAll((els) => els.map((e) => e.getAttribute('value')));
+      assert.deepEqual(levels, [...OFFERED_LEVELS]);
+      await screenshot(page, '01-upload-form');
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('CAdES B-T: chooser, bank, signDoc; the verdict passes and openssl verifies the download; no replay', async () => {
+    const { context, page } = await newPage();
+    try {
+      let callbackUrl = '';
+      page.on('request', (r) => {
+        if (new URL(r.url()).pathname === '/callback') callbackUrl = r.url();
+      });
+      await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'C', 'AdES-B-T');
+      const chooser = new URL(page.url());
+      assert.equal(chooser.searchParams.get('client_id'), 'sandbox-demo-rp');
+      assert.equal(chooser.searchParams.get('return_bic'), 'true');
+      assert.ok((chooser.searchParams.get('state') ?? '').length >= 32, 'an unguessable state');
+      await chooseBank(page, { shot: '02-account-chooser' });
+      await consent(page, '03-bank-consent');
+      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED/);
+      assert.match((await page.locator('#verdict').textContent()) ?? '', /openssl cms -verify -cades/);
+      assert.match((await page.locator('#verifier-output').textContent()) ?? '', /Verification successful/);
+      await screenshot(page, '04-result-cades-b-t');
+      const signature = await downloadOf(page, 'signature');
+      const check = await opensslCmsVerify(signature, TEXT, env.rootCaFile);
+      assert.ok(check.ok, check.output);
+
+      // the bank's redirect once more: its state is used up, nothing is signed again
+      const before = await signDocCalls();
+      const replay = await page.goto(callbackUrl);
+      assert.equal(replay?.status(), 400);
+      assert.match(await page.content(), /Unknown or used answer from the bank/);
+      assert.equal(await signDocCalls(), before, 'no signDoc call for a replayed state');
+      await screenshot(page, 'error-replayed-state');
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('PAdES B-B of a PDF at the second bank: the signed PDF downloads, pdfsig calls it valid and trusted', async () => {
+    const { context, page } = await newPage();
+    try {
+      await upload(page, { name: 'sample.pdf', mimeType: 'application/pdf', buffer: SAMPLE_PDF }, 'P', 'AdES-B-B');
+      await chooseBank(page, { bic: SECOND_BANK_BIC });
+      await consent(page);
+      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED:\s+pdfsig -nssdir/);
+      await screenshot(page, '05-result-pades-b-b');
+      const pdf = await downloadOf(page, 'signed-pdf');
+      const file = join(work, 'sample.signed.pdf');
+      writeFileSync(file, pdf);
+      const verdict = await run('pdfsig', ['-nssdir', `sql:${nssDir}`, file]);
+      assert.match(verdict.output, /Signature Validation: Signature is Valid\./, verdict.output);
+      assert.match(verdict.output, /Certificate Validation: Certificate is Trusted\./, verdict.output);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('a file over the limit gets a clear error on the form', async () => {
+    const { context, page } = await newPage();
+    try {
+      await page.goto(demoUrl);
+      const big = { name: 'big.bin', mimeType: 'application/octet-stream', buffer: Buffer.alloc(MAX_UPLOAD + 1) };
+      await page.setInputFiles('input[name=document]', big);
+      const [res] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/sign')), page.click('button')]);
+      assert.equal(res.status(), 413);
+      await page.waitForSelector('[role=alert]');
+      assert.match(
+        (await page.locator('[role=alert]').textContent()) ?? '',
+        /too large: this demo takes files of up to 10 MB/,
+      );
+      await screenshot(page, 'error-too-large');
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('Cancel at the bank: the friendly page, nothing signed', async () => {
+    const { context, page } = await newPage();
+    try {
+      const before = await signDocCalls();
+      await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'X', 'AdES-B-B');
+      await chooseBank(page);
+      await Promise.all([page.waitForURL((u) => u.pathname === '/callback'), page.click('#cancel')]);
+      assert.match((await page.locator('h1').textContent()) ?? '', /You cancelled/);
+      assert.equal(await signDocCalls(), before);
+      await screenshot(page, 'cancelled-at-bank');
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('Select another bank: back at the chooser with prompt=select_account, no error shown', async () => {
+    const { context, page } = await newPage();
+    try {
+      await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'C', 'AdES-B-B');
+      await chooseBank(page);
+      await Promise.all([
+        page.waitForURL((u) => u.pathname.startsWith('/account-chooser/') && u.searchParams.has('prompt')),
+        page.click('#select-bank'),
+      ]);
+      assert.equal(new URL(page.url()).searchParams.get('prompt'), 'select_account');
+      assert.equal(await page.locator('.error').count(), 0);
+      await screenshot(page, 'chooser-after-select-another-bank');
+      // the same document goes on with the bank chosen again
+      await chooseBank(page);
+      await consent(page);
+      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED/);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('an identity the bank lacks data for: unable_to_meet_service_requirements, a clear error page', async () => {
+    const { context, page } = await newPage();
+    try {
+      const before = await signDocCalls();
+      await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'C', 'AdES-B-B');
+      await chooseBank(page);
+      // the sandbox's test identity without names: the bank states the problem, then redirects with the error
+      await page.check(`#identity-${NO_NAMES_SUB}`);
+      await page.fill('#otp', SECOND_FACTOR);
+      await page.click('#consent');
+      await page.waitForSelector('#continue');
+      await Promise.all([page.waitForURL((u) => u.pathname === '/callback'), page.click('#continue')]);
+      assert.match((await page.locator('h1').textContent()) ?? '', /cannot vouch/);
+      assert.match((await page.locator('[role=alert]').textContent()) ?? '', /Nothing was shared/);
+      assert.equal(await signDocCalls(), before);
+      await screenshot(page, 'error-unable-to-meet-service-requirements');
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+describe('demo RP over HTTP', () => {
+  async function get(path: string, cookie?: string) {
+    return httpRequest(new URL(path, demoUrl), {
+      agent,
+      timeoutMs: 10_000,
+      ...(cookie ? { headers: { cookie } } : {}),
+    });
+  }
+
+  async function sessionCookie(): Promise<string> {
+    const res = await get('/');
+    const set = ([] as string[]).concat(res.headers['set-cookie'] ?? []);
+    assert.match(set[0] ?? '', /HttpOnly/i);
+    assert.match(set[0] ?? '', /Secure/i);
+    return set[0]!.split(';')[0]!;
+  }
+
+  it('a callback with an unknown state: error page, no signDoc call', async () => {
+    const cookie = await sessionCookie();
+    const before = await signDocCalls();
+    for (const cookieSent of [cookie, undefined]) {
+      const q = new URLSearchParams({ code: 'forged', state: 'unknown-state', iss: env.sandbox.issuer });
+      const res = await get(`/callback?${q}`, cookieSent);
+      assert.equal(res.status, 400);
+      assert.match(res.body.toString(), /Nothing was signed/);
+      assert.equal(res.headers['cache-control'], 'no-store');
+    }
+    assert.equal(await signDocCalls(), before);
+  });
+
+  it('a bank selection with an unknown state: error page', async () => {
+    const cookie = await sessionCookie();
+    const q = new URLSearchParams({ issuer_url: env.sandbox.issuer, state: 'unknown-state' });
+    const res = await get(`/bank-chosen?${q}`, cookie);
+    assert.equal(res.status, 400);
+    assert.match(res.body.toString(), /Unknown bank selection/);
+  });
+
+  it('an upload over 10 MB: 413 with a clear message', async () => {
+    const cookie = await sessionCookie();
+    const boundary = '----demo-rp-test';
+    const body = Buffer.concat([
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\nC\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="level"\r\n\r\nAdES-B-B\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="document"; filename="big.bin"\r\n` +
+          'Content-Type: application/octet-stream\r\n\r\n',
+      ),
+      Buffer.alloc(MAX_UPLOAD + 1),
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    const res = await httpRequest(new URL('/sign', demoUrl), {
+      method: 'POST',
+      agent,
+      timeoutMs: 30_000,
+      headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body,
+    });
+    assert.equal(res.status, 413);
+    assert.match(res.body.toString(), /The file is too large: this demo takes files of up to 10 MB/);
+  });
+
+  it('a text file as PAdES: the form again, saying PAdES signs PDFs', async () => {
+    const cookie = await sessionCookie();
+    const boundary = '----demo-rp-test';
+    const body =
+      `--${boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\nP\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="level"\r\n\r\nAdES-B-B\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="document"; filename="a.txt"\r\n` +
+      `Content-Type: text/plain\r\n\r\nnot a pdf\r\n--${boundary}--\r\n`;
+    const res = await httpRequest(new URL('/sign', demoUrl), {
+      method: 'POST',
+      agent,
+      timeoutMs: 10_000,
+      headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body,
+    });
+    assert.equal(res.status, 400);
+    assert.match(res.body.toString(), /PAdES signs PDF files/);
+  });
+});
