@@ -12,7 +12,7 @@ import { type DemoRpServer, startDemoRp } from '../rp/demo/server.ts';
 import { type Sandbox, sandboxPaths } from '../sandbox/index.ts';
 import { freePort } from '../util/free-port.ts';
 import { urlHost } from '../util/listen.ts';
-import type { Logger } from '../util/logger.ts';
+import { type Logger, logger as defaultLogger } from '../util/logger.ts';
 
 export const DEMO_RP_CLIENT_ID = 'sandbox-demo-rp';
 /** `qtsp dev`'s port of the demo RP (README: Try it in a browser) */
@@ -67,7 +67,7 @@ export async function startSandboxDemoRp(
       },
       accountChooserUrl: sandbox.accountChooserUrl,
       verifier: { rootCaFile: pki.rootCert, issuingCaFile: pki.issuingCert },
-      ...(logger ? { logger } : {}),
+      logger: logger ?? defaultLogger,
     },
   );
 }

@@ -11,10 +11,13 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync, mkdtempSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
+import { pino } from 'pino';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { OFFERED_LEVELS } from '../../src/ades/offer.ts';
 import { httpRequest, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
+import { LOG_OPTIONS } from '../../src/util/logger.ts';
 import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
@@ -28,6 +31,14 @@ const MAX_UPLOAD = 10 * 1024 * 1024;
 /** the sandbox bank's test identity without given and family name (src/sandbox/users.ts) */
 const NO_NAMES_SUB = 'user-0001';
 
+const logLines: string[] = [];
+const sink = new Writable({
+  write(chunk: Buffer, _encoding, done) {
+    logLines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    done();
+  },
+});
+
 let env: TestEnvironment;
 let browser: Browser;
 let demoUrl: string;
@@ -36,7 +47,7 @@ let work: string;
 let nssDir: string;
 
 before(async () => {
-  env = await startEnvironment({}, { demoRpPort: 0 });
+  env = await startEnvironment({}, { demoRpPort: 0, logger: pino({ ...LOG_OPTIONS, level: 'trace' }, sink) });
   assert.ok(env.demoRp, 'the demo RP runs when demoRpPort is given');
   demoUrl = env.demoRp.url;
   agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile) });
@@ -348,5 +359,15 @@ describe('demo RP over HTTP', () => {
     });
     assert.equal(res.status, 400);
     assert.match(res.body.toString(), /PAdES signs PDF files/);
+  });
+});
+
+describe('demo RP log', () => {
+  it('names the signings, never a document nor a token', () => {
+    const events = logLines.map((l) => (JSON.parse(l) as { event?: string }).event);
+    assert.ok(events.includes('demo_rp.upload') && events.includes('demo_rp.signed'), 'the demo RP logs its steps');
+    const all = logLines.join('\n');
+    assert.ok(!all.includes(TEXT.toString('utf8').trim()), 'no document content in the log');
+    assert.ok(!/eyJ[A-Za-z0-9_-]{10,}\.eyJ/.test(all), 'no JWT (access token) in the log');
   });
 });
