@@ -237,10 +237,10 @@ describe('demo RP in a browser', () => {
     }
   });
 
-  it('Select another bank: back at the chooser with prompt=select_account, no error shown', async () => {
+  it('Select another bank: the chooser again (prompt=select_account, no error); then XAdES B-T, xmlsec1 passes', async () => {
     const { context, page } = await newPage();
     try {
-      await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'C', 'AdES-B-B');
+      await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'X', 'AdES-B-T');
       await chooseBank(page);
       await Promise.all([
         page.waitForURL((u) => u.pathname.startsWith('/account-chooser/') && u.searchParams.has('prompt')),
@@ -252,7 +252,9 @@ describe('demo RP in a browser', () => {
       // the same document goes on with the bank chosen again
       await chooseBank(page);
       await consent(page);
-      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED/);
+      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED:\s+xmlsec1 --verify/);
+      assert.match((await page.locator('#verifier-output').textContent()) ?? '', /OK/);
+      await screenshot(page, '06-result-xades-b-t');
     } finally {
       await context.close();
     }
