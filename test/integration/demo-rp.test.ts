@@ -7,6 +7,7 @@
  * Screenshots of every page state go under screenshotDir().
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { OFFERED_LEVELS } from '../../src/ades/offer.ts';
+import { authorizeSigning } from '../../src/rp/flow.ts';
 import { httpRequest, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { LOG_OPTIONS } from '../../src/util/logger.ts';
 import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
@@ -310,6 +312,20 @@ describe('demo RP over HTTP', () => {
       assert.equal(res.headers['cache-control'], 'no-store');
     }
     assert.equal(await signDocCalls(), before);
+  });
+
+  it('authorizeSigning with interactive: true stops after PAR; the bank answers its page, no redirect', async () => {
+    const start = await authorizeSigning(env.endpoints, {
+      documentDigests: [{ hash: createHash('sha256').update(TEXT).digest('base64'), label: 'hello.txt' }],
+      hashAlgorithmOID: '2.16.840.1.101.3.4.2.1',
+      interactive: true,
+    });
+    assert.equal(start.pending.metadata.issuer, env.sandbox.issuer);
+    assert.ok(start.pending.pkce, 'PKCE S256 by default');
+    const page = await httpRequest(start.authorizationUrl, { agent, timeoutMs: 10_000 });
+    assert.equal(page.status, 200);
+    assert.match(String(page.headers['content-type']), /^text\/html/);
+    assert.match(page.body.toString(), /id="consent"/);
   });
 
   it('a bank selection with an unknown state: error page', async () => {
