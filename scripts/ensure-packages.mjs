@@ -42,12 +42,12 @@ const PACKAGES = {
     why: 'local Redis of the delivery queues (qtsp dev, tests)',
   },
   git: { present: () => onPath('git'), why: 'the sandbox key archive serves its repository with git http-backend' },
-  openssl: { present: () => onPath('openssl'), why: 'tests: independent check of CMS, time-stamps, OCSP, CRLs' },
+  openssl: { present: () => onPath('openssl'), why: 'independent check of CMS, time-stamps, OCSP, CRLs' },
   gnupg: { present: () => onPath('gpg'), why: 'tests: independent check of the key archive commit signatures' },
   postgresql: { present: postgresServerInstalled, why: 'tests: the PostgreSQL store and several instances' },
-  'poppler-utils': { present: () => onPath('pdfsig'), why: 'tests: independent check of PAdES signatures (pdfsig)' },
-  xmlsec1: { present: () => onPath('xmlsec1'), why: 'tests: independent check of XAdES signatures' },
-  'libnss3-tools': { present: () => onPath('certutil'), why: 'tests: NSS trust store for pdfsig (certutil)' },
+  'poppler-utils': { present: () => onPath('pdfsig'), why: 'independent check of PAdES signatures (pdfsig)' },
+  xmlsec1: { present: () => onPath('xmlsec1'), why: 'independent check of XAdES signatures' },
+  'libnss3-tools': { present: () => onPath('certutil'), why: 'NSS trust store for pdfsig (certutil)' },
   softhsm2: { present: () => onPath('softhsm2-util'), why: 'tests: a PKCS#11 token (SoftHSM2)' },
   opensc: { present: () => onPath('pkcs11-tool'), why: 'tests: independent look at the PKCS#11 token (pkcs11-tool)' },
   chromium: { present: () => onPath('chromium'), why: 'tests: the sandbox pages in a real browser (playwright-core)' },
@@ -56,6 +56,8 @@ const PACKAGES = {
     why: 'tests: the layer-4 load balancer in front of several instances',
   },
 };
+
+const DEMO_VALIDATORS = ['openssl', 'xmlsec1', 'poppler-utils', 'libnss3-tools'];
 
 /**
  * what each command needs: `npm start` needs no redis-server when a Redis is configured, and SoftHSM2 only
@@ -67,6 +69,8 @@ function needed(command, env) {
       return [
         ...(env.REDIS_URL || env.QTSP_REDIS_URL ? [] : ['redis-server']),
         'git',
+        // the demo relying party shows each signature's verdict from these validators
+        ...DEMO_VALIDATORS,
         ...(env.QTSP_KEYS_PROVIDER === 'softhsm' ? ['softhsm2'] : []),
       ];
     case 'test':

@@ -51,6 +51,9 @@ function ensure(args: string[], path: string, env: Record<string, string> = {}, 
   return { code: res.status, out: res.stdout + res.stderr };
 }
 
+/** what `npm start` needs besides Redis: git and the demo relying party's validators (by command) */
+const START_TOOLS = ['git', 'openssl', 'xmlsec1', 'pdfsig', 'certutil'];
+
 describe('scripts/ensure-packages.mjs', () => {
   let root: string;
   before(() => {
@@ -66,7 +69,7 @@ describe('scripts/ensure-packages.mjs', () => {
   });
 
   it('--check names the missing package and the one command to run, and installs nothing', () => {
-    const dir = binDir(join(root, 'check'), ['git']);
+    const dir = binDir(join(root, 'check'), START_TOOLS);
     const log = join(root, 'check', 'apt.log');
     fakeAptGet(dir, log);
     const res = ensure(['start', '--check'], dir);
@@ -76,14 +79,21 @@ describe('scripts/ensure-packages.mjs', () => {
     assert.throws(() => readFileSync(log), /ENOENT/);
   });
 
+  it('`npm start` needs the validators the demo relying party runs', () => {
+    const dir = binDir(join(root, 'validators'), ['git', 'redis-server', 'openssl']);
+    const res = ensure(['start', '--check'], dir);
+    assert.equal(res.code, 1);
+    assert.match(res.out, /apt-get install -y --no-install-recommends xmlsec1 poppler-utils libnss3-tools\n/);
+  });
+
   it('`npm start` needs no redis-server when REDIS_URL names a Redis', () => {
-    const dir = binDir(join(root, 'redis-url'), ['git']);
+    const dir = binDir(join(root, 'redis-url'), START_TOOLS);
     const res = ensure(['start', '--check'], dir, { REDIS_URL: 'redis://127.0.0.1:6379' });
     assert.equal(res.code, 0, res.out);
   });
 
   it('`npm start` with the sandbox HSM switch needs SoftHSM2 too', () => {
-    const dir = binDir(join(root, 'softhsm'), ['git', 'redis-server']);
+    const dir = binDir(join(root, 'softhsm'), [...START_TOOLS, 'redis-server']);
     const res = ensure(['start', '--check'], dir, { QTSP_KEYS_PROVIDER: 'softhsm' });
     assert.equal(res.code, 1);
     assert.match(res.out, /apt-get install -y --no-install-recommends softhsm2\n/);
@@ -92,7 +102,7 @@ describe('scripts/ensure-packages.mjs', () => {
   it('as root: apt-get update, then apt-get install of exactly what is missing, then it is there', {
     skip: !asRoot && 'needs root',
   }, () => {
-    const dir = binDir(join(root, 'root'), ['git']);
+    const dir = binDir(join(root, 'root'), START_TOOLS);
     const log = join(root, 'root', 'apt.log');
     fakeAptGet(dir, log);
     const res = ensure(['start'], dir);
@@ -107,7 +117,7 @@ describe('scripts/ensure-packages.mjs', () => {
   });
 
   it('as root: an apt-get that does not deliver the package is an error', { skip: !asRoot && 'needs root' }, () => {
-    const dir = binDir(join(root, 'broken'), ['git']);
+    const dir = binDir(join(root, 'broken'), START_TOOLS);
     writeFileSync(join(dir, 'apt-get'), '#!/bin/sh\nexit 0\n', { mode: 0o755 });
     const res = ensure(['start'], dir);
     assert.equal(res.code, 1);
@@ -115,7 +125,7 @@ describe('scripts/ensure-packages.mjs', () => {
   });
 
   it('not root: prints the command to run and exits non-zero, without calling apt-get', () => {
-    const dir = binDir(join(root, 'user'), ['git']);
+    const dir = binDir(join(root, 'user'), START_TOOLS);
     const log = join(root, 'user', 'apt.log');
     fakeAptGet(dir, log);
     // as root the script runs as `nobody`; otherwise we already are an ordinary user
