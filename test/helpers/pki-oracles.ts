@@ -1,13 +1,31 @@
 /**
  * Independent oracles for B-T..B-LTA signatures and our trust services: OpenSSL parses the structures
  * (`openssl asn1parse` locates every part by offset; nothing here reuses src/ades/der.ts) and OpenSSL
- * verifies them (`openssl cms -verify -cades`, `openssl ts -verify`, `openssl ocsp -respin`, `openssl crl`).
+ * verifies them (`openssl cms -verify -cades`, `openssl ts -verify`, `openssl ocsp -respin`, `openssl crl`);
+ * pdfsig's NSS trust store is made here too (`nssTrustStore`).
  */
+import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { run, type ToolResult } from './openssl.ts';
+
+/**
+ * A new NSS database at dir (for `pdfsig -nssdir sql:<dir>`) that trusts rootCertFile and nothing else:
+ * certutil makes it with an empty password and adds the root as a trusted CA. Returns dir.
+ */
+export async function nssTrustStore(dir: string, rootCertFile: string): Promise<string> {
+  mkdirSync(dir);
+  for (const args of [
+    ['-N', '--empty-password'],
+    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', rootCertFile],
+  ]) {
+    const r = await run('certutil', [...args, '-d', `sql:${dir}`]);
+    assert.ok(r.ok, r.output);
+  }
+  return dir;
+}
 
 /** A scratch directory for one test's files; remove() at the end. */
 export function scratch(): { dir: string; file(name: string, data?: Uint8Array | string): string; remove(): void } {

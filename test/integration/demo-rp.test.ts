@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,7 @@ import { LOG_OPTIONS } from '../../src/util/logger.ts';
 import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
+import { nssTrustStore } from '../helpers/pki-oracles.ts';
 
 const SAMPLE_PDF = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
 const TEXT = Buffer.from('Hello from the demo relying party test.\n', 'utf8');
@@ -56,15 +57,7 @@ before(async () => {
   browser = await launchBrowser();
   work = mkdtempSync(join(tmpdir(), 'qtsp-demo-rp-test-'));
   // pdfsig's trust store: our root and nothing else
-  nssDir = join(work, 'nss');
-  mkdirSync(nssDir);
-  for (const args of [
-    ['-N', '--empty-password'],
-    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', env.rootCaFile],
-  ]) {
-    const r = await run('certutil', [...args, '-d', `sql:${nssDir}`]);
-    assert.ok(r.ok, r.output);
-  }
+  nssDir = await nssTrustStore(join(work, 'nss'), env.rootCaFile);
 });
 
 after(async () => {

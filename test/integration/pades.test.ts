@@ -12,7 +12,7 @@
  */
 import { after, before, describe, it, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
@@ -31,7 +31,7 @@ import {
 import { toPem } from '../../src/util/base64.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
-import { assertIssuedAfter, tokenGenTime } from '../helpers/pki-oracles.ts';
+import { assertIssuedAfter, nssTrustStore, tokenGenTime } from '../helpers/pki-oracles.ts';
 
 const SAMPLE = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
@@ -59,15 +59,7 @@ before(async () => {
   assert.match(env.qtsp.publicationUrl, /^http:\/\//);
   work = mkdtempSync(join(tmpdir(), 'qtsp-pades-'));
   // an NSS database that trusts our root and nothing else (pdfsig's trust store)
-  nssDir = join(work, 'nss');
-  mkdirSync(nssDir);
-  for (const args of [
-    ['-N', '--empty-password'],
-    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', env.rootCaFile],
-  ]) {
-    const r = await run('certutil', [...args, '-d', `sql:${nssDir}`]);
-    assert.ok(r.ok, r.output);
-  }
+  nssDir = await nssTrustStore(join(work, 'nss'), env.rootCaFile);
 });
 after(async () => {
   await env.close();

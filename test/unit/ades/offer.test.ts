@@ -11,7 +11,7 @@
 import { after, before, describe, test } from 'node:test';
 import { SoftwareSigningKey } from '../../../src/crypto/signature.ts';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +38,7 @@ import { mintTestSignerCertificate } from '../../helpers/signer.ts';
 import { prepareSignature } from '../../../src/rp/pdf.ts';
 import { toPem } from '../../../src/util/base64.ts';
 import { opensslCmsVerify, run, type ToolResult } from '../../helpers/openssl.ts';
+import { nssTrustStore } from '../../helpers/pki-oracles.ts';
 import { xmlsecVerify } from '../../helpers/xmlsec.ts';
 
 const SAMPLE = readFileSync(fileURLToPath(new URL('../../../fixtures/documents/sample.pdf', import.meta.url)));
@@ -66,15 +67,7 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'qtsp-offer-'));
   pkiInit({ dataDir: dir, qtspId: 'sp:test.example:00000000-0000-4000-8000-000000000000' });
   ca = loadCaMaterial(dir);
-  nssDir = join(dir, 'nss');
-  mkdirSync(nssDir);
-  for (const args of [
-    ['-N', '--empty-password'],
-    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', pkiPaths(dir).rootCert],
-  ]) {
-    const r = await run('certutil', [...args, '-d', `sql:${nssDir}`]);
-    assert.ok(r.ok, r.output);
-  }
+  nssDir = await nssTrustStore(join(dir, 'nss'), pkiPaths(dir).rootCert);
   const rsa = generateKeyPair('RSA-3072'); // one RSA key for both RSA schemes: the certificate names rsaEncryption either way
   for (const algorithm of KEYS) {
     const { key } = SIGNER_ALGORITHMS[algorithm];

@@ -6,7 +6,7 @@
 import { after, before, describe, it } from 'node:test';
 import { SoftwareSigningKey } from '../../../src/crypto/signature.ts';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,6 +20,7 @@ import { mintSignerCertificate, signerProfile } from '../../../src/ca/signer-cer
 import { addDss, PdfFormatError, prepareSignature, readDss, readSignatures } from '../../../src/rp/pdf.ts';
 import { PdfIncrement } from '../../../src/rp/pdf-increment.ts';
 import { run } from '../../helpers/openssl.ts';
+import { nssTrustStore } from '../../helpers/pki-oracles.ts';
 
 const SAMPLE = readFileSync(fileURLToPath(new URL('../../../fixtures/documents/sample.pdf', import.meta.url)));
 let dir: string;
@@ -30,14 +31,7 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'qtsp-pdf-'));
   pkiInit({ dataDir: dir, qtspId: 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31' });
   ca = loadCaMaterial(dir);
-  mkdirSync(join(dir, 'nss'));
-  for (const args of [
-    ['-N', '--empty-password'],
-    ['-A', '-n', 'root', '-t', 'CT,C,C', '-i', pkiPaths(dir).rootCert],
-  ]) {
-    const r = await run('certutil', [...args, '-d', `sql:${join(dir, 'nss')}`]);
-    assert.ok(r.ok, r.output);
-  }
+  await nssTrustStore(join(dir, 'nss'), pkiPaths(dir).rootCert);
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
 
