@@ -6,17 +6,15 @@
  */
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { pkiInit } from '../../src/ca/init.ts';
-import { pkiPaths } from '../../src/ca/material.ts';
-import { parseClientOption, type Sandbox, startSandbox } from '../../src/sandbox/index.ts';
+import { parseClientOption, type Sandbox } from '../../src/sandbox/index.ts';
 import { httpRequest, type HttpAgent, type HttpResponse, tlsAgent } from '../../src/util/http-client.ts';
 import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
+import { startTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
 
 const QTSP_ID = 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31';
 const BANK1 = 'SNDBDEFFXXX';
@@ -24,13 +22,12 @@ const BANK2 = 'SNDCDEFFXXX';
 const CHOSEN = 'https://rp.example/bank-chosen?from=chooser';
 const FILE_CHOSEN = 'https://file-rp.example/bank-chosen';
 
+let testSandbox: TestSandbox;
 let dataDir: string;
 let sandbox: Sandbox;
 let agent: HttpAgent;
 
 before(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'qtsp-chooser-'));
-  pkiInit({ dataDir, qtspId: QTSP_ID });
   // an RP registered from a file entry: its chooser redirect URI comes from account_chooser_redirect_uris
   const fromFile = parseClientOption(
     JSON.stringify({
@@ -40,15 +37,8 @@ before(async () => {
       'x5t#S256': 'A'.repeat(43),
     }),
   );
-  sandbox = await startSandbox({
-    dataDir,
-    asPort: 0,
-    platformPort: 0,
-    mediationPort: 0,
-    smtpPort: 0,
-    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
-    clients: [fromFile],
-  });
+  testSandbox = await startTestSandbox('qtsp-chooser-', QTSP_ID, { clients: [fromFile] });
+  ({ dataDir, sandbox } = testSandbox);
   agent = tlsAgent({ ca: readFileSync(sandbox.tlsCaFile) });
   await sandbox.registerClient({ clientId: 'chooser-rp', state: 'active', accountChooserRedirectUris: [CHOSEN] });
   await sandbox.registerClient({ clientId: 'demo-rp', state: 'demo', accountChooserRedirectUris: [CHOSEN] });
@@ -58,8 +48,7 @@ before(async () => {
 
 after(async () => {
   agent?.destroy();
-  await sandbox?.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await testSandbox?.close();
 });
 
 afterEach(async () => {

@@ -6,16 +6,15 @@
 import { after, before, describe, it, mock } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { pkiPaths } from '../../src/ca/material.ts';
-import { pkiInit } from '../../src/ca/init.ts';
 import { CONSENT_TTL_SECONDS } from '../../src/sandbox/as/store.ts';
-import { DEFAULT_SIGNING_DOCUMENTS, startSandbox, type Sandbox } from '../../src/sandbox/index.ts';
+import { DEFAULT_SIGNING_DOCUMENTS, type Sandbox } from '../../src/sandbox/index.ts';
 import { httpRequest, type HttpAgent, type HttpResponse, jsonBody, tlsAgent } from '../../src/util/http-client.ts';
 import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
+import { startTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
 
 const QTSP_ID = 'sp:sandbox.qtsp.localhost:0b7e3c1e-5a51-4f49-9d8e-4b0c6a2f1e77';
 const SHA256_OID = '2.16.840.1.101.3.4.2.1';
@@ -26,6 +25,7 @@ const VERIFIER = 'v'.repeat(43);
 const CHALLENGE = createHash('sha256').update(VERIFIER).digest('base64url');
 const sha256 = (text: string) => createHash('sha256').update(Buffer.from(text, 'utf8')).digest('base64');
 
+let testSandbox: TestSandbox;
 let dataDir: string;
 let sandbox: Sandbox;
 let rpAgent: HttpAgent;
@@ -33,16 +33,8 @@ let qtspAgent: HttpAgent;
 let plainAgent: HttpAgent;
 
 before(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'qtsp-bank-consent-'));
-  pkiInit({ dataDir, qtspId: QTSP_ID });
-  sandbox = await startSandbox({
-    dataDir,
-    asPort: 0,
-    platformPort: 0,
-    mediationPort: 0,
-    smtpPort: 0,
-    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
-  });
+  testSandbox = await startTestSandbox('qtsp-bank-consent-', QTSP_ID);
+  ({ dataDir, sandbox } = testSandbox);
   const ca = readFileSync(sandbox.tlsCaFile);
   rpAgent = tlsAgent({ ca, cert: readFileSync(sandbox.rp.certFile), key: readFileSync(sandbox.rp.keyFile) });
   const pki = pkiPaths(dataDir);
@@ -52,8 +44,7 @@ before(async () => {
 
 after(async () => {
   for (const a of [rpAgent, qtspAgent, plainAgent]) await a?.close();
-  await sandbox?.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await testSandbox?.close();
 });
 
 // ---- the RP side by hand: PAR (mTLS), authorize URL, token ----

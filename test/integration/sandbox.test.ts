@@ -6,8 +6,7 @@
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   createLocalJWKSet,
@@ -21,18 +20,17 @@ import { CONFORMANCE_LEVELS, SIGNATURE_FORMATS } from '../../src/ades/formats.ts
 import { chooseSigning } from '../../src/ades/offer.ts';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { SHA256 } from '../../src/crypto/algorithms.ts';
-import { pkiInit } from '../../src/ca/init.ts';
 import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
 import {
   ACR_ONLINE_BANKING_SCA,
   DEFAULT_SIGNING_DOCUMENTS,
   DOCUMENTS_CONSENTED_CLAIM,
-  startSandbox,
   type RpRegistration,
   type Sandbox,
 } from '../../src/sandbox/index.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, jsonBody, type HttpResponse, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
+import { startTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
 
 const QTSP_ID = 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31';
 const SHA256_OID = '2.16.840.1.101.3.4.2.1';
@@ -41,6 +39,7 @@ const sha256 = (data: Uint8Array | string): string => createHash('sha256').updat
 const DOC_HASH = sha256(DOC);
 const DEFAULT_DOC_HASHES = DEFAULT_SIGNING_DOCUMENTS.map((d) => sha256(Buffer.from(d.text, 'utf8')));
 
+let testSandbox: TestSandbox;
 let dataDir: string;
 let sandbox: Sandbox;
 let endpoints: RpEndpoints;
@@ -63,16 +62,8 @@ const fingerprint = (certFile: string) =>
     .digest('base64url');
 
 before(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'qtsp-sandbox-'));
-  pkiInit({ dataDir, qtspId: QTSP_ID });
-  sandbox = await startSandbox({
-    dataDir,
-    asPort: 0,
-    platformPort: 0,
-    mediationPort: 0,
-    smtpPort: 0,
-    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
-  });
+  testSandbox = await startTestSandbox('qtsp-sandbox-', QTSP_ID);
+  ({ dataDir, sandbox } = testSandbox);
   endpoints = {
     serviceConfigurationUrl: sandbox.serviceConfigurationUrl,
     issuer: sandbox.issuer,
@@ -83,8 +74,7 @@ before(async () => {
 
 after(async () => {
   for (const a of agents) a.destroy();
-  await sandbox.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await testSandbox.close();
 });
 
 afterEach(() => {
