@@ -16,7 +16,7 @@ import { finishInteractiveSigning, RpFlowError, type RpEndpoints, startInteracti
 import { PdfFormatError } from '../pdf.ts';
 import { randomValue } from '../pkce.ts';
 import { sendCancelled, sendError, sendHandOver, sendResult, sendUploadPage } from './pages.ts';
-import { type DemoSession, DemoSessions, type DocumentChoice } from './sessions.ts';
+import { type BoundedMap, type DemoSession, DemoSessions, type DocumentChoice } from './sessions.ts';
 import { completeSigning, documentDigests } from './signing.ts';
 import { readUploadForm, tooLarge, UploadError } from './upload.ts';
 import type { VerifierFiles } from './verify.ts';
@@ -99,6 +99,22 @@ function queryOf(req: Request): URLSearchParams {
   return new URL(req.originalUrl, 'https://demo.invalid').searchParams;
 }
 
+/**
+ * A redirect back to us (spec 2.1 state, 6.1): the cookie's session and the entry of one of its stores that the
+ * query's state names, taken out so that it serves one redirect only; undefined when either is unknown.
+ */
+function takeByState<T>(
+  demo: Demo,
+  req: Request,
+  store: (s: DemoSession) => BoundedMap<T>,
+): { q: URLSearchParams; s: DemoSession; entry: T } | undefined {
+  const q = queryOf(req);
+  const s = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
+  const state = q.get('state');
+  const entry = s && state ? store(s).take(state) : undefined;
+  return s && entry ? { q, s, entry } : undefined;
+}
+
 async function postSign(demo: Demo, req: Request, res: Response): Promise<void> {
   const s = session(demo, req, res);
   const page = { maxMb: maxMb(demo), formTargets: demo.formTargets };
@@ -119,17 +135,15 @@ async function postSign(demo: Demo, req: Request, res: Response): Promise<void> 
 
 /** Spec 2.1, 6.1: the account chooser's redirect: issuer_url (and selected_bic) or error, with our state. */
 async function bankChosen(demo: Demo, req: Request, res: Response): Promise<void> {
-  const q = queryOf(req);
-  const s = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
-  const state = q.get('state');
-  const choice = s && state ? s.chooser.take(state) : undefined;
-  if (!s || !choice)
+  const taken = takeByState(demo, req, (s) => s.chooser);
+  if (!taken)
     return sendError(
       res,
       400,
       'Unknown bank selection',
       'This bank selection does not belong to a signing started in this browser, or it was used already.',
     );
+  const { q, s, entry: choice } = taken;
   const error = q.get('error');
   if (error === 'canceled') return sendCancelled(res, 'at the bank selection');
   if (error)
@@ -188,17 +202,15 @@ function sendBankError(demo: Demo, s: DemoSession, res: Response, choice: Docume
 
 /** Spec 5.11, 6.1: the bank's redirect. Unknown or used state: nothing happens, signDoc least of all. */
 async function callback(demo: Demo, req: Request, res: Response): Promise<void> {
-  const q = queryOf(req);
-  const s = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
-  const state = q.get('state');
-  const pending = s && state ? s.pending.take(state) : undefined;
-  if (!s || !pending)
+  const taken = takeByState(demo, req, (s) => s.pending);
+  if (!taken)
     return sendError(
       res,
       400,
       'Unknown or used answer from the bank',
       'This answer does not belong to a signing started in this browser, or it was used already. Nothing was signed.',
     );
+  const { q, s, entry: pending } = taken;
   let auth: Awaited<ReturnType<typeof finishInteractiveSigning>>;
   try {
     auth = await finishInteractiveSigning(demo.o.endpoints, pending.authorization, q);
