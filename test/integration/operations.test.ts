@@ -24,7 +24,7 @@ const MAX_STORE_BYTES = 4 * 1024 * 1024;
  * background checks run again every quarter second while not ready (readiness.ts), not only every
  * store.pingIntervalMs (the default, 5 s, here); the bound leaves room for a busy machine.
  */
-const RECOVERY_BOUND_MS = 2000;
+const RECOVERY_BOUND_MS = 4000;
 
 let env: TestEnvironment;
 const extra: QtspService[] = [];
