@@ -11,17 +11,12 @@ import type { Config } from '../config/schema.ts';
 import { type DemoRpServer, startDemoRp } from '../rp/demo/server.ts';
 import { type Sandbox, sandboxPaths } from '../sandbox/index.ts';
 import { freePort } from '../util/free-port.ts';
-import { urlHost } from '../util/listen.ts';
+import { publicHost } from '../util/listen.ts';
 import { type Logger, logger as defaultLogger } from '../util/logger.ts';
 
 export const DEMO_RP_CLIENT_ID = 'sandbox-demo-rp';
 /** `qtsp dev`'s port of the demo RP (README: Try it in a browser) */
 export const DEFAULT_DEMO_RP_PORT = 8444;
-
-/** A wildcard listen address is reached on loopback. */
-function publicHost(host: string): string {
-  return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : urlHost(host);
-}
 
 /** A fresh server certificate from the sandbox TLS CA (the one every sandbox client trusts) for the demo host. */
 function demoRpTls(dataDir: string, host: string): { certFile: string; keyFile: string } {

@@ -26,7 +26,8 @@ import { type BankProfile, SANDBOX_BANKS } from './platform/constants.ts';
 import { type DirectoryBank, PlatformDirectory } from './platform/directory.ts';
 import { buildQtspRecord } from './platform/sp-record.ts';
 import { sandboxPaths, type SandboxPaths } from './paths.ts';
-import { ensureSandboxTls, type SandboxTls, type ServerIdentity, TlsServer, urlHost } from './tls.ts';
+import { publicHost } from '../util/listen.ts';
+import { ensureSandboxTls, type SandboxTls, type ServerIdentity, TlsServer } from './tls.ts';
 import type { RpRegistration, Sandbox, SandboxBank, SandboxControls, SandboxOptions } from './types.ts';
 
 export type {
@@ -50,11 +51,6 @@ export { TEST_USERS, DEFAULT_USER_SUB } from './users.ts';
 const DEFAULT_AS_PORT = 8441;
 const DEFAULT_PLATFORM_PORT = 8442;
 const DEFAULT_SECOND_AS_PORT = 8445;
-
-/** The host that goes into URLs: a wildcard listen address is reached on loopback. */
-function publicHost(host: string): string {
-  return host === '0.0.0.0' || host === '::' ? '127.0.0.1' : urlHost(host);
-}
 
 /** Each bank's AS port: bank 2 takes a free port too when bank 1 does (tests ask for free ports). */
 function bankPorts(o: SandboxOptions): number[] {
