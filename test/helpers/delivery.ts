@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type { HttpAgent as Agent } from '../../src/util/http-client.ts';
 import { referenceId } from '../../src/mediation/record.ts';
 import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
@@ -123,9 +124,11 @@ export interface QtspChild {
   readonly exited: Promise<number | string>;
 }
 
-/** `qtsp <args>` as a child process (tsx), its output collected. */
+const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+
+/** `qtsp <args>` as a child process, its output collected. */
 export function spawnQtsp(args: readonly string[], env: NodeJS.ProcessEnv): QtspChild {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+  const child = spawn(process.execPath, [QTSP_BIN, ...args], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

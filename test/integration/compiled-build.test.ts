@@ -17,18 +17,21 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   rmSync,
   symlinkSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { run, opensslCmsVerify } from '../helpers/openssl.ts';
 import { waitFor } from '../helpers/delivery.ts';
 import { spawnServe, startSharedPartsOnFreePorts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
 
-const REPO = fileURLToPath(new URL('../../', import.meta.url));
+// the checkout itself, also when this file runs from the tree `npm test` compiles (scripts/test.mjs links
+// package.json there)
+const REPO = dirname(realpathSync(fileURLToPath(new URL('../../package.json', import.meta.url))));
 
 function exec(
   cmd: string,

@@ -5,19 +5,21 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ConfigError, loadConfig } from '../../../src/config/load.ts';
 import { applyHeapGrowth } from '../../../src/util/heap-growth.ts';
 
-const PROBE = fileURLToPath(new URL('../../helpers/heap-limit-probe.ts', import.meta.url));
+// the probe as this file is: compiled (npm test) or TypeScript through tsx
+const OWN_EXTENSION = extname(fileURLToPath(import.meta.url));
+const PROBE = fileURLToPath(new URL(`../../helpers/heap-limit-probe${OWN_EXTENSION}`, import.meta.url));
+const LOADER = OWN_EXTENSION === '.ts' ? ['--import', 'tsx'] : [];
 
 async function growthBeforeFullCollection(percent: number): Promise<{ liveMb: number; grownMb: number }> {
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    ['--expose-gc', '--import', 'tsx', PROBE, String(percent)],
-    { timeout: 60_000 },
-  );
+  const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', ...LOADER, PROBE, String(percent)], {
+    timeout: 60_000,
+  });
   return JSON.parse(stdout) as { liveMb: number; grownMb: number };
 }
 
