@@ -152,8 +152,3 @@ export class TlsServer {
     });
   }
 }
-
-/** URL host part: IPv6 addresses in brackets. */
-export function urlHost(host: string): string {
-  return isIP(host) === 6 ? `[${host}]` : host;
-}

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import type { ServerIdentity } from '../tls.ts';
+import { urlHost } from '../../util/listen.ts';
 
 /** SMTP sink (spec 6.3): accept; refuse every recipient with 451 (try later) or 550 (permanent) */
 export interface SmtpControls {
@@ -96,11 +97,10 @@ export async function startSmtpSink(options: {
     server.listen(options.port ?? 0, options.host, () => resolve());
   });
   const { port } = server.server.address() as AddressInfo;
-  const urlHost = options.host.includes(':') ? `[${options.host}]` : options.host;
   return {
     host: options.host,
     port,
-    url: `smtp://${urlHost}:${port}`,
+    url: `smtp://${urlHost(options.host)}:${port}`,
     messages: () => [...received],
     clear: () => {
       received.length = 0;

@@ -8,21 +8,16 @@ import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { tlsAgent, type HttpAgent } from '../../../src/util/http-client.ts';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pkiPaths } from '../../../src/ca/material.ts';
-import { pkiInit } from '../../../src/ca/init.ts';
-import { startSandbox, type Sandbox } from '../../../src/sandbox/index.ts';
+import type { Sandbox } from '../../../src/sandbox/index.ts';
 import { IdpDirectory, IdpDirectoryUnavailable } from '../../../src/trust/idp-directory.ts';
+import { startTestSandbox, type TestSandbox } from '../../helpers/sandbox.ts';
 
 const QTSP_ID = 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31';
-/** every sandbox server on a free port (mediation and SMTP too, where the sandbox has them) */
-const FREE_PORTS = { asPort: 0, platformPort: 0, mediationPort: 0, smtpPort: 0 };
 const UNKNOWN = 'https://unknown-bank.localhost';
 const TTL = 60_000;
 const MAX_STALE = 600_000;
 
-let dataDir: string;
+let started: TestSandbox;
 let sandbox: Sandbox;
 let agent: HttpAgent;
 let clock = 1_000_000;
@@ -39,20 +34,14 @@ function directory(): IdpDirectory {
 }
 
 before(async () => {
-  dataDir = fs.mkdtempSync(join(tmpdir(), 'qtsp-idps-'));
-  pkiInit({ dataDir, qtspId: QTSP_ID });
-  sandbox = await startSandbox({
-    dataDir,
-    ...FREE_PORTS,
-    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
-  });
+  started = await startTestSandbox('qtsp-idps-', QTSP_ID);
+  ({ sandbox } = started);
   agent = tlsAgent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
 });
 
 after(async () => {
   agent?.destroy();
-  await sandbox?.close();
-  fs.rmSync(dataDir, { recursive: true, force: true });
+  await started?.close();
 });
 
 afterEach(async () => {

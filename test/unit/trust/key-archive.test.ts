@@ -14,9 +14,7 @@ import git from 'isomorphic-git';
 import { decodeProtectedHeader } from 'jose';
 import type * as openpgp from 'openpgp';
 import { pino } from 'pino';
-import { pkiPaths } from '../../../src/ca/material.ts';
-import { pkiInit } from '../../../src/ca/init.ts';
-import { startSandbox, type Sandbox } from '../../../src/sandbox/index.ts';
+import type { Sandbox } from '../../../src/sandbox/index.ts';
 import { keyArchivePaths } from '../../../src/sandbox/key-archive/repository.ts';
 import { loadOrCreateOperatorSigner } from '../../../src/sandbox/key-archive/signer.ts';
 import {
@@ -28,11 +26,11 @@ import {
   VERIFIED_REF,
 } from '../../../src/trust/key-archive.ts';
 import type { Logger } from '../../../src/util/logger.ts';
+import { startTestSandbox, type TestSandbox } from '../../helpers/sandbox.ts';
 
 const QTSP_ID = 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31';
-/** every sandbox server on a free port (mediation and SMTP too, where the sandbox has them) */
-const FREE_PORTS = { asPort: 0, platformPort: 0, mediationPort: 0, smtpPort: 0 };
 
+let started: TestSandbox;
 let dataDir: string;
 let sandbox: Sandbox;
 let agent: HttpAgent;
@@ -73,21 +71,15 @@ async function currentKid(): Promise<string> {
 const sandboxGitdir = () => keyArchivePaths(join(dataDir, 'sandbox')).gitdir;
 
 before(async () => {
-  dataDir = fs.mkdtempSync(join(tmpdir(), 'qtsp-archive-'));
-  pkiInit({ dataDir, qtspId: QTSP_ID });
-  sandbox = await startSandbox({
-    dataDir,
-    ...FREE_PORTS,
-    qtsp: { id: QTSP_ID, clientCertFile: pkiPaths(dataDir).clientCert, signDocUrl: 'https://127.0.0.1:8440/signDoc' },
-  });
+  started = await startTestSandbox('qtsp-archive-', QTSP_ID);
+  ({ dataDir, sandbox } = started);
   agent = tlsAgent({ ca: fs.readFileSync(sandbox.tlsCaFile) });
   signerKeys = await loadSignerKeys(sandbox.keyArchiveSignerKeyFile);
 });
 
 after(async () => {
   agent?.destroy();
-  await sandbox?.close();
-  fs.rmSync(dataDir, { recursive: true, force: true });
+  await started?.close();
 });
 
 afterEach(async () => {
