@@ -7,7 +7,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { constants, verify, type KeyObject } from 'node:crypto';
+import { constants, createECDH, verify, type KeyObject } from 'node:crypto';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
@@ -169,10 +169,14 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
         ],
       );
       try {
-        assert.equal(
-          p.C_GetAttributeValue(session, control.privateKey, [{ type: pkcs11js.CKA_VALUE }])[0]!.value.length,
-          32,
-        );
+        // the scalar comes as an integer without leading zero bytes (31 bytes or fewer now and then); it is
+        // the key if it yields the public point the token holds (CKA_EC_POINT: DER OCTET STRING of 04|X|Y)
+        const [scalar] = p.C_GetAttributeValue(session, control.privateKey, [{ type: pkcs11js.CKA_VALUE }]);
+        const [point] = p.C_GetAttributeValue(session, control.publicKey, [{ type: pkcs11js.CKA_EC_POINT }]);
+        assert.ok(scalar!.value.length > 0 && scalar!.value.length <= 32, `scalar of ${scalar!.value.length} bytes`);
+        const ecdh = createECDH('prime256v1');
+        ecdh.setPrivateKey(Buffer.concat([Buffer.alloc(32 - scalar!.value.length), scalar!.value]));
+        assert.deepEqual(ecdh.getPublicKey(), point!.value.subarray(-65));
       } finally {
         p.C_DestroyObject(session, control.privateKey);
         p.C_DestroyObject(session, control.publicKey);
