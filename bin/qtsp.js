@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `qtsp` command. In a checkout it runs the TypeScript sources through tsx, so an edit needs no build and a
 // stale dist/ never runs in their place. In the tree `npm test` compiles (scripts/test.mjs puts a copy of this
-// file there, beside the emitted src/), it runs those modules, so no process of a test run loads tsx's hooks.
+// file there, beside the emitted src/), it runs those modules.
 // Where only the build is present (the container image ships dist/ without src/), it runs the build, as
 // `node dist/cli/main.js` does.
 import { existsSync } from 'node:fs';

@@ -1,12 +1,11 @@
 // Runs every test file under test/ with node's test runner, from a compiled copy of the tree.
 //
-// Why compiled: on Node 20, TypeScript through tsx means module hooks on a thread of their own, and now and
-// then a test process deadlocks while loading (its main thread waiting on the hooks thread, neither running),
-// more often on a busy machine. So tsc (tsconfig.test.json) emits src/, test/ and the bench modules the tests
-// import as JavaScript into .test-build/, and every other file of the repository (the .ts sources too) is
-// linked there at the same relative place, so a path a test or module builds from import.meta.url finds what
-// it finds in the checkout. bin/ is copied instead, so that bin/qtsp.js there runs the emitted modules: no
-// process of the run loads tsx, except those that test `npm start` itself.
+// Compiled, so that no test process transpiles the sources or starts tsx's module-hooks thread on each load:
+// tsc (tsconfig.test.json) emits src/, test/ and the bench modules the tests import as JavaScript into
+// .test-build/, and every other file of the repository (the .ts sources too) is linked there at the same
+// relative place, so a path a test or module builds from import.meta.url finds what it finds in the checkout.
+// bin/ is copied instead, so that bin/qtsp.js there runs the emitted modules: the qtsp processes tests start
+// run compiled too, except those that test `npm start` itself.
 //
 // `node --test test/` on Node 20 finds no file and still exits 0, so we list the files ourselves and refuse
 // to run zero of them.
