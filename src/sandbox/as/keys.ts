@@ -25,9 +25,17 @@ async function asKey(privateKey: KeyObject): Promise<AsKey> {
   return { kid, privateKey, publicKey, publicJwk: { kty: jwk.kty, n: jwk.n, e: jwk.e, kid, use: 'sig', alg: 'RS256' } };
 }
 
+/**
+ * Read back from PEM: on Node 20 a key that still shares its lock with its generation job can hang the process
+ * when exported as JWK during a garbage collection (the same fault crypto/keys.ts avoids for EC keys).
+ */
 async function freshRsaKey(): Promise<KeyObject> {
-  const { privateKey } = await generateKeyPair('rsa', { modulusLength: 2048 });
-  return privateKey;
+  const { privateKey } = await generateKeyPair('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
+  return createPrivateKey(privateKey);
 }
 
 async function loadOrCreate(file: string): Promise<KeyObject> {

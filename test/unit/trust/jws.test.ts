@@ -7,9 +7,10 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { compactVerify, CompactSign } from 'jose';
 import { JwsVerificationFailed, verifyRs256 } from '../../../src/trust/jws.ts';
+import { rsaKeyPair } from '../../helpers/keys.ts';
 
-const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const other = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const rsa = rsaKeyPair();
+const other = rsaKeyPair();
 const payload = { iss: 'https://as.test', aud: 'qtsp', exp: 2_000_000_000, name: 'Jürgen' };
 
 async function sign(claims: unknown, key: KeyObject = rsa.privateKey, alg = 'RS256'): Promise<string> {
@@ -67,7 +68,7 @@ describe('verifyRs256 agrees with jose compactVerify', () => {
   });
 
   test('keys RS256 must not use: RSA below 2048 bits, RSA-PSS, EC', async () => {
-    const weak = generateKeyPairSync('rsa', { modulusLength: 1024 });
+    const weak = rsaKeyPair(1024);
     const weakToken = await new CompactSign(new TextEncoder().encode('{}'))
       .setProtectedHeader({ alg: 'RS256' })
       .sign(weak.privateKey)

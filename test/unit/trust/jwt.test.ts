@@ -14,11 +14,12 @@ import {
   type JwtRules,
   type SigningKey,
 } from '../../../src/trust/jwt.ts';
+import { rsaKeyPair } from '../../helpers/keys.ts';
 
 const NOW = 1_700_000_000;
 const SKEW = 5;
-const as = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const foreign = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const as = rsaKeyPair();
+const foreign = rsaKeyPair();
 
 interface Keyed extends SigningKey {
   readonly source: string;
