@@ -26,24 +26,29 @@ async function asKey(privateKey: KeyObject): Promise<AsKey> {
 }
 
 /**
- * Read back from PEM: on Node 20 a key that still shares its lock with its generation job can hang the process
- * when exported as JWK during a garbage collection (the same fault crypto/keys.ts avoids for EC keys).
+ * A fresh RSA-2048 private key as PKCS#8 PEM. Callers read it back (createPrivateKey): on Node 20 a KeyObject
+ * that still shares its lock with its generation job can hang the process when exported as JWK during a garbage
+ * collection (the same fault crypto/keys.ts avoids for EC keys).
  */
-async function freshRsaKey(): Promise<KeyObject> {
+async function freshRsaPem(): Promise<string> {
   const { privateKey } = await generateKeyPair('rsa', {
     modulusLength: 2048,
     privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
     publicKeyEncoding: { type: 'spki', format: 'pem' },
   });
-  return createPrivateKey(privateKey);
+  return privateKey;
+}
+
+async function freshRsaKey(): Promise<KeyObject> {
+  return createPrivateKey(await freshRsaPem());
 }
 
 async function loadOrCreate(file: string): Promise<KeyObject> {
   if (existsSync(file)) return createPrivateKey(readFileSync(file, 'utf8'));
-  const key = await freshRsaKey();
+  const pem = await freshRsaPem();
   mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, key.export({ type: 'pkcs8', format: 'pem' }) as string, { mode: 0o600 });
-  return key;
+  writeFileSync(file, pem, { mode: 0o600 });
+  return createPrivateKey(pem);
 }
 
 export class AsKeyStore {
