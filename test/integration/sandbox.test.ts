@@ -667,10 +667,11 @@ describe('authorization endpoint (spec 4.3, 3)', () => {
 });
 
 describe('token endpoint (spec 2.9, 5.4)', () => {
-  it('a wrong code_verifier is invalid_grant and burns the code', async () => {
+  it('a wrong code_verifier or redirect_uri is invalid_grant and leaves the code usable', async () => {
     const c = await code();
     assertError(await token(c, { code_verifier: 'w'.repeat(43) }), 400, 'invalid_grant');
-    assertError(await token(c), 400, 'invalid_grant');
+    assertError(await token(c, { redirect_uri: 'https://rp.sandbox.localhost/elsewhere' }), 400, 'invalid_grant');
+    assert.equal((await token(c)).status, 200);
   });
 
   it('another client certificate for the same client_id is invalid_client; the code survives', async () => {

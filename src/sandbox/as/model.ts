@@ -60,10 +60,16 @@ export interface PendingConsent {
   insufficient?: InsufficientData;
 }
 
+/**
+ * A code and what it grants. Redeeming it marks it in place instead of removing it: it stays until it expires,
+ * so a replay is recognised and the access token issued with it can be revoked (RFC 6749 section 4.1.2).
+ */
 export interface AuthorizationCode extends RequestBindings {
   readonly sub: string;
   /** claim names consented for delivery to the QTSP */
   readonly claimNames: readonly string[];
+  /** once redeemed: the jti of the access token issued with it */
+  redeemedAs?: string;
 }
 
 /** An issued access token, found again by its jti at introspection (spec 2.10). */

@@ -23,13 +23,6 @@ export class ExpiringMap<V> {
     return entry.value;
   }
 
-  /** Gets and removes: single use. */
-  take(key: string): V | undefined {
-    const value = this.get(key);
-    this.entries.delete(key);
-    return value;
-  }
-
   delete(key: string): void {
     this.entries.delete(key);
   }
@@ -44,6 +37,7 @@ export interface AsStore {
   readonly pushed: ExpiringMap<PushedRequest>;
   /** by consent id */
   readonly consents: ExpiringMap<PendingConsent>;
+  /** by code; a redeemed code stays, marked, until it expires */
   readonly codes: ExpiringMap<AuthorizationCode>;
   /** by jti */
   readonly transactions: ExpiringMap<Transaction>;

@@ -2,7 +2,7 @@
  * POST /token (spec 2.9, 2.10, 5.4, 5.5): form body, mTLS client authentication, grant_type
  * authorization_code, the code issued to this client, the same redirect_uri, PKCE S256. The access token is
  * an RS256 JWT bound to the certificate of this connection (cnf x5t#S256); it carries no personal data, only
- * a jti under which the AS finds the transaction at introspection.
+ * a jti under which the AS finds the transaction at introspection. A code redeemed twice revokes that token.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Request, Response } from 'express';
@@ -37,14 +37,34 @@ function checkPkce(code: AuthorizationCode, verifier: string | undefined): void 
     throw invalidGrant('code_verifier does not match code_challenge');
 }
 
-/** The code, used once, checked against client and redirect_uri (spec 5.4). */
-function redeemCode(ctx: AsContext, form: Form, clientId: string): AuthorizationCode {
-  const code = ctx.store.codes.take(form.require('code'));
-  if (!code) throw invalidGrant('code is unknown, expired or already used');
+/**
+ * RFC 6749 section 4.1.3, RFC 7636 section 4.6: the code issued to this client, the same redirect_uri, PKCE.
+ * Checked before the code is touched: a refused attempt (another client's above all) leaves it usable by the
+ * client it was issued to.
+ */
+function checkedCode(ctx: AsContext, form: Form, clientId: string): AuthorizationCode {
+  const code = ctx.store.codes.get(form.require('code'));
+  if (!code) throw invalidGrant('code is unknown or expired');
   if (code.clientId !== clientId) throw invalidGrant('code was not issued to this client');
   if (form.get('redirect_uri') !== code.redirectUri)
     throw invalidGrant('redirect_uri differs from the authorization request');
   checkPkce(code, form.get('code_verifier'));
+  return code;
+}
+
+/**
+ * The code, used once (spec 5.4): marked with the jti of the access token it buys. A second redemption that
+ * passes the checks is refused and revokes that token (RFC 6749 section 4.1.2); another client's attempt never
+ * gets this far, so it cannot revoke a token it was not issued. Synchronous from lookup to mark, so two
+ * concurrent redemptions cannot both pass.
+ */
+function redeemCode(ctx: AsContext, form: Form, clientId: string, jti: string): AuthorizationCode {
+  const code = checkedCode(ctx, form, clientId);
+  if (code.redeemedAs !== undefined) {
+    ctx.store.transactions.delete(code.redeemedAs);
+    throw invalidGrant('code was already used; the access token issued with it is revoked');
+  }
+  code.redeemedAs = jti;
   return code;
 }
 
@@ -57,10 +77,10 @@ export function tokenHandler(ctx: AsContext) {
       if (form.get('grant_type') === undefined) throw invalidRequest('parameter grant_type is missing');
       throw new OAuthError(400, 'unsupported_grant_type', 'grant_type must be authorization_code');
     }
-    const code = redeemCode(ctx, form, client.registration.clientId);
+    const jti = randomId();
+    const code = redeemCode(ctx, form, client.registration.clientId, jti);
     const now = Math.floor(Date.now() / 1000);
     const exp = now + ctx.tokenLifetimeSeconds;
-    const jti = randomId();
     ctx.store.transactions.set(
       jti,
       {
