@@ -11,6 +11,7 @@ import type { ConformanceLevel, SignatureFormat } from '../ades/formats.ts';
 import { hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
 import { badRequest } from '../errors.ts';
 import { decodeDigest } from '../util/base64.ts';
+import { MAX_DOCUMENTS_PER_SIGNING } from './limits.ts';
 
 export interface SignDocRequest {
   readonly SAD: string;
@@ -42,6 +43,22 @@ export function openApiSchema(name: string): Record<string, unknown> {
 }
 
 const SCHEMA = openApiSchema('SignDocRequest');
+
+/** The published contract must state the limit PAR enforces (limits.ts): a disagreement stops the start. */
+function checkDocumentsLimit(schema: Record<string, unknown>): void {
+  const defs = schema['$defs'] as Record<
+    string,
+    { properties: Record<string, { properties: Record<string, { maxItems?: unknown }> }> }
+  >;
+  const stated = defs['SignDocRequest']!.properties['documentDigests']!.properties['hashes']!.maxItems;
+  if (stated !== MAX_DOCUMENTS_PER_SIGNING)
+    throw new Error(
+      `openapi.yaml: SignDocRequest documentDigests.hashes maxItems is ${String(stated)}, ` +
+        `but MAX_DOCUMENTS_PER_SIGNING is ${MAX_DOCUMENTS_PER_SIGNING}`,
+    );
+}
+checkDocumentsLimit(SCHEMA);
+
 const validate = new Ajv2020({ allErrors: false, strict: true }).compile<SignDocRequest>(SCHEMA);
 
 /** the members SignDocRequest does not require: sent as null, they count as absent (openapi.yaml) */
@@ -66,6 +83,10 @@ function describe(error: ErrorObject): string {
       return `${where} must be ${JSON.stringify(error.params.allowedValue)}`;
     case 'enum':
       return `${where} must be one of ${(error.params.allowedValues as unknown[]).join(', ')}`;
+    case 'maxItems':
+      if (error.instancePath === '/documentDigests/hashes')
+        return `${where} holds too many hashes: at most ${MAX_DOCUMENTS_PER_SIGNING} documents per signing`;
+      return `${where} ${error.message ?? 'is invalid'}`;
     case 'pattern': {
       const expected = error.instancePath.includes('hashes')
         ? 'standard Base64 of the raw digest expected'

@@ -1,7 +1,8 @@
 /**
  * Validation of authorization_details at the PAR for type sign (spec 2.7, 7.2, 9):
  *   - a missing or empty field, an unknown or non-QTSP location, more than one sign object: invalid_request
- *   - wrong content of the object and of its documents (QES, QESID, QID): invalid_authorization_details
+ *   - wrong content of the object and of its documents (QES, QESID, QID), more documents than the QTSP's record
+ *     allows one signing: invalid_authorization_details
  *   - a type the RP may not use: access_denied
  *   - claims the QTSP or IDP cannot serve: unable_to_meet_service_requirements
  */
@@ -96,8 +97,15 @@ function defaultDigests(qtsp: SpRecord, alg: HashAlgorithm): Buffer[] {
 }
 
 /** documentDigests entries; returns how many are default documents (spec 2.7 QID rules). */
-function checkDocuments(value: unknown, alg: HashAlgorithm, defaults: readonly Buffer[]): number {
+function checkDocuments(value: unknown, alg: HashAlgorithm, qtsp: SpRecord): number {
   if (!Array.isArray(value)) throw invalidDetails('sign: documentDigests must be an array');
+  // the QTSP signs no more per signDoc than its record states: a consent to more could never be used
+  const max = qtsp.max_documents_per_signing;
+  if (value.length > max)
+    throw invalidDetails(
+      `sign: documentDigests lists ${value.length} documents; the QTSP signs at most ${max} per signing`,
+    );
+  const defaults = defaultDigests(qtsp, alg);
   let defaultCount = 0;
   const seen = new Map<string, number>();
   value.forEach((doc: unknown, i) => {
@@ -137,7 +145,7 @@ export function validateSignDetails(
     sign['identity_assurance_claims'] === undefined
       ? undefined
       : parseIdentityAssuranceClaims(sign['identity_assurance_claims']);
-  const defaults = checkDocuments(sign['documentDigests'], alg, defaultDigests(qtsp, alg));
+  const defaults = checkDocuments(sign['documentDigests'], alg, qtsp);
   if (defaults > 0 && !iac) throw invalidDetails('sign: a default document requires identity_assurance_claims');
   const base = { details: entries, qtspId: qtsp.client_id };
   if (!iac) return base;

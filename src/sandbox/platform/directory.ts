@@ -29,6 +29,7 @@ export interface ServiceConfiguration {
     qtsp_id: string;
     signDoc: string;
     conformance_levels_supported: string[];
+    max_documents_per_signing: number;
     identity_assurance_claims_supported: string[];
     default_signing_documents: { lang: string; text: string }[];
   }[];
@@ -95,6 +96,7 @@ export class PlatformDirectory {
         qtsp_id: r.client_id,
         signDoc: r.endpoints.signDoc,
         conformance_levels_supported: [...r.conformance_levels_supported],
+        max_documents_per_signing: r.max_documents_per_signing,
         identity_assurance_claims_supported: [...r.identity_assurance_claims_supported],
         default_signing_documents: r.default_signing_documents.map((d) => ({ ...d })),
       })),

@@ -1,10 +1,12 @@
 /**
  * Our QTSP's record in the SP directory (spec 2.13). The AS derives its QTSP configuration from it: the
- * introspection client certificate (jwks x5c), required_claims, supported claims and default documents.
+ * introspection client certificate (jwks x5c), required_claims, supported claims, default documents and how
+ * many documents one signing may cover.
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { OFFERED_LEVELS } from '../../ades/offer.ts';
+import { MAX_DOCUMENTS_PER_SIGNING } from '../../signing/limits.ts';
 import { fromPem } from '../../util/base64.ts';
 import { certFingerprint } from '../tls.ts';
 import { DEFINED_CLAIMS, DOCUMENTS_CONSENTED_CLAIM } from './constants.ts';
@@ -37,6 +39,8 @@ export interface SpRecord {
     [claim: string]: unknown;
   };
   conformance_levels_supported: string[];
+  /** how many documents one signDoc call (and so one consent) may cover; not in spec 2.13, which lists no limit */
+  max_documents_per_signing: number;
   subject_type: string;
   token_endpoint_auth_method: 'self_signed_tls_client_auth';
   jwks: { keys: SpRecordJwk[] };
@@ -88,6 +92,7 @@ export function buildQtspRecord(qtsp: { id: string; clientCertFile: string; sign
       [DOCUMENTS_CONSENTED_CLAIM]: { essential: true },
     },
     conformance_levels_supported: [...OFFERED_LEVELS],
+    max_documents_per_signing: MAX_DOCUMENTS_PER_SIGNING,
     subject_type: 'public',
     token_endpoint_auth_method: 'self_signed_tls_client_auth',
     jwks: { keys: [certificateJwk(qtsp.clientCertFile)] },

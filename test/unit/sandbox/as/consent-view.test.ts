@@ -31,6 +31,7 @@ function qtspRecord(): SpRecord {
       },
     },
     conformance_levels_supported: [],
+    max_documents_per_signing: 100,
     subject_type: 'public',
     token_endpoint_auth_method: 'self_signed_tls_client_auth',
     jwks: { keys: [] },
