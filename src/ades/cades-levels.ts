@@ -3,9 +3,9 @@
  *   B-T   signature-time-stamp (1.2.840.113549.1.9.16.2.14, 5.3): an RFC 3161 token over the signature value;
  *   B-LT  every certificate (signer chain and TSA chain) in SignedData.certificates, and revocation data for
  *         every certificate that is not self-signed in SignedData.crls: OCSP responses as
- *         OtherRevocationInfoFormat id-ri-ocsp-response (1.3.6.1.5.5.7.16.2, RFC 5940), CRLs where OCSP does
- *         not apply (the issuing CA and the TSA, issued by the root) (6.3, 6.4); all of it issued strictly
- *         after the signature time-stamp's genTime, as EU DSS checks for fresh revocation data;
+ *         OtherRevocationInfoFormat id-ri-ocsp-response (1.3.6.1.5.5.7.16.2, RFC 5940), a CRL only where the
+ *         certificate's CA runs no responder (6.3, 6.4); all of it issued strictly after the signature
+ *         time-stamp's genTime, as EU DSS checks for fresh revocation data;
  *   B-LTA archive-time-stamp-v3 (0.4.0.1733.2.4, 5.5.3) carrying ats-hash-index-v3 (0.4.0.19122.1.5, 5.5.2)
  *         in the token's unsigned attributes.
  * certificate-values / revocation-values are not used: baseline signatures must not (6.3).

@@ -12,9 +12,9 @@
  *
  * revocationInfo at every level: relying parties read revocationInfo.ocsp and .crl for every PDF
  * and may add validation data to any of them (the spec requires it for P at B-LT and forbids it nowhere). So
- * every PAdES signature reports the same validation material: OCSP for the signer certificate, CRLs for the CA
- * certificates below the root (and the TSA's certificate from B-T on). At B-LT and B-LTA it is issued after the
- * signature time-stamp (cades-levels.ts validationData).
+ * every PAdES signature reports the same validation material: OCSP for the signer certificate and for the CA
+ * certificates below the root (and the TSA's certificate from B-T on), a CRL only where a CA runs no responder.
+ * At B-LT and B-LTA it is issued after the signature time-stamp (cades-levels.ts validationData).
  */
 import { SignDocError } from '../errors.ts';
 import { buildCadesBaselineB } from './cades.ts';
