@@ -7,7 +7,10 @@
  * (our OCSP responder answers for the certificate while B-LT is built), and signing can still fail after it
  * (a time-stamping authority that is down). A record written with the evidence would then bill the RP for a
  * signature it never got. Written here, a record exists exactly when signature data is about to be returned;
- * if the write fails, the signatures are withheld (503), so no signature leaves unbilled.
+ * if the write fails, the signatures are withheld (503), so no signature leaves unbilled. A write whose answer
+ * was lost after it committed is found committed by the store (keepSignatures) and the signatures are returned;
+ * if the store cannot tell in time, the record may exist, and the retry with the same SAD receives the kept
+ * signatures (signing/once.ts), billed once.
  */
 import { temporarilyUnavailable } from '../errors.ts';
 import type { DocumentClaim, KeptSignature, Store } from '../store/types.ts';
@@ -41,15 +44,27 @@ export async function reportSignature(
   const entries = mediationOutboxEntries(report, { qtspId: ctx.qtspId, ownerId: ctx.mediation.ownerId });
   if (entries.length === 0 && !kept) return;
   try {
-    if (kept)
-      await ctx.store.keepSignatures({ ...kept, evidenceSerialHex: report.certificateSerialHex, outbox: entries });
-    else await ctx.store.addOutbox(entries);
+    if (kept) {
+      const outcome = await ctx.store.keepSignatures({
+        ...kept,
+        evidenceSerialHex: report.certificateSerialHex,
+        outbox: entries,
+      });
+      if (outcome.lostAnswer !== undefined)
+        ctx.logger.warn(
+          { event: 'store.commit_confirmed', txn: report.txn, error: outcome.lostAnswer },
+          'the answer to the write was lost; the database shows it committed: signatures returned',
+        );
+    } else await ctx.store.addOutbox(entries);
   } catch (err) {
     ctx.logger.error(
       { event: 'mediation.record_not_stored', txn: report.txn, error: (err as Error).message },
       'mediation record could not be stored; signatures withheld',
     );
-    throw temporarilyUnavailable('the evidence store is unavailable; the signatures were not returned');
+    throw temporarilyUnavailable(
+      'the evidence store is unavailable; the signatures were not returned: retry with the same SAD ' +
+        '(signatures kept before the failure are returned, not made or billed again)',
+    );
   }
   if (entries.length) ctx.mediation.recorded(entries);
 }

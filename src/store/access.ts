@@ -18,6 +18,8 @@ export interface StoreAccess {
   time(date: Date): Time;
   /** the column that orders rows as they were inserted (schema.ts), for `orderBy` and `select` */
   readonly insertionOrder: RawBuilder<unknown>;
+  /** whether reads can lock rows (dialects.ts) */
+  readonly rowLocks: boolean;
   /** every method's first step: throws once the store is closed (in an async method: a rejection) */
   ensureOpen(): void;
 }
@@ -30,6 +32,7 @@ export function storeAccess(dialect: StoreDialect): StoreAccess & { close(): Pro
     db,
     time: dialect.time,
     insertionOrder: sql.ref(dialect.insertionOrder),
+    rowLocks: dialect.rowLocks,
     write: (queries, durability) =>
       dialect.writer.write(
         queries.map((q) => ('compile' in q ? q.compile() : q)),

@@ -10,6 +10,7 @@
  * | writes           | a writer thread, group commit (one fsync    | one transaction per write on a pooled client|
  * |                  | per batch), reads on the main thread        |                                             |
  * | migration lock   | the write lock of BEGIN IMMEDIATE          | Kysely's advisory lock                      |
+ * | row locks        | none (one writer)                          | FOR SHARE NOWAIT (a write in flight)        |
  *
  * SQLite: WAL journal (readers, e.g. `qtsp evidence show` in another process, never block the writer);
  * synchronous=FULL (a commit is on disk before signDoc goes on: with WAL, NORMAL may lose the last commits on
@@ -52,6 +53,12 @@ export interface StoreDialect {
    * (a commit there is a WAL flush, which fails on a full disk by itself)
    */
   readonly probeFiller: Buffer | undefined;
+  /**
+   * whether a read can lock its rows (SELECT ... FOR SHARE NOWAIT) and so tell a write still in flight on them
+   * from one that ended: PostgreSQL, where a transaction whose COMMIT lost its answer may still be committing
+   * on the server; not SQLite, whose one writer, in this process, has ended a write when it answers
+   */
+  readonly rowLocks: boolean;
   close(): Promise<void>;
 }
 
@@ -145,6 +152,7 @@ export async function sqliteDialect(file: string, options: SqliteStoreOptions = 
     insertionOrder: 'rowid',
     time: (date) => date.getTime(),
     probeFiller: Buffer.alloc(8192),
+    rowLocks: false,
     async close() {
       await db.destroy(); // the reader first: the writer's connection, closing last, folds the WAL into the file
       await writer.close(); // writes already asked for are committed first
@@ -179,6 +187,7 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
     insertionOrder: 'seq',
     time: (date) => date,
     probeFiller: undefined,
+    rowLocks: true,
     async close() {
       await ordered.destroy();
       await db.destroy();

@@ -19,10 +19,10 @@ import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
 import { indexed, prepare, preparedByCount } from './prepared.ts';
 import type { SignedDocumentsTable, Tables, Time } from './schema.ts';
-import type { ClaimOutcome, DocumentClaim, KeptSignature, NewOutboxEntry, Store } from './types.ts';
+import type { ClaimOutcome, DocumentClaim, KeepOutcome, KeptSignature, NewOutboxEntry, Store } from './types.ts';
 
 /** what this module needs of the store: reads, and its atomic writer (the rows each statement changed) */
-export type DocumentsAccess = Pick<StoreAccess, 'db' | 'write' | 'time'>;
+export type DocumentsAccess = Pick<StoreAccess, 'db' | 'write' | 'time' | 'rowLocks'>;
 
 type Row = Selectable<SignedDocumentsTable>;
 
@@ -320,6 +320,65 @@ function keepQueries(
   ];
 }
 
+/**
+ * How long keepSignatures, once its write failed, asks whether the write committed all the same (its answer
+ * lost with the connection after COMMIT was sent): a write in flight ends in a moment; a database unreachable
+ * for longer leaves the answer to the request's retry (signing/once.ts returns signatures kept).
+ */
+export const KEEP_CONFIRM_MS = 5_000;
+const CONFIRM_POLL_MS = 50;
+
+/**
+ * Whether every document of `hashes` holds a signature of this claim, as committed: true or false once the
+ * database tells, undefined when it did not within the deadline. The read runs on another connection (the
+ * failed one is dropped). On PostgreSQL it locks the rows (FOR SHARE NOWAIT): a write still committing holds
+ * them, so a read meeting that lock asks again rather than take the rows as they were before. The rows are
+ * selected by key and claim only: a condition on the signature would skip the old row version unlocked.
+ */
+async function keptByClaim(
+  a: DocumentsAccess,
+  claim: DocumentClaim,
+  hashes: readonly string[],
+  deadline: number,
+): Promise<boolean | undefined> {
+  const read = ofConsent(a.db, claim)
+    .select()
+    .where('hash', 'in', [...hashes])
+    .where('claim_id', '=', claim.claimId)
+    .$if(a.rowLocks, (q) => q.forShare().noWait());
+  for (;;) {
+    try {
+      const rows = await read.execute();
+      return rows.length === hashes.length && rows.every((r) => r.signature !== null);
+    } catch {
+      // 55P03: the write is still in flight; a connection error: the database is not back yet
+      if (Date.now() + CONFIRM_POLL_MS >= deadline) return undefined;
+      await sleep(CONFIRM_POLL_MS);
+    }
+  }
+}
+
+/**
+ * The write that keeps the signatures with their records; resolves once they are kept. When the write fails, the
+ * database is asked whether it committed all the same: the answer to a COMMIT can be lost with its connection
+ * after the server committed. Then this resolves with that write error's message in `lostAnswer`.
+ */
+async function keepSignatures(
+  a: DocumentsAccess,
+  write: readonly Statement[],
+  claim: DocumentClaim,
+  hashes: readonly string[],
+): Promise<KeepOutcome> {
+  try {
+    await a.write(write);
+    return {};
+  } catch (err) {
+    const kept = await keptByClaim(a, claim, hashes, Date.now() + KEEP_CONFIRM_MS);
+    if (kept === true) return { lostAnswer: (err as Error).message };
+    throw err;
+  }
+}
+
 /** Gives back the documents a request claimed and did not sign (its claim only). */
 async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promise<void> {
   await a.write(
@@ -350,7 +409,9 @@ export function documents(
     async keepSignatures({ claim, signatures, evidenceSerialHex, outbox }) {
       a.ensureOpen();
       // the signatures and the mediation record land together or not at all (keepQueries)
-      await a.write([...keepQueries(a, claim, signatures, evidenceSerialHex), ...insertOutbox(outbox)]);
+      const write = [...keepQueries(a, claim, signatures, evidenceSerialHex), ...insertOutbox(outbox)];
+      const hashes = signatures.map((s) => s.hash);
+      return keepSignatures(a, write, claim, hashes);
     },
     async releaseDocuments(claim) {
       a.ensureOpen();

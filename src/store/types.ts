@@ -158,6 +158,12 @@ export interface KeptSignature {
   readonly revocation: { readonly ocsp: readonly string[]; readonly crl: readonly string[] } | null;
 }
 
+/** How keepSignatures learnt that the signatures are kept. */
+export interface KeepOutcome {
+  /** the write failed (this error) with its answer lost, and a read afterwards found it committed */
+  readonly lostAnswer?: string;
+}
+
 /** `index`: position in the claim's hashes of the document the outcome is about */
 export type ClaimOutcome =
   | { readonly kind: 'claimed' }
@@ -250,8 +256,11 @@ export interface Store {
    */
   claimDocuments(claim: DocumentClaim, staleBefore: Date): Promise<ClaimOutcome>;
   /**
-   * the signatures of a claim and the records to deliver, in one database transaction; rejects (writing
-   * nothing) when the claim is no longer held or the evidence of the signer certificate is missing
+   * the signatures of a claim and the records to deliver, in one database transaction; resolves once they are
+   * kept, also when the write's answer was lost but the database, asked again (documents.ts KEEP_CONFIRM_MS),
+   * shows them committed. Rejects when they were not kept (the claim no longer held, the evidence of the signer
+   * certificate missing: nothing written) or when that could not be learnt in time (then a retry of the same
+   * request receives them if they were: claimDocuments answers signed)
    */
   keepSignatures(input: {
     claim: DocumentClaim;
@@ -259,7 +268,7 @@ export interface Store {
     /** serial of the signer certificate whose evidence (recordSigning) must exist */
     evidenceSerialHex: string;
     outbox: readonly NewOutboxEntry[];
-  }): Promise<void>;
+  }): Promise<KeepOutcome>;
   /** gives back the documents of a claim that were not signed (a failed request); no effect on others' claims */
   releaseDocuments(claim: DocumentClaim): Promise<void>;
   // retention and archiving (retention.ts)
