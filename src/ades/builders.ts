@@ -1,7 +1,7 @@
 /**
  * Signature builders by format and level (spec 2.12: C = CAdES, P = PAdES, X = XAdES; AdES-B-B .. B-LTA).
  * What is registered here is exactly what we offer (offer.ts reads this table): a combination without a
- * builder answers 400 naming what we do offer, never a wrong signature.
+ * builder is refused naming what we do offer, never a wrong signature.
  */
 import { buildCadesBaselineB } from './cades.ts';
 import { buildCadesLevel } from './cades-levels.ts';

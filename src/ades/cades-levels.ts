@@ -15,7 +15,7 @@
  * the hash algorithm of the message-digest: for the archive time-stamp, whose input includes the document
  * hash, it must (5.5.3); for the signature time-stamp it keeps one algorithm per signature.
  */
-import { badGateway, SignDocError } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 import type { RevocationProvider } from '../revocation/provider.ts';
 import type { TimestampProvider } from '../timestamping/provider.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
@@ -58,12 +58,12 @@ function ocspRevocationInfo(ocspResponse: Buffer): Buffer {
 }
 
 function requireTimestamps(services: SignatureInput['services']): TimestampProvider {
-  if (!services.timestamps) throw new SignDocError('server_error', 'no time-stamping authority is configured');
+  if (!services.timestamps) throw new DomainError('not_configured', 'no time-stamping authority is configured');
   return services.timestamps;
 }
 
 function requireRevocation(services: SignatureInput['services']): RevocationProvider {
-  if (!services.revocation) throw new SignDocError('server_error', 'no revocation source is configured');
+  if (!services.revocation) throw new DomainError('not_configured', 'no revocation source is configured');
   return services.revocation;
 }
 
@@ -90,11 +90,16 @@ export async function validationData(
       .filter((p) => !p.issuer.equals(p.subject))
       .map(async (p) => {
         const issuer = issuers.find((q) => q.subject.equals(p.issuer));
-        if (!issuer) throw new SignDocError('server_error', 'the issuer of a certificate in the signature is missing');
+        if (!issuer)
+          throw new DomainError('incomplete_chain', 'the issuer of a certificate in the signature is missing');
         const ocsp = await revocation.ocspResponse(p.der, issuer.der, after);
         if (ocsp) return { ocsp };
         const crl = await revocation.crl(issuer.der, after);
-        if (!crl) throw badGateway('no revocation data (OCSP or CRL) is available for a certificate of the signature');
+        if (!crl)
+          throw new DomainError(
+            'revocation_unavailable',
+            'no revocation data (OCSP or CRL) is available for a certificate of the signature',
+          );
         return { crl };
       }),
   );

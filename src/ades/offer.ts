@@ -1,6 +1,6 @@
 /**
  * What this QTSP offers: signature formats, conformance levels and signature algorithms (spec 2.12). A request
- * for anything else is a 400 that names what we do offer, never a wrong signature.
+ * for anything else is refused (`not_offered`) naming what we do offer, never a wrong signature.
  *
  * One rule decides which format x document hash x signer key combinations we offer: a combination is offered
  * only where an independent validator in our test suite verifies it. OFFER below is that rule written out, the
@@ -16,7 +16,7 @@
  *
  * signAlgo rules (spec 2.12 signAlgo / signAlgoParams; ETSI TS 119 432 lets signAlgo name a signature algorithm
  * or a key algorithm). The signature's hash is always the document hash algorithm (documentDigests.
- * hashAlgorithmOID, which is also the CMS digestAlgorithm): a signAlgo naming another hash is a 400.
+ * hashAlgorithmOID, which is also the CMS digestAlgorithm): a signAlgo naming another hash is refused.
  *
  * | signAlgo                                               | signs with                                       |
  * |--------------------------------------------------------|--------------------------------------------------|
@@ -38,7 +38,7 @@
  */
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
-import { badRequest } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 import { SIGNER_ALGORITHMS, type KeyAlgorithm, type SignatureScheme, type SignerAlgorithm } from '../crypto/keys.ts';
 import { MGF1_OID, RSASSA_PSS_OID } from '../crypto/signature.ts';
 import type { HashAlgorithm } from '../crypto/algorithms.ts';
@@ -170,7 +170,7 @@ const SIGN_ALGOS: ReadonlyMap<string, SignAlgoEntry> = new Map<string, SignAlgoE
   ]),
 ]);
 
-/** What a request with document hashes of `hash` may ask for (among `keys`, the format's), for the 400 messages. */
+/** What a request with document hashes of `hash` may ask for (among `keys`, the format's), for the refusals. */
 export function offeredSignAlgos(hash: HashAlgorithm, keys: readonly SignerAlgorithm[] = ALL_KEYS): string {
   const ecdsa = (SIGNATURE_OIDS.ecdsa as Record<string, string>)[hash.node];
   const rsa = (SIGNATURE_OIDS.rsa as Record<string, string>)[hash.node];
@@ -195,6 +195,9 @@ function ecdsaCurveFor(hash: HashAlgorithm): 'P-256' | 'P-384' {
   return hash.length <= 32 ? 'P-256' : 'P-384';
 }
 
+/** A refusal that names what was asked and what we offer: the description the relying party reads. */
+const notOffered = (description: string) => new DomainError('not_offered', description);
+
 const ecAlgorithm = (curve: 'P-256' | 'P-384'): SignerAlgorithm => (curve === 'P-256' ? 'ECDSA-P256' : 'ECDSA-P384');
 
 /**
@@ -204,10 +207,10 @@ const ecAlgorithm = (curve: 'P-256' | 'P-384'): SignerAlgorithm => (curve === 'P
 function decodeParams(value: string): asn1js.AsnType {
   const bytes = Buffer.from(value, 'base64');
   if (value.length === 0 || bytes.toString('base64') !== value)
-    throw badRequest('signAlgoParams is not standard Base64 (RFC 4648 section 4)');
+    throw notOffered('signAlgoParams is not standard Base64 (RFC 4648 section 4)');
   const parsed = asn1js.fromBER(bytes);
   if (parsed.offset === -1 || parsed.offset !== bytes.length)
-    throw badRequest('signAlgoParams is not one DER-encoded ASN.1 value');
+    throw notOffered('signAlgoParams is not one DER-encoded ASN.1 value');
   return parsed.result;
 }
 
@@ -217,7 +220,7 @@ function curveFromParams(signAlgoParams: string): 'P-256' | 'P-384' {
   const oid = value instanceof asn1js.ObjectIdentifier ? value.getValue() : undefined;
   const curve = oid === undefined ? undefined : NAMED_CURVES[oid];
   if (!curve) {
-    throw badRequest(
+    throw notOffered(
       'signAlgoParams for ecPublicKey must be the namedCurve OID 1.2.840.10045.3.1.7 (P-256) or 1.3.132.0.34 ' +
         `(P-384); got ${oid ?? 'another ASN.1 value'}`,
     );
@@ -229,7 +232,7 @@ function curveFromParams(signAlgoParams: string): 'P-256' | 'P-384' {
 function checkNullParams(entry: SignAlgoEntry, signAlgoParams: string | undefined): void {
   if (signAlgoParams === undefined) return;
   if (!(decodeParams(signAlgoParams) instanceof asn1js.Null))
-    throw badRequest(`signAlgoParams for ${entry.name} must be absent or NULL`);
+    throw notOffered(`signAlgoParams for ${entry.name} must be absent or NULL`);
 }
 
 /** A hash AlgorithmIdentifier inside RSASSA-PSS-params: the document hash, parameters NULL or absent (RFC 4055 2.1). */
@@ -244,13 +247,13 @@ function isHashIdentifier(ai: pkijs.AlgorithmIdentifier, hash: HashAlgorithm): b
 export function checkRsaPssParams(signAlgoParams: string | undefined, hash: HashAlgorithm): void {
   const expected = `expected RSASSA-PSS-params with ${expectedPss(hash)}`;
   if (signAlgoParams === undefined)
-    throw badRequest(`signAlgo ${RSASSA_PSS_OID} (RSASSA-PSS) needs signAlgoParams: ${expected}`);
+    throw notOffered(`signAlgo ${RSASSA_PSS_OID} (RSASSA-PSS) needs signAlgoParams: ${expected}`);
   let params: pkijs.RSASSAPSSParams;
   try {
     params = new pkijs.RSASSAPSSParams({ schema: decodeParams(signAlgoParams) });
   } catch (err) {
-    if (err instanceof Error && err.name === 'SignDocError') throw err;
-    throw badRequest(`signAlgoParams is not RSASSA-PSS-params; ${expected}`);
+    if (err instanceof DomainError) throw err;
+    throw notOffered(`signAlgoParams is not RSASSA-PSS-params; ${expected}`);
   }
   const problems: string[] = [];
   if (!isHashIdentifier(params.hashAlgorithm, hash))
@@ -268,11 +271,11 @@ export function checkRsaPssParams(signAlgoParams: string | undefined, hash: Hash
     problems.push(`maskGenAlgorithm is not MGF1 with ${hash.name}`);
   if (params.saltLength !== hash.length) problems.push(`saltLength ${params.saltLength} is not ${hash.length}`);
   if (params.trailerField !== 1) problems.push(`trailerField ${params.trailerField} is not 1`);
-  if (problems.length) throw badRequest(`signAlgoParams not offered: ${problems.join('; ')}; ${expected}`);
+  if (problems.length) throw notOffered(`signAlgoParams not offered: ${problems.join('; ')}; ${expected}`);
 }
 
 /**
- * The signer algorithm for a request (rules in the header comment). Throws a 400 naming what we offer.
+ * The signer algorithm for a request (rules in the header comment). Refuses naming what we offer.
  */
 export function resolveSignAlgo(
   hash: HashAlgorithm,
@@ -282,15 +285,15 @@ export function resolveSignAlgo(
   keys: readonly SignerAlgorithm[] = ALL_KEYS,
 ): SignerAlgorithm {
   if (signAlgo === undefined) {
-    if (signAlgoParams !== undefined) throw badRequest('signAlgoParams was sent without signAlgo');
+    if (signAlgoParams !== undefined) throw notOffered('signAlgoParams was sent without signAlgo');
     // RSA-PSS-3072 as default: our parameters for the document hash (crypto/signature.ts rsaPssParams)
     return defaultAlgorithm;
   }
   const entry = SIGN_ALGOS.get(signAlgo);
-  if (!entry) throw badRequest(`signAlgo ${signAlgo} is not offered; ${offeredSignAlgos(hash, keys)}`);
+  if (!entry) throw notOffered(`signAlgo ${signAlgo} is not offered; ${offeredSignAlgos(hash, keys)}`);
   if (entry.hash !== undefined && entry.hash !== hash.node) {
     const named = [...SIGN_ALGOS.values()].find((e) => e.hash === entry.hash)!;
-    throw badRequest(
+    throw notOffered(
       `signAlgo ${signAlgo} (${entry.name}) hashes with ${NAMES[named.hash!]}, ` +
         `but the document hashes are ${hash.name}: ` +
         `the signature hash is always the document hash algorithm; ${offeredSignAlgos(hash, keys)}`,
@@ -304,7 +307,7 @@ export function resolveSignAlgo(
     case 'ecdsa':
       // RFC 5758 3.2: the ecdsa-with-* identifiers have absent parameters
       if (signAlgoParams !== undefined)
-        throw badRequest(`signAlgoParams must be absent for ${entry.name} (RFC 5758 3.2)`);
+        throw notOffered(`signAlgoParams must be absent for ${entry.name} (RFC 5758 3.2)`);
       return ecAlgorithm(ecdsaCurveFor(hash));
     case 'rsa-key':
     case 'rsa-pkcs1':
@@ -320,7 +323,7 @@ export function resolveSignAlgo(
  * The whole choice for a request: the level must have a builder, and format x hash x key must be offered by
  * the rule (OFFER). Without signAlgo the key is signer.defaultAlgorithm, or ECDSA P-256 where the format does
  * not offer the configured default (an RSASSA-PSS default does not make XAdES unusable for RPs that leave the
- * key to us). Throws a 400 naming what is offered.
+ * key to us). Refuses naming what is offered.
  */
 export function chooseSigning(
   format: SignatureFormat,
@@ -331,15 +334,15 @@ export function chooseSigning(
   defaultAlgorithm: SignerAlgorithm = 'ECDSA-P256',
 ): SigningChoice {
   if (!OFFERED[format].includes(level)) {
-    throw badRequest(`signature_format ${format} at ${level} is not offered; this QTSP signs ${offeredText()}`);
+    throw notOffered(`signature_format ${format} at ${level} is not offered; this QTSP signs ${offeredText()}`);
   }
   const offer = OFFER[format];
   if (!offer.hashes.includes(hash.name))
-    throw badRequest(`${formatOfferText(format)}, not with ${hash.name} document hashes`);
+    throw notOffered(`${formatOfferText(format)}, not with ${hash.name} document hashes`);
   const fallback = offer.keys.includes(defaultAlgorithm) ? defaultAlgorithm : offer.keys[0]!;
   const algorithm = resolveSignAlgo(hash, signAlgo, signAlgoParams, fallback, offer.keys);
   if (!isOffered(format, hash, algorithm))
-    throw badRequest(`${formatOfferText(format)}, not with ${KEY_NAMES[algorithm]} signer keys`);
+    throw notOffered(`${formatOfferText(format)}, not with ${KEY_NAMES[algorithm]} signer keys`);
   const { key, scheme } = SIGNER_ALGORITHMS[algorithm];
   return { format, level, algorithm, keyAlgorithm: key, scheme };
 }

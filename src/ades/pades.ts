@@ -16,13 +16,13 @@
  * certificates below the root (and the TSA's certificate from B-T on), a CRL only where a CA runs no responder.
  * At B-LT and B-LTA it is issued after the signature time-stamp (cades-levels.ts validationData).
  */
-import { SignDocError } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 import { buildCadesBaselineB } from './cades.ts';
 import { buildCadesLevel, validationData } from './cades-levels.ts';
 import type { BuiltSignature, SignatureInput } from './types.ts';
 
 function requireRevocation(input: SignatureInput) {
-  if (!input.services.revocation) throw new SignDocError('server_error', 'no revocation source is configured');
+  if (!input.services.revocation) throw new DomainError('not_configured', 'no revocation source is configured');
   return input.services.revocation;
 }
 

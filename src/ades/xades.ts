@@ -27,7 +27,7 @@ import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { SigningKey } from '../crypto/signature.ts';
 import type { BuiltSignature, SignatureInput } from './types.ts';
 import { issuerSerial, type CmsCertificate } from '../crypto/cms.ts';
-import { SignDocError } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 
 // xml-core (under xadesjs) has no DOM of its own in Node; xmldsigjs digests through WebCrypto (node's). Both
 // are process-wide settings of those libraries, which nothing else in this service uses.
@@ -56,7 +56,7 @@ export function xadesSupportsHash(hashAlgorithm: HashAlgorithm): boolean {
   return Object.hasOwn(DIGEST_URIS, hashAlgorithm.node);
 }
 
-/** Names of the hashes X is offered with, for the 400 that refuses the others. */
+/** Names of the hashes X is offered with, for the refusal of the others. */
 export const XADES_HASH_NAMES: readonly string[] = ['SHA-256', 'SHA-384', 'SHA-512'];
 
 function digestUri(hashAlgorithm: HashAlgorithm): string {
@@ -287,7 +287,8 @@ export async function buildXadesBaselineB(input: SignatureInput): Promise<BuiltS
  */
 export async function buildXadesBaselineT(input: SignatureInput): Promise<BuiltSignature> {
   const tsa = input.services.timestamps;
-  if (!tsa) throw new SignDocError('server_error', 'XAdES-B-T needs a time-stamping authority, and none is configured');
+  if (!tsa)
+    throw new DomainError('not_configured', 'XAdES-B-T needs a time-stamping authority, and none is configured');
   const signed = await signDetached(input);
   const imprint = digest(input.hashAlgorithm, Buffer.from(canonicalSignatureValue(signed), 'utf8'));
   const token = await tsa.timestamp(imprint, input.hashAlgorithm);

@@ -4,7 +4,8 @@
  * ETSI TS 119 432 clause 7.24.2 ({error, error_description}), never a stack trace.
  */
 import type * as http from 'node:http';
-import { badRequest, SignDocError, unauthorized } from '../errors.ts';
+import { DomainError, type DomainErrorKind } from '../domain-error.ts';
+import { badRequest, SignDocError, unauthorized, type SignDocErrorCode } from '../errors.ts';
 import type { Logger } from '../util/logger.ts';
 
 export function sendJson(
@@ -68,7 +69,54 @@ export function isClientAbort(err: unknown, req: http.IncomingMessage): boolean 
   );
 }
 
+/** How a domain error is answered; without `description`, the error's own message is the description. */
+export interface DomainAnswer {
+  readonly status: number;
+  readonly error: SignDocErrorCode;
+  readonly description?: string;
+}
+
 /**
+ * The one table from what went wrong inside (domain-error.ts) to what the relying party is told (spec 7.5).
+ * Our own stores failing is 503 (nothing is returned, a retry may succeed); an upstream (the TSA, the revocation
+ * data a signature needs) is 502 or 504; what we do not offer is 400; a service we lack is our fault, 500.
+ */
+export const DOMAIN_ANSWERS: { readonly [K in DomainErrorKind]: DomainAnswer } = {
+  not_offered: { status: 400, error: 'invalid_request' },
+  not_configured: { status: 500, error: 'server_error' },
+  incomplete_chain: { status: 500, error: 'server_error' },
+  tsa_unavailable: { status: 502, error: 'bad_gateway' },
+  tsa_timeout: { status: 504, error: 'gateway_timeout' },
+  tsa_refused: { status: 502, error: 'bad_gateway' },
+  tsa_bad_token: { status: 502, error: 'bad_gateway' },
+  revocation_unavailable: { status: 502, error: 'bad_gateway' },
+  timestamp_ahead: { status: 502, error: 'bad_gateway' },
+  certificate_store_unavailable: {
+    status: 503,
+    error: 'temporarily_unavailable',
+    description: 'the certificate store is unavailable; the signatures were not returned',
+  },
+  evidence_store_unavailable: {
+    status: 503,
+    error: 'temporarily_unavailable',
+    description:
+      'the evidence store is unavailable; the signatures were not returned: retry with the same SAD ' +
+      '(signatures kept before the failure are returned, not made or billed again)',
+  },
+};
+
+function domainAnswer(err: DomainError): SignDocError | undefined {
+  if (!Object.hasOwn(DOMAIN_ANSWERS, err.kind)) return undefined;
+  const answer = DOMAIN_ANSWERS[err.kind];
+  return new SignDocError(answer.error, answer.description ?? err.message, {
+    status: answer.status,
+    ...(err.detail === undefined ? {} : { detail: err.detail }),
+  });
+}
+
+/**
+ * A failure as the error body says it: a domain error by DOMAIN_ANSWERS; anything else unknown is a 500 with a
+ * generic description (logged with its stack, never sent).
  * Failures to read a body carry a `type` (body-parser's names, which json-body.ts uses too) and a 4xx `status`;
  * each becomes a 4xx with a clear description. Compressed bodies are refused with 415 before anything is read: a
  * signDoc body is a small JSON text that no relying-party library compresses, and inflating what an
@@ -76,6 +124,8 @@ export function isClientAbort(err: unknown, req: http.IncomingMessage): boolean 
  */
 export function toSignDocError(err: unknown, logger: Logger): SignDocError {
   if (err instanceof SignDocError) return err;
+  const domain = err instanceof DomainError ? domainAnswer(err) : undefined;
+  if (domain) return domain;
   const { type, status } = err as { type?: string; status?: unknown };
   if (type === 'entity.parse.failed') return badRequest('the request body is not valid JSON');
   if (type === 'entity.too.large') return badRequest('the request body is too large');

@@ -12,7 +12,7 @@
  * if the store cannot tell in time, the record may exist, and the retry with the same SAD receives the kept
  * signatures (signing/once.ts), billed once.
  */
-import { temporarilyUnavailable } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 import type { DocumentClaim, KeptSignature, Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
 import { mediationOutboxEntries, type SignatureReport } from './record.ts';
@@ -61,10 +61,7 @@ export async function reportSignature(
       { event: 'mediation.record_not_stored', txn: report.txn, error: (err as Error).message },
       'mediation record could not be stored; signatures withheld',
     );
-    throw temporarilyUnavailable(
-      'the evidence store is unavailable; the signatures were not returned: retry with the same SAD ' +
-        '(signatures kept before the failure are returned, not made or billed again)',
-    );
+    throw new DomainError('evidence_store_unavailable', 'the evidence store is unavailable');
   }
   if (entries.length) ctx.mediation.recorded(entries);
 }

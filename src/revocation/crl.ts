@@ -17,7 +17,7 @@
  * freshness): it takes the last one this process built when that is fresh enough, else a new one.
  */
 import * as pkijs from 'pkijs';
-import { temporarilyUnavailable } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 import { enumerated, integerFromBytes, sequence, x509Time } from '../util/der.ts';
 import type { RevokedCertificate, Store } from '../store/types.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
@@ -126,13 +126,13 @@ export class CrlIssuer {
     return this.#current;
   }
 
-  /** the store's entries for this CA; a store that fails makes the service unavailable (503), not an upstream */
+  /** the store's entries for this CA; a store that fails is our own failure, not an upstream's */
   async #revoked(): Promise<readonly RevokedCertificate[]> {
     if (!this.#o.revoked) return [];
     try {
       return await this.#o.revoked.revokedCertificates(this.keyId.toString('hex'));
     } catch {
-      throw temporarilyUnavailable('the certificate store is unavailable; the signatures were not returned');
+      throw new DomainError('certificate_store_unavailable', 'the certificate store is unavailable');
     }
   }
 

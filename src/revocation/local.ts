@@ -3,7 +3,7 @@
  * (the issuing CA's for signer certificates, the root's for the issuing CA and the TSA), CRLs of our CAs
  * otherwise, each issued after a given time when asked.
  */
-import { badGateway, SignDocError, temporarilyUnavailable } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 import type { Store } from '../store/types.ts';
 import { partsOf, type CertificateParts } from '../util/der.ts';
 import type { CrlSource } from './crl.ts';
@@ -15,7 +15,7 @@ const OCSP_REUSE_MS = 10_000;
 const OCSP_CACHE_ENTRIES = 256;
 /**
  * Longest wait for our clock to pass a time-stamp's genTime by a whole second. Our own TSA's genTime is at most
- * one second behind; an external TSA whose clock runs further ahead than this gets a 502 rather than a stall.
+ * one second behind; an external TSA whose clock runs further ahead than this is refused rather than waited for.
  */
 const MAX_FRESHNESS_WAIT_MS = 3_000;
 
@@ -75,7 +75,10 @@ export class LocalRevocation implements RevocationProvider {
     if (!after) return;
     const target = Math.floor(after.getTime() / 1000) * 1000 + 1000;
     if (target - this.#clock().getTime() > MAX_FRESHNESS_WAIT_MS) {
-      throw badGateway('the time-stamp is dated ahead of our clock; no revocation data issued after it can be given');
+      throw new DomainError(
+        'timestamp_ahead',
+        'the time-stamp is dated ahead of our clock; no revocation data issued after it can be given',
+      );
     }
     for (let wait = target - this.#clock().getTime(); wait > 0; wait = target - this.#clock().getTime())
       await sleep(wait);
@@ -111,8 +114,8 @@ export class LocalRevocation implements RevocationProvider {
     try {
       status = await this.#status.certificateStatus(responder.caKeyId, parts.serialHex);
     } catch {
-      // our own store, not an upstream: the service is unavailable for now (503)
-      throw temporarilyUnavailable('the certificate store is unavailable; the signatures were not returned');
+      // our own store, not an upstream
+      throw new DomainError('certificate_store_unavailable', 'the certificate store is unavailable');
     }
     const { der, producedAt } = await responder.signed([{ certId: responder.certIdFor(parts), status }]);
     const entry = { der, producedAt: producedAt.getTime(), at: this.#clock().getTime() };
@@ -129,8 +132,11 @@ export class LocalRevocation implements RevocationProvider {
     try {
       return await issuer.current(after);
     } catch (err) {
-      if (err instanceof SignDocError) throw err;
-      throw badGateway('no CRL issued after the time-stamp is available (a ceremony CRL, or a clock behind)');
+      if (err instanceof DomainError) throw err;
+      throw new DomainError(
+        'revocation_unavailable',
+        'no CRL issued after the time-stamp is available (a ceremony CRL, or a clock behind)',
+      );
     }
   }
 }

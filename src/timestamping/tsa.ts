@@ -38,7 +38,7 @@ import {
   sequence,
   utf8String,
 } from '../util/der.ts';
-import { badGateway, gatewayTimeout, SignDocError } from '../errors.ts';
+import { DomainError } from '../domain-error.ts';
 import { httpRequest, HttpTimeoutError, type HttpAgent as Agent } from '../util/http-client.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
 import type { TimestampProvider } from './provider.ts';
@@ -246,6 +246,9 @@ export interface RemoteTsaOptions {
   readonly agent?: Agent;
 }
 
+const unavailable = (message: string, detail?: string) => new DomainError('tsa_unavailable', message, detail);
+const badToken = (message: string) => new DomainError('tsa_bad_token', message);
+
 /** PKIStatus granted (0) and grantedWithMods (1) carry a token (RFC 3161 2.4.2). */
 function tokenOf(respDer: Buffer): Buffer {
   const resp = readWhole(respDer);
@@ -253,8 +256,11 @@ function tokenOf(respDer: Buffer): Buffer {
   const [codeT] = statusT ? children(respDer, statusT) : [];
   const code = codeT ? respDer[codeT.end - 1] : undefined;
   if (code !== 0 && code !== 1)
-    throw badGateway(`the time-stamping authority refused the request (PKIStatus ${code ?? 'missing'})`);
-  if (!tokenT) throw badGateway('the time-stamping authority granted the request but sent no token');
+    throw new DomainError(
+      'tsa_refused',
+      `the time-stamping authority refused the request (PKIStatus ${code ?? 'missing'})`,
+    );
+  if (!tokenT) throw badToken('the time-stamping authority granted the request but sent no token');
   return raw(respDer, tokenT);
 }
 
@@ -262,20 +268,20 @@ function tokenOf(respDer: Buffer): Buffer {
 function checkToken(token: Buffer, hashAlgorithm: HashAlgorithm, imprint: Uint8Array, nonce: Buffer): void {
   const signedData = new pkijs.SignedData({ schema: pkijs.ContentInfo.fromBER(new Uint8Array(token)).content });
   const eContent = signedData.encapContentInfo.eContent;
-  if (!eContent) throw badGateway('the time-stamping authority sent a token without TSTInfo');
+  if (!eContent) throw badToken('the time-stamping authority sent a token without TSTInfo');
   const tst = pkijs.TSTInfo.fromBER(eContent.getValue());
   const mi = tst.messageImprint;
   if (
     mi.hashAlgorithm.algorithmId !== hashAlgorithm.oid ||
     !Buffer.from(mi.hashedMessage.valueBlock.valueHexView).equals(Buffer.from(imprint))
   ) {
-    throw badGateway('the time-stamping authority time-stamped a different message imprint');
+    throw badToken('the time-stamping authority time-stamped a different message imprint');
   }
   const echoed = tst.nonce
     ? BigInt(`0x${Buffer.from(tst.nonce.valueBlock.valueHexView).toString('hex') || '0'}`)
     : undefined;
   if (echoed !== BigInt(`0x${nonce.toString('hex')}`))
-    throw badGateway('the time-stamping authority did not echo our nonce');
+    throw badToken('the time-stamping authority did not echo our nonce');
 }
 
 /** An external TSA over HTTP(S): timeout per attempt, retries on timeouts, transport errors and 5xx. */
@@ -301,14 +307,14 @@ export class RemoteTsa implements TimestampProvider {
     try {
       checkToken(token, hashAlgorithm, messageImprint, nonce);
     } catch (err) {
-      throw err instanceof SignDocError ? err : badGateway('the time-stamping authority sent a malformed token');
+      throw err instanceof DomainError ? err : badToken('the time-stamping authority sent a malformed token');
     }
     return token;
   }
 
   async #post(request: Buffer): Promise<Buffer> {
     const { url, timeoutMs, retries, agent } = this.#options;
-    let last: SignDocError = badGateway('the time-stamping authority is unavailable');
+    let last = unavailable('the time-stamping authority is unavailable');
     for (let attempt = 0; attempt <= retries; attempt++) {
       try {
         const res = await httpRequest(url, {
@@ -320,23 +326,23 @@ export class RemoteTsa implements TimestampProvider {
           maxResponseBytes: 64 * 1024,
         });
         if (res.status >= 500 || res.status === 429) {
-          last = badGateway(`the time-stamping authority answered HTTP ${res.status}`);
+          last = unavailable(`the time-stamping authority answered HTTP ${res.status}`);
           continue;
         }
-        if (res.status !== 200) throw badGateway(`the time-stamping authority answered HTTP ${res.status}`);
+        if (res.status !== 200) throw unavailable(`the time-stamping authority answered HTTP ${res.status}`);
         try {
           return tokenOf(res.body);
         } catch (err) {
-          throw err instanceof SignDocError
+          throw err instanceof DomainError
             ? err
-            : badGateway('the time-stamping authority sent a malformed TimeStampResp');
+            : badToken('the time-stamping authority sent a malformed TimeStampResp');
         }
       } catch (err) {
-        if (err instanceof SignDocError) throw err;
+        if (err instanceof DomainError) throw err;
         last =
           err instanceof HttpTimeoutError
-            ? gatewayTimeout(`the time-stamping authority did not answer within ${timeoutMs} ms`)
-            : badGateway('the time-stamping authority could not be reached', `TSA ${url}: ${(err as Error).message}`);
+            ? new DomainError('tsa_timeout', `the time-stamping authority did not answer within ${timeoutMs} ms`)
+            : unavailable('the time-stamping authority could not be reached', `TSA ${url}: ${(err as Error).message}`);
       }
     }
     throw last;

@@ -1,7 +1,7 @@
 /**
  * What we offer, by one rule: a format x document hash x signer key combination is offered only where an
  * independent validator in our test suite verifies it. Over the whole matrix (3 formats x 6 hashes x 4 keys):
- *   - chooseSigning admits exactly the combinations of OFFER, and refuses every other with a 400 that names
+ *   - chooseSigning admits exactly the combinations of OFFER, and refuses every other (not_offered, a 400) naming
  *     what the format offers;
  *   - every offered combination, signed by our builder, is verified by the format's validator: `openssl cms
  *     -verify -cades` (C), pdfsig with an NSS database trusting only our root (P), xmlsec1 (X);
@@ -23,7 +23,7 @@ import { buildXadesBaselineB } from '../../../src/ades/xades.ts';
 import { SIGNATURE_FORMATS, type SignatureFormat } from '../../../src/ades/formats.ts';
 import type { SignatureInput } from '../../../src/ades/types.ts';
 import { rsaPssParams, type SignHash } from '../../../src/crypto/signature.ts';
-import { SignDocError } from '../../../src/errors.ts';
+import { DomainError } from '../../../src/domain-error.ts';
 import { loadCaMaterial, pkiPaths, type CaMaterial } from '../../../src/ca/material.ts';
 import { pkiInit } from '../../../src/ca/init.ts';
 import {
@@ -152,12 +152,12 @@ describe('the offer rule over format x hash x key', () => {
           assert.throws(
             () => chooseSigning(format, 'AdES-B-B', h, signAlgo, signAlgoParams),
             (err: unknown) =>
-              err instanceof SignDocError &&
-              err.status === 400 &&
-              err.description.includes(
+              err instanceof DomainError &&
+              err.kind === 'not_offered' &&
+              err.message.includes(
                 `signature_format ${format} is offered with ${OFFER[format].hashes.join(', ')} document hashes`,
               ) &&
-              err.description.includes(OFFER[format].validator),
+              err.message.includes(OFFER[format].validator),
           );
           const verdict = await signAndValidate(format, algorithm, h);
           assert.ok(
@@ -187,10 +187,10 @@ describe('the offer rule over format x hash x key', () => {
     assert.throws(
       () => chooseSigning('X', 'AdES-B-B', HASHES[0]!, '1.2.840.10040.4.3'),
       (err: unknown) =>
-        err instanceof SignDocError &&
-        err.status === 400 &&
-        !err.description.includes('RSASSA-PSS') &&
-        err.description.includes('PKCS#1 v1.5'),
+        err instanceof DomainError &&
+        err.kind === 'not_offered' &&
+        !err.message.includes('RSASSA-PSS') &&
+        err.message.includes('PKCS#1 v1.5'),
     );
   });
 });

@@ -9,7 +9,7 @@ import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { HASH_ALGORITHMS, SIGNATURE_OIDS, type HashAlgorithm } from '../../../src/crypto/algorithms.ts';
 import { chooseSigning, resolveSignAlgo } from '../../../src/ades/offer.ts';
-import { SignDocError } from '../../../src/errors.ts';
+import { DomainError } from '../../../src/domain-error.ts';
 import { signingKeyFor, SIGNER_ALGORITHMS, type SignerAlgorithm } from '../../../src/crypto/keys.ts';
 import {
   algorithmIdentifier,
@@ -37,11 +37,10 @@ const other = (h: HashAlgorithm) =>
 
 function refused(fn: () => unknown, text: string | RegExp): void {
   assert.throws(fn, (err: unknown) => {
-    assert.ok(err instanceof SignDocError, `expected a SignDocError, got ${String(err)}`);
-    assert.equal(err.status, 400);
-    assert.equal(err.code, 'invalid_request');
-    if (typeof text === 'string') assert.ok(err.description.includes(text), `"${err.description}" lacks "${text}"`);
-    else assert.match(err.description, text);
+    assert.ok(err instanceof DomainError, `expected a DomainError, got ${String(err)}`);
+    assert.equal(err.kind, 'not_offered');
+    if (typeof text === 'string') assert.ok(err.message.includes(text), `"${err.message}" lacks "${text}"`);
+    else assert.match(err.message, text);
     return true;
   });
 }
@@ -213,7 +212,7 @@ describe('RSASSA-PSS 1.2.840.113549.1.1.10 with signAlgoParams', () => {
   });
 });
 
-describe('algorithms we do not offer: 400 naming what we offer', () => {
+describe('algorithms we do not offer: refused naming what we offer', () => {
   const notOffered: [string, string][] = [
     ['1.2.840.10040.4.1', 'DSA key'],
     ['2.16.840.1.101.3.4.3.2', 'DSA with SHA-256'],
@@ -237,16 +236,14 @@ describe('algorithms we do not offer: 400 naming what we offer', () => {
         ];
         assert.throws(
           () => resolveSignAlgo(h, oid),
-          (err: SignDocError) => {
-            assert.equal(err.status, 400);
+          (err: DomainError) => {
+            assert.equal(err.kind, 'not_offered');
             assert.ok(
-              err.description.startsWith(
-                `signAlgo ${oid} is not offered; with ${h.name} document hashes this QTSP offers`,
-              ),
-              err.description,
+              err.message.startsWith(`signAlgo ${oid} is not offered; with ${h.name} document hashes this QTSP offers`),
+              err.message,
             );
-            for (const o of offered) assert.ok(err.description.includes(o), `${err.description} does not name ${o}`);
-            assert.ok(err.description.includes(`salt length ${h.length}`));
+            for (const o of offered) assert.ok(err.message.includes(o), `${err.message} does not name ${o}`);
+            assert.ok(err.message.includes(`salt length ${h.length}`));
             return true;
           },
         );

@@ -20,7 +20,7 @@ import { OcspResponder } from '../../../src/revocation/ocsp.ts';
 import { pkiUrls } from '../../../src/ca/publication.ts';
 import { mintTestSignerCertificate } from '../../helpers/signer.ts';
 import { LocalRevocation } from '../../../src/revocation/local.ts';
-import { SignDocError } from '../../../src/errors.ts';
+import { DomainError } from '../../../src/domain-error.ts';
 import { toPem } from '../../../src/util/base64.ts';
 import { assertIssuedAfter, crlThisUpdate, ocspTimes, scratch, verifyOcsp } from '../../helpers/pki-oracles.ts';
 import { run } from '../../helpers/openssl.ts';
@@ -186,32 +186,31 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
     assert.ok(next.getTime() - last.getTime() >= 364 * 24 * 3600_000, text.output);
     await assert.rejects(
       revocation.crl(ca.root.der, new Date()),
-      (err: unknown) => err instanceof SignDocError && err.status === 502,
+      (err: unknown) => err instanceof DomainError && err.kind === 'revocation_unavailable',
     );
   });
 
-  test('a time-stamp dated seconds ahead of our clock: 502, nothing issued', async () => {
+  test('a time-stamp dated seconds ahead of our clock: refused (timestamp_ahead), nothing issued', async () => {
     const revocation = provider();
     placeClockAt(100);
     const ahead = new Date(clock().getTime() + 5000);
     await assert.rejects(
       revocation.ocspResponse(signerDer, ca.issuing.der, ahead),
-      (err: unknown) => err instanceof SignDocError && err.status === 502,
+      (err: unknown) => err instanceof DomainError && err.kind === 'timestamp_ahead',
     );
     await assert.rejects(
       revocation.ocspResponse(ca.issuing.der, ca.root.der, ahead),
-      (err: unknown) => err instanceof SignDocError && err.status === 502,
+      (err: unknown) => err instanceof DomainError && err.kind === 'timestamp_ahead',
     );
     await assert.rejects(
       revocation.crl(ca.issuing.der, ahead),
-      (err: unknown) => err instanceof SignDocError && err.status === 502,
+      (err: unknown) => err instanceof DomainError && err.kind === 'timestamp_ahead',
     );
   });
 
-  test('our certificate store failing: 503 temporarily_unavailable, not a gateway error', async () => {
+  test('our certificate store failing: certificate_store_unavailable, not an upstream failure', async () => {
     const revocation = provider(true);
-    const unavailable = (err: unknown) =>
-      err instanceof SignDocError && err.status === 503 && err.code === 'temporarily_unavailable';
+    const unavailable = (err: unknown) => err instanceof DomainError && err.kind === 'certificate_store_unavailable';
     await assert.rejects(revocation.ocspResponse(signerDer, ca.issuing.der, new Date()), unavailable);
     await assert.rejects(revocation.crl(ca.issuing.der, new Date()), unavailable);
   });
