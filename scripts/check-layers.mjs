@@ -2,9 +2,11 @@
 // script reads its rows (top row = highest layer) and fails, naming file and target, when a module imports one
 // of its own row or of a row above; when a unit under src/ has no row; when a custody backend (`custody/*/`,
 // each subfolder a unit of its own) is imported from outside itself (backends are loaded through the registry);
-// and when the files of one unit import each other in a circle. A unit is a folder directly under src/ or a
-// file directly in src/. Specifiers read: `import`, `import type`, `export ... from`, `import()`, and worker
-// entries written as `new URL('./x.ts', import.meta.url)`. Run by `npm test` before the tests.
+// when the files of one unit import each other in a circle; and when a unit below signing/ imports errors.ts, the
+// protocol's error body with its HTTP statuses (those units throw domain-error.ts's errors, which http/answers.ts
+// maps to answers in one table). A unit is a folder directly under src/ or a file directly in src/. Specifiers
+// read: `import`, `import type`, `export ... from`, `import()`, and worker entries written as
+// `new URL('./x.ts', import.meta.url)`. Run by `npm test` before the tests.
 //   node scripts/check-layers.mjs [srcDir] [layersDoc]
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -129,9 +131,17 @@ function pathThrough(edges, members) {
   return [...members];
 }
 
+// The error body of the protocol (HTTP status, `error`, `error_description`) is the signDoc pipeline's and the
+// HTTP layer's. trust/ and introspection/ still refuse SADs and introspection answers in its terms.
+const ERROR_BODY = 'errors.ts';
+const EDGE = 'signing/';
+const STILL_ANSWERING = new Set(['trust/', 'introspection/']);
+
 /** What is wrong with `file` importing `target` across units, or undefined. */
 function crossing(file, from, target, to) {
   const edge = `${file} imports ${target}`;
+  if (to.unit === ERROR_BODY && rankOf.get(from.pattern) < rankOf.get(EDGE) && !STILL_ANSWERING.has(from.unit))
+    return `${edge}: ${from.unit} is below ${EDGE}, so it throws domain errors (domain-error.ts), answered by http/`;
   if (to.pattern !== to.unit)
     return `${edge}: ${to.pattern} backends are loaded through their registry, never imported`;
   const [a, b] = [rankOf.get(from.pattern), rankOf.get(to.pattern)];

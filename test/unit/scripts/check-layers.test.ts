@@ -73,6 +73,22 @@ test('an import of src/sandbox/ from src/signing/ is refused, with the real pict
   }
 });
 
+test('an import of the error body (src/errors.ts) below signing/ is refused, with the real picture', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'check-layers-src-'));
+  try {
+    cpSync('src', join(dir, 'src'), { recursive: true });
+    appendFileSync(join(dir, 'src/timestamping/tsa.ts'), "\nexport { badGateway } from '../errors.ts';\n");
+    const result = run([join(dir, 'src'), 'docs/architecture.md']);
+    assert.equal(result.status, 1, result.output);
+    assert.match(
+      result.output,
+      /timestamping\/tsa\.ts imports errors\.ts: timestamping\/ is below signing\/, so it throws domain errors/,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('imports down the rows pass, by every kind of specifier', () => {
   const result = check({
     'top.ts': "import { a } from './a/a.ts';\nexport const top = a;\n",
