@@ -11,8 +11,7 @@
  * one that was HEAD at iat itself is preferred. A key that left the archive before that window, or entered
  * it only after, does not vouch.
  */
-import type { KeyObject } from 'node:crypto';
-import { compactVerify, decodeJwt, type JWTPayload } from 'jose';
+import { decodeJwt, type JWTPayload } from 'jose';
 import type * as openpgp from 'openpgp';
 import type { SigningTransaction } from '../store/types.ts';
 import {
@@ -23,7 +22,7 @@ import {
   verifyCommitSignature,
   type ArchiveCommit,
 } from './key-archive.ts';
-import { rs256Header, type HeaderFailure } from './jwt.ts';
+import { rs256Header, signedWith, type HeaderFailure } from './jwt.ts';
 
 export class EvidenceError extends Error {
   override name = 'EvidenceError';
@@ -129,15 +128,6 @@ async function whereIsKey(gitdir: string, head: string, issuer: string, kid: str
 
 const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
 
-async function signatureVerifies(jwt: string, key: KeyObject): Promise<boolean> {
-  try {
-    await compactVerify(jwt, key, { algorithms: ['RS256'] });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** Finds the archived key that was valid at iat and checks the JWT's signature with it. */
 async function vouch(
   jwt: string,
@@ -155,7 +145,7 @@ async function vouch(
     const key = (await keySetAt(gitdir, c.oid, issuer))?.get(kid);
     if (!key) continue;
     held = true;
-    if (!(await signatureVerifies(jwt, key))) continue;
+    if (!signedWith(jwt, key)) continue; // the header passed rs256Header in decoded()
     const check = await verifyCommitSignature(gitdir, c.oid, signerKeys);
     if (!check.ok) fail(`the archive commit that holds the key does not verify: ${check.reason}`);
     return { commit: c.oid, committedAt: c.committedAt, signerKeyId: check.signerKeyId, currentAtIat: c.atIat };

@@ -1,6 +1,6 @@
 /**
  * RS256 signature check of a compact JWS (RFC 7515 5.2, RFC 7518 3.3) with node:crypto, for the JWTs jwt.ts
- * verifies (the SAD and the signed introspection response of every signDoc).
+ * verifies (the SAD and the signed introspection response of every signDoc, and that response as evidence).
  *
  * Why not jose's compactVerify: jose 6 verifies through WebCrypto, so each call re-imports our KeyObject as a
  * CryptoKey and awaits subtle.verify, several times the CPU of node:crypto.verify with the KeyObject we already

@@ -3,6 +3,8 @@
  * response (spec 2.11, 5.9). It reads the protected header (alg pinned to RS256, so no `none` and no HS*; no
  * `crit`; a `kid`), takes the key by kid from the caller's resolver (`jku`, `x5u` and `jwk` are never followed),
  * checks the signature (RFC 7515 5.2, jws.ts) and exp/iat with the clock skew (RFC 7519 4.1.4, 4.1.6).
+ * Stored evidence (evidence-verify.ts) takes the header and signature steps alone (rs256Header, signedWith): its
+ * key comes from the archive's history and its times are long past.
  *
  * The order of the checks is the caller's: spec 5.7 checks the SAD's claims before its signature, spec 5.9 the
  * introspection response's after it. Claims are decoded before the signature only when a step there needs
@@ -93,6 +95,16 @@ export function rs256Header(token: string, reject: JwtRejection<HeaderFailure>):
   return header as Rs256Header;
 }
 
+/** Whether the RS256 signature of `token`, whose header passed rs256Header, verifies with `key` (jws.ts). */
+export function signedWith(token: string, key: KeyObject): boolean {
+  try {
+    verifyRs256(token, key);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function readClaims(token: string, reject: JwtRejection): JWTPayload {
   try {
     return decodeJwt(token);
@@ -129,10 +141,6 @@ async function checkSignature<K extends SigningKey>(
   const header = rs256Header(token, rules.reject);
   const key = await rules.resolveKey(header.kid, claims);
   if (!key) throw rules.reject('unknown-kid', header);
-  try {
-    verifyRs256(token, key.key);
-  } catch {
-    throw rules.reject('signature', header);
-  }
+  if (!signedWith(token, key.key)) throw rules.reject('signature', header);
   return { header, key };
 }

@@ -7,7 +7,7 @@
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -243,6 +243,29 @@ describe('qtsp evidence verify (spec 5.13)', () => {
       );
     });
   }
+
+  it('refuses a stored response re-headed to alg none or HS256 keyed with the archived public key', async () => {
+    const [evidence] = await env.qtsp.deps.store.getTransaction(await expectStatus(await authorize(), 200));
+    const options = await evidenceOptions();
+    assert.equal((await verifyEvidence(evidence!, options)).kid, kidOf(evidence!.introspectionJwt));
+    const [, payload] = evidence!.introspectionJwt.split('.');
+    const kid = kidOf(evidence!.introspectionJwt);
+    const head = env.qtsp.trust.keyArchive.verifiedHead()!;
+    const archived = (await keySetAt(options.archive.gitdir, head, env.sandbox.issuer))!.get(kid)!;
+    const header = (alg: string) => Buffer.from(JSON.stringify({ alg, kid })).toString('base64url');
+    const hs256 = `${header('HS256')}.${payload}`;
+    const secret = archived.export({ type: 'spki', format: 'pem' });
+    const forged = {
+      none: `${header('none')}.${payload}.`,
+      HS256: `${hs256}.${createHmac('sha256', secret).update(hs256).digest('base64url')}`,
+    };
+    for (const [alg, jwt] of Object.entries(forged)) {
+      await assert.rejects(
+        verifyEvidence({ ...evidence!, introspectionJwt: jwt }, options),
+        (err: Error) => err instanceof EvidenceError && err.message.includes(`is not RS256 (alg ${alg})`),
+      );
+    }
+  });
 
   it('succeeds for a transaction made by `qtsp sign`, and fails once the stored JWT is tampered with', async () => {
     const work = mkdtempSync(join(tmpdir(), 'qtsp-evidence-'));

@@ -8,6 +8,7 @@ import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { SignJWT, type JWTPayload } from 'jose';
 import {
   rs256Header,
+  signedWith,
   verifyJwt,
   type ClaimStep,
   type JwtFailure,
@@ -174,6 +175,15 @@ describe('verifyJwt', () => {
     const token = await sign(claims());
     await assert.rejects(verifyJwt(token, rules({ afterSignature: [] })), /exactly once/);
     await assert.rejects(verifyJwt(token, rules({ beforeSignature: ['time'] })), /exactly once/);
+  });
+
+  test('signedWith, the signature step for a key the caller holds (stored evidence): only that key verifies', async () => {
+    const token = await sign(claims());
+    assert.equal(signedWith(token, as.publicKey), true);
+    assert.equal(signedWith(token, foreign.publicKey), false);
+    const [h, , s] = token.split('.');
+    assert.equal(signedWith(`${h}.${Buffer.from('{"iss":"x"}').toString('base64url')}.${s}`, as.publicKey), false);
+    assert.equal(signedWith(`${h}.e30.`, as.publicKey), false);
   });
 
   test('rs256Header hands the header checks to other users with their own errors', async () => {
