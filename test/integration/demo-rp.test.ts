@@ -4,6 +4,8 @@
  * independent validator's verdict; each download checked again here (openssl cms -verify, pdfsig). Then what
  * must not sign: a replayed or unknown state (no signDoc call), a file over the limit, a cancel at the bank,
  * Select another bank (back to the chooser with prompt=select_account), an error the bank redirects with.
+ * Every offered format x level walked through the browser with no FAILED check (pdfsig for PAdES, openssl ts
+ * for its document time-stamp at B-LTA), and the same verifier saying FAILED for tampered results.
  * Screenshots of every page state go under screenshotDir().
  */
 import assert from 'node:assert/strict';
@@ -16,8 +18,12 @@ import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { OFFERED_LEVELS } from '../../src/ades/offer.ts';
+import { OFFERED, OFFERED_LEVELS } from '../../src/ades/offer.ts';
+import { SIGNATURE_FORMATS } from '../../src/ades/formats.ts';
+import { pkiPaths } from '../../src/ca/material.ts';
+import { verifyCades, verifyPades, verifyXades, type Verdict } from '../../src/rp/demo/verify.ts';
 import { authorizeSigning } from '../../src/rp/flow.ts';
+import { readSignatures } from '../../src/rp/pdf.ts';
 import { httpRequest, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { LOG_OPTIONS } from '../../src/util/logger.ts';
 import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
@@ -122,6 +128,32 @@ async function downloadOf(page: Page, kind: string): Promise<Buffer> {
   return readFileSync((await download.path())!);
 }
 
+/** A copy of `bytes` with the byte at `at` changed. */
+function flipped(bytes: Buffer, at: number): Buffer {
+  const copy = Buffer.from(bytes);
+  copy[at] = copy[at]! ^ 0x01;
+  return copy;
+}
+
+const show = (v: Verdict) => v.checks.map((c) => `${c.name}\n${c.command}\n${c.output}`).join('\n\n');
+
+interface ShownCheck {
+  readonly name: string;
+  readonly verdict: string;
+  readonly output: string;
+}
+
+/** The checks on a result page: each one's name, its own verdict and the tool's output. */
+async function shownChecks(page: Page): Promise<ShownCheck[]> {
+  return page.locator('.check').evaluateAll((els) =>
+    els.map((e) => ({
+      name: e.querySelector('.check-name')?.textContent ?? '',
+      verdict: e.querySelector('.check-verdict')?.textContent ?? '',
+      output: e.querySelector('.check-output')?.textContent ?? '',
+    })),
+  );
+}
+
 async function newPage(): Promise<{ context: BrowserContext; page: Page }> {
   const context = await sandboxContext(browser);
   return { context, page: await context.newPage() };
@@ -160,8 +192,8 @@ describe('demo RP in a browser', () => {
       await chooseBank(page, { shot: '02-account-chooser' });
       await consent(page, '03-bank-consent');
       assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED/);
-      assert.match((await page.locator('#verdict').textContent()) ?? '', /openssl cms -verify -cades/);
-      assert.match((await page.locator('#verifier-output').textContent()) ?? '', /Verification successful/);
+      assert.match((await page.locator('.check-command').textContent()) ?? '', /^openssl cms -verify -cades/);
+      assert.match((await page.locator('.check-output').textContent()) ?? '', /Verification successful/);
       await screenshot(page, '04-result-cades-b-t');
       const signature = await downloadOf(page, 'signature');
       const check = await opensslCmsVerify(signature, TEXT, env.rootCaFile);
@@ -185,7 +217,8 @@ describe('demo RP in a browser', () => {
       await upload(page, { name: 'sample.pdf', mimeType: 'application/pdf', buffer: SAMPLE_PDF }, 'P', 'AdES-B-B');
       await chooseBank(page, { bic: SECOND_BANK_BIC });
       await consent(page);
-      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED:\s+pdfsig -nssdir/);
+      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED/);
+      assert.match((await page.locator('.check-command').textContent()) ?? '', /^pdfsig -nssdir/);
       await screenshot(page, '05-result-pades-b-b');
       const pdf = await downloadOf(page, 'signed-pdf');
       const file = join(work, 'sample.signed.pdf');
@@ -247,8 +280,9 @@ describe('demo RP in a browser', () => {
       // the same document goes on with the bank chosen again
       await chooseBank(page);
       await consent(page);
-      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED:\s+xmlsec1 --verify/);
-      assert.match((await page.locator('#verifier-output').textContent()) ?? '', /OK/);
+      assert.match((await page.locator('#verdict').textContent()) ?? '', /^PASSED/);
+      assert.match((await page.locator('.check-command').textContent()) ?? '', /^xmlsec1 --verify/);
+      assert.match((await page.locator('.check-output').textContent()) ?? '', /OK/);
       await screenshot(page, '06-result-xades-b-t');
     } finally {
       await context.close();
@@ -273,6 +307,117 @@ describe('demo RP in a browser', () => {
       await screenshot(page, 'error-unable-to-meet-service-requirements');
     } finally {
       await context.close();
+    }
+  });
+});
+
+/** What each offered format x level left for the tamper test below: the result files and the signed input. */
+const walked = new Map<string, { input: Buffer; downloads: Record<string, Buffer> }>();
+
+describe('demo RP verdicts in a browser', () => {
+  it('every offered format x level: no FAILED for a valid signature, each check named with its verdict', async (t) => {
+    // one browser, a fresh context per combination: the account chooser remembers a bank per browser profile
+    const results: { combination: string; verdict: string; shown: string; checks: ShownCheck[]; expected: string[] }[] =
+      [];
+    for (const format of SIGNATURE_FORMATS) {
+      const pdf = format === 'P';
+      const file = pdf
+        ? { name: 'sample.pdf', mimeType: 'application/pdf', buffer: SAMPLE_PDF }
+        : { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT };
+      for (const level of OFFERED[format]) {
+        const started = Date.now();
+        const combination = `${format} ${level}`;
+        let checks: ShownCheck[] = [];
+        const { context, page } = await newPage();
+        try {
+          await upload(page, file, format, level);
+          await chooseBank(page);
+          await consent(page);
+          checks = await shownChecks(page);
+          results.push({
+            combination,
+            verdict: (await page.locator('#verdict').textContent()) ?? '',
+            shown: (await page.locator('body').textContent()) ?? '',
+            checks,
+            expected: pdf
+              ? ['pdfsig', ...(level === 'AdES-B-LTA' ? ['openssl ts -verify'] : [])]
+              : [format === 'C' ? 'openssl cms -verify -cades' : 'xmlsec1 --verify'],
+          });
+          const downloads: Record<string, Buffer> = { signature: await downloadOf(page, 'signature') };
+          if (pdf) downloads['signed-pdf'] = await downloadOf(page, 'signed-pdf');
+          walked.set(combination, { input: file.buffer, downloads });
+          if (level === 'AdES-B-LTA') await screenshot(page, `07-result-${format.toLowerCase()}-b-lta`);
+        } finally {
+          await context.close();
+        }
+        t.diagnostic(`${combination}: ${checks.map((c) => c.name).join(', ')} (${Date.now() - started} ms)`);
+      }
+    }
+    const failed = results.filter((r) => !/^PASSED/.test(r.verdict));
+    assert.deepEqual(
+      failed.map((r) => r.combination),
+      [],
+      failed.map((r) => `${r.combination}:\n${r.shown}`).join('\n\n'),
+    );
+    for (const r of results) {
+      assert.deepEqual(
+        r.checks.map((c) => r.expected.find((e) => c.name.includes(e))),
+        r.expected,
+        `${r.combination}: the checks that apply, each named by its tool:\n${r.shown}`,
+      );
+      for (const c of r.checks) {
+        assert.equal(c.verdict, 'PASSED', `${r.combination}: ${c.name}\n${c.output}`);
+        assert.ok(c.output.trim().length > 0, `${r.combination}: ${c.name} shows its output`);
+      }
+    }
+  });
+
+  it('a tampered result fed to the verifier: FAILED, and the check that caught it says so', async () => {
+    const verifier = { rootCaFile: env.rootCaFile, issuingCaFile: pkiPaths(env.dataDir).issuingCert };
+    const lta = walked.get('P AdES-B-LTA');
+    assert.ok(lta, 'the walk above signed PAdES B-LTA');
+    const pdf = lta.downloads['signed-pdf']!;
+    const [signature, timestamp] = readSignatures(pdf);
+    assert.equal(timestamp?.subFilter, 'ETSI.RFC3161');
+    const checksOf = (v: Verdict) => v.checks.map((c) => `${c.passed ? 'PASSED' : 'FAILED'} ${c.name.split(':')[0]}`);
+    const intact = await verifyPades(pdf, verifier);
+    assert.deepEqual(checksOf(intact), ['PASSED pdfsig', 'PASSED openssl ts -verify']);
+    assert.ok(intact.passed);
+
+    // a byte of the DSS, which only the document time-stamp covers: pdfsig still calls the signature valid
+    const signedEnd = signature!.byteRange[2] + signature!.byteRange[3];
+    const inDss = pdf.indexOf('stream', signedEnd) + 'stream'.length + 8;
+    assert.ok(inDss > signedEnd && inDss < timestamp!.byteRange[1], 'a byte between the signature and the time-stamp');
+    const dssChanged = await verifyPades(flipped(pdf, inDss), verifier);
+    assert.deepEqual(checksOf(dssChanged), ['PASSED pdfsig', 'FAILED openssl ts -verify'], show(dssChanged));
+    assert.equal(dssChanged.passed, false);
+
+    // a byte of the document both cover (the binary comment after the header)
+    const documentChanged = await verifyPades(flipped(pdf, 11), verifier);
+    assert.deepEqual(checksOf(documentChanged), ['FAILED pdfsig', 'FAILED openssl ts -verify'], show(documentChanged));
+    assert.equal(documentChanged.passed, false);
+
+    // the time-stamp token itself: a hex digit near its end (its signature value) changed in /Contents
+    const digit = timestamp!.byteRange[1] + 1 + 2 * (timestamp!.contents.length - 8);
+    const tokenChanged = Buffer.from(pdf);
+    tokenChanged[digit] = tokenChanged[digit] === 0x30 ? 0x31 : 0x30;
+    const forged = await verifyPades(tokenChanged, verifier);
+    assert.deepEqual(checksOf(forged), ['PASSED pdfsig', 'FAILED openssl ts -verify'], show(forged));
+    assert.equal(forged.passed, false);
+
+    // CAdES and XAdES: the signature over another document (one byte changed)
+    for (const [combination, verify] of [
+      ['C AdES-B-LTA', verifyCades],
+      ['X AdES-B-T', verifyXades],
+    ] as const) {
+      const result = walked.get(combination);
+      assert.ok(result, `the walk above signed ${combination}`);
+      const v = await verify(result.downloads['signature']!, flipped(result.input, 0), verifier);
+      assert.equal(v.passed, false, `${combination}: ${show(v)}`);
+      assert.deepEqual(
+        v.checks.map((c) => c.passed),
+        [false],
+      );
     }
   });
 });

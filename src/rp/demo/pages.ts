@@ -7,6 +7,7 @@ import type { Response } from 'express';
 import { OFFERED, OFFERED_LEVELS } from '../../ades/offer.ts';
 import { type Html, html, sendPage } from '../../util/html.ts';
 import type { SigningResult } from './sessions.ts';
+import type { Check, Verdict } from './verify.ts';
 
 export const FORMAT_NAMES: Readonly<Record<'C' | 'X' | 'P', string>> = {
   C: 'CAdES (detached CMS, .p7s)',
@@ -84,6 +85,30 @@ function downloads(id: string, result: SigningResult): Html[] {
   );
 }
 
+const said = (passed: boolean) => (passed ? 'PASSED' : 'FAILED');
+
+/** One check: its name, its own verdict, the command as run and what the tool printed. */
+function checkSection(check: Check, n: number): Html {
+  return html`<section class="check" id="check-${n}">
+<h3><span class="${check.passed ? 'check-verdict' : 'check-verdict error'}">${said(check.passed)}</span>
+<span class="check-name">${check.name}</span></h3>
+<p><code class="check-command">${check.command}</code></p>
+<pre class="doc check-output">${check.output.trim() || '(no output)'}</pre></section>`;
+}
+
+/** The overall verdict: FAILED only when a check that applies failed (or none could run). */
+function overall(v: Verdict): Html {
+  const failed = v.checks.filter((c) => !c.passed);
+  const summary =
+    v.checks.length === 0
+      ? 'no check could run'
+      : failed.length === 0
+        ? `every check that applies passed (${v.checks.length} of ${v.checks.length})`
+        : `${failed.length} of ${v.checks.length} checks failed`;
+  return html`<p class="${v.passed ? 'verdict' : 'verdict error'}" id="verdict"><strong>${said(v.passed)}</strong>:
+${summary}</p>`;
+}
+
 export function sendResult(res: Response, id: string, result: SigningResult): void {
   const v = result.verdict;
   const body = html`<h1>Signed</h1>
@@ -92,8 +117,6 @@ export function sendResult(res: Response, id: string, result: SigningResult): vo
 <tr><th>Transaction</th><td>${result.txn}</td></tr></table>
 <h2>Downloads</h2><ul>${downloads(id, result)}</ul>
 <h2>Independent verification</h2>
-<p class="${v.passed ? 'verdict' : 'verdict error'}" id="verdict"><strong>${v.passed ? 'PASSED' : 'FAILED'}</strong>:
-<code>${v.command}</code></p>
-<pre class="doc" id="verifier-output">${v.output.trim() || '(no output)'}</pre>${again}`;
+${overall(v)}${v.checks.map((c, i) => checkSection(c, i + 1))}${again}`;
   sendPage(res, 200, { title: `Signed: ${result.fileName}` }, body);
 }

@@ -1,20 +1,37 @@
 /**
- * The demo RP shows what an independent validator says of each result, not what we believe of it: the same
- * tools the test suite trusts (docs/conformance.md), run as child processes with a deadline. CAdES: `openssl
- * cms -verify -cades` against the root CA; XAdES: `xmlsec1 --verify` trusting only the root; PAdES: `pdfsig`
- * with an NSS database that trusts only the root.
+ * The demo RP shows what independent validators say of each result, not what we believe of it: the same
+ * tools the test suite trusts (docs/conformance.md), run as child processes with a deadline, one check per
+ * part of the result that a tool can judge. CAdES: `openssl cms -verify -cades` against the root CA; XAdES:
+ * `xmlsec1 --verify` trusting only the root; PAdES: `pdfsig` with an NSS database that trusts only the root
+ * for the signatures, and `openssl ts -verify` for each document time-stamp (B-LTA), which pdfsig lists but
+ * cannot validate (poppler has no ETSI.RFC3161 support). No tool takes a PDF's document time-stamp as such:
+ * readSignatures (../pdf.ts) hands over its token and the bytes its /ByteRange covers, openssl judges them.
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type PdfSignature, readSignatures } from '../pdf.ts';
 
-export interface Verdict {
+/** One tool's judgement of one part of the result. */
+export interface Check {
+  /** the tool and what it checks */
+  readonly name: string;
   readonly passed: boolean;
   /** the command line as run, the temporary file names shortened */
   readonly command: string;
   /** what the tool printed (cut at MAX_OUTPUT) or why it could not run */
   readonly output: string;
+}
+
+/** Every check that applies to a result; the result passes only when there is one and all of them passed. */
+export interface Verdict {
+  readonly passed: boolean;
+  readonly checks: readonly Check[];
+}
+
+function verdictOf(checks: readonly Check[]): Verdict {
+  return { passed: checks.length > 0 && checks.every((c) => c.passed), checks };
 }
 
 export interface VerifierFiles {
@@ -81,7 +98,8 @@ export function verifyCades(signature: Buffer, document: Buffer, files: Verifier
     const args = ['cms', '-verify', '-cades', '-binary', '-inform', 'DER', '-in', sig, '-content', doc];
     const all = [...args, '-CAfile', files.rootCaFile, '-out', '/dev/null'];
     const r = await runTool('openssl', all);
-    return { passed: r.ok, command: shown('openssl', all, dir), output: r.output };
+    const name = 'openssl cms -verify -cades: the signature, its signing certificate and the chain to our root';
+    return verdictOf([{ name, passed: r.ok, command: shown('openssl', all, dir), output: r.output }]);
   });
 }
 
@@ -110,7 +128,8 @@ export function verifyXades(signature: Buffer, document: Buffer, files: Verifier
       sig,
     ];
     const r = await runTool('xmlsec1', args);
-    return { passed: r.ok, command: shown('xmlsec1', args, dir), output: r.output };
+    const name = 'xmlsec1 --verify: both references, the signature value and the chain to our root';
+    return verdictOf([{ name, passed: r.ok, command: shown('xmlsec1', args, dir), output: r.output }]);
   });
 }
 
@@ -128,27 +147,93 @@ async function nssDatabase(dir: string, rootCaFile: string): Promise<RunResult> 
   return { ok: true, output: db };
 }
 
+const SUBFILTER_DOCUMENT_TIMESTAMP = 'ETSI.RFC3161';
+
+/** pdfsig's "Signed Ranges: [a - b], [c - d]" of the PDF's /ByteRange [a b-a c d-c] */
+const signedRanges = (sig: PdfSignature) => {
+  const [a, b, c, d] = sig.byteRange;
+  return `[${a} - ${a + b}], [${c} - ${c + d}]`;
+};
+
 /**
- * pdfsig's judgement of one signature: valid, and for the CAdES signature also a trusted certificate (a
- * document time-stamp of B-LTA is judged valid or not).
+ * pdfsig's judgement of one signature: valid, and for the CAdES signature also a trusted certificate. A
+ * section pdfsig leaves unverified passes only when its signed ranges are those of a document time-stamp,
+ * which the openssl check judges instead.
  */
-function pdfsigAccepts(section: string): boolean {
+function pdfsigAccepts(section: string, timestampRanges: readonly string[]): boolean {
   const valid = /Signature Validation: Signature is Valid\./.test(section);
   const cades = /Signature Type: ETSI\.CAdES\.detached/.test(section);
-  return valid && (!cades || /Certificate Validation: Certificate is Trusted\./.test(section));
+  if (valid) return !cades || /Certificate Validation: Certificate is Trusted\./.test(section);
+  const ranges = /Signed Ranges: (.*)/.exec(section)?.[1]?.trim() ?? '';
+  return /Signature has not yet been verified\./.test(section) && timestampRanges.includes(ranges);
 }
 
-/** PAdES: pdfsig must call every signature in the PDF valid and the signer's certificate trusted. */
+/** pdfsig: every signature valid and the signer's certificate trusted; document time-stamps left to openssl. */
+async function pdfsigCheck(
+  dir: string,
+  file: string,
+  timestamps: readonly PdfSignature[],
+  files: VerifierFiles,
+): Promise<Check> {
+  const name = "pdfsig: every signature in the PDF valid, the signer's certificate trusted";
+  const nss = await nssDatabase(dir, files.rootCaFile);
+  if (!nss.ok) return { name, passed: false, command: 'certutil (the NSS database for pdfsig)', output: nss.output };
+  const args = ['-nssdir', nss.output, file];
+  const r = await runTool('pdfsig', args);
+  const sections = r.output.split(/^Signature #\d+:$/m).slice(1);
+  const ranges = timestamps.map(signedRanges);
+  const passed = r.ok && sections.length > 0 && sections.every((s) => pdfsigAccepts(s, ranges));
+  const note = ranges.length
+    ? `pdfsig cannot validate document time-stamps (${SUBFILTER_DOCUMENT_TIMESTAMP}): openssl ts -verify below ` +
+      `checks the one of signed ranges ${ranges.join(' and the one of ')}.\n\n`
+    : '';
+  return { name, passed, command: shown('pdfsig', args, dir).replace(dir, '<tmp>'), output: note + r.output };
+}
+
+/**
+ * openssl ts -verify of a document time-stamp token over the bytes its /ByteRange covers, trusting only our
+ * root; the TSA's certificate comes from the token, the issuing CA is offered as an untrusted intermediate.
+ */
+async function timestampCheck(
+  dir: string,
+  ts: PdfSignature,
+  n: number,
+  of: number,
+  files: VerifierFiles,
+): Promise<Check> {
+  const which = of > 1 ? ` ${n} of ${of}` : '';
+  const name = `openssl ts -verify: the document time-stamp${which} over its byte range, its TSA chain to our root`;
+  const token = join(dir, `timestamp-${n}.tsr`);
+  const data = join(dir, `timestamp-${n}-byterange.bin`);
+  writeFileSync(token, ts.contents);
+  writeFileSync(data, ts.covered);
+  const args = ['ts', '-verify', '-token_in', '-in', token, '-data', data];
+  const all = [...args, '-CAfile', files.rootCaFile, '-untrusted', files.issuingCaFile];
+  const r = await runTool('openssl', all);
+  return { name, passed: r.ok, command: shown('openssl', all, dir), output: r.output };
+}
+
+/** The document time-stamps in the PDF, or the failed check that says why they cannot be read. */
+function documentTimestamps(pdf: Buffer): { timestamps: PdfSignature[]; failure?: Check } {
+  try {
+    return { timestamps: readSignatures(pdf).filter((s) => s.subFilter === SUBFILTER_DOCUMENT_TIMESTAMP) };
+  } catch (err) {
+    const name = "the PDF's signature dictionaries, read for its document time-stamps";
+    const output = `the signatures cannot be read: ${(err as Error).message}`;
+    return { timestamps: [], failure: { name, passed: false, command: '(read by the demo RP)', output } };
+  }
+}
+
+/** PAdES: pdfsig for the signatures, openssl ts -verify for each document time-stamp. */
 export function verifyPades(pdf: Buffer, files: VerifierFiles): Promise<Verdict> {
   return inScratch(async (dir) => {
-    const nss = await nssDatabase(dir, files.rootCaFile);
-    if (!nss.ok) return { passed: false, command: 'certutil (the NSS database for pdfsig)', output: nss.output };
     const file = join(dir, 'signed.pdf');
     writeFileSync(file, pdf);
-    const args = ['-nssdir', nss.output, file];
-    const r = await runTool('pdfsig', args);
-    const signatures = r.output.split(/^Signature #\d+:$/m).slice(1);
-    const passed = r.ok && signatures.length > 0 && signatures.every(pdfsigAccepts);
-    return { passed, command: shown('pdfsig', args, dir).replace(dir, '<tmp>'), output: r.output };
+    const { timestamps, failure } = documentTimestamps(pdf);
+    const checks = await Promise.all([
+      pdfsigCheck(dir, file, timestamps, files),
+      ...timestamps.map((ts, i) => timestampCheck(dir, ts, i + 1, timestamps.length, files)),
+    ]);
+    return verdictOf(failure ? [...checks, failure] : checks);
   });
 }
