@@ -36,6 +36,27 @@ export function html(strings: TemplateStringsArray, ...values: Part[]): Html {
   return new Html(out);
 }
 
+/**
+ * The formatting characters of the Unicode Bidirectional Algorithm: embeddings and overrides U+202A-202E,
+ * isolates U+2066-2069, and the marks U+200E, U+200F, U+061C. In a label they can reorder what a person reads.
+ */
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+
+/** Text with each bidirectional control replaced by a visible mark such as `⟨U+202E⟩`; nothing is dropped. */
+export function showBidiControls(text: string): string {
+  return text.replace(BIDI_CONTROLS, (c) => `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`);
+}
+
+/**
+ * Text another party chose (a document label, a purpose), shown as it is: in a `<bdi>` element, isolated from
+ * the text around it, with its bidirectional controls made visible instead of acting.
+ */
+export function isolated(text: string, attributes: { id?: string; className?: string } = {}): Html {
+  const id = attributes.id === undefined ? '' : html` id="${attributes.id}"`;
+  const cls = attributes.className === undefined ? '' : html` class="${attributes.className}"`;
+  return html`<bdi${id}${cls}>${showBidiControls(text)}</bdi>`;
+}
+
 const STYLE = `body{font-family:system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#1d2733}
 h1{font-size:1.4rem}fieldset{border:1px solid #c8d0da;border-radius:6px;margin:1rem 0}
 label{display:block;margin:.3rem 0}button{margin:.3rem .5rem .3rem 0;padding:.4rem 1rem}

@@ -193,7 +193,7 @@ describe('the consent page over HTTP', () => {
     assert.equal(h['x-content-type-options'], 'nosniff');
     assert.equal(h['cache-control'], 'no-store');
     assert.equal(h['referrer-policy'], 'no-referrer');
-    assert.ok(p.html.includes(`<span class="document-label">${ESCAPED}</span>`));
+    assert.ok(p.html.includes(`<bdi class="document-label">${ESCAPED}</bdi>`));
     assert.equal(p.html.includes('<script>'), false);
     assert.ok(p.html.includes(`<code id="rp-client-id">${sandbox.rp.clientId}</code>`));
     assert.match(p.html, /qtsp Sandbox Trust Service/);
@@ -327,7 +327,7 @@ describe('the consent page over HTTP', () => {
     assert.equal(explained.status, 200);
     const page = shown(explained);
     assert.match(page.html, /<strong id="missing">Address<\/strong>/);
-    assert.match(page.html, /No data has been shared with sandbox-rp or with qtsp Sandbox Trust Service/);
+    assert.match(page.html, /No data has been shared with <bdi>sandbox-rp<\/bdi> or with qtsp Sandbox Trust Service/);
     assertRejected(await submit(page, { identity: 'user-0404', otp: FACTOR, action: 'consent' }));
 
     const p2 = await openPage(await authorizationUrl({ claims: { address: { essential: true } } }));
@@ -442,6 +442,48 @@ describe('the consent page in chromium', () => {
     await shot(replay, 'replayed-form');
     assert.equal(callbacks.length, 1, 'no second callback');
     assert.deepEqual(dialogs, []);
+    await page.context().close();
+  });
+
+  it('labels with bidirectional controls: isolated, the controls visible, read in the order sent', async () => {
+    const { page } = await rpPage();
+    const labels = ['invoice\u202Egnp.exe', 'contract\u2066\u202Efdp.exe\u2069 ok'];
+    const docs = labels.map((label, i) => ({ hash: sha256(`document ${i}`), label }));
+    await page.goto(await authorizationUrl({ docs }));
+    const shownLabels = page.locator('.document-label');
+    const rendered = await shownLabels.evaluateAll((els) =>
+      els.map((el) => {
+        // the characters in the order the browser lays them out, left to right (zero-width controls left out)
+        const text = el.firstChild as Text;
+        const boxes: { left: number; char: string }[] = [];
+        for (let i = 0; i < text.data.length; i++) {
+          const range = document.createRange();
+          range.setStart(text, i);
+          range.setEnd(text, i + 1);
+          const box = range.getBoundingClientRect();
+          if (box.width > 0) boxes.push({ left: box.left, char: text.data[i]! });
+        }
+        const laidOut = boxes
+          .sort((a, b) => a.left - b.left)
+          .map((b) => b.char)
+          .join('');
+        const style = getComputedStyle(el);
+        return { laidOut, unicodeBidi: style.unicodeBidi };
+      }),
+    );
+    const expected = ['invoice⟨U+202E⟩gnp.exe', 'contract⟨U+2066⟩⟨U+202E⟩fdp.exe⟨U+2069⟩ ok'];
+    // laid out: the order a person reads, the controls' marks in place and nothing turned around
+    assert.deepEqual(
+      rendered.map((r) => r.laidOut),
+      expected,
+    );
+    // innerText: the text as rendered, what a person can select and copy
+    assert.deepEqual(await shownLabels.allInnerTexts(), expected);
+    assert.deepEqual(
+      rendered.map((r) => r.unicodeBidi),
+      ['isolate', 'isolate'],
+    );
+    await shot(page, 'bidi-labels');
     await page.context().close();
   });
 

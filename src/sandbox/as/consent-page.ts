@@ -1,10 +1,12 @@
 /**
  * The HTML of the bank's login and consent page (spec 2.7, 5.10, 7.3): every value goes through the escaping
- * template of util/html.ts, labels are escaped and never stripped (spec 2.7). Form fields keep stable names and
- * ids: consent_id, csrf_token, identity (radio, id identity-<sub>), otp; buttons name=action with the values
- * consent, cancel, select_bank (ids consent, cancel, select-bank) and acknowledge (id continue).
+ * template of util/html.ts, labels are escaped and never stripped (spec 2.7); text the RP chose (labels, purpose,
+ * its name) is isolated with its bidirectional controls made visible, so it cannot reorder what the user reads.
+ * Form fields keep stable names and ids: consent_id, csrf_token, identity (radio, id identity-<sub>), otp;
+ * buttons name=action with the values consent, cancel, select_bank (ids consent, cancel, select-bank) and
+ * acknowledge (id continue).
  */
-import { Html, html } from '../../util/html.ts';
+import { Html, html, isolated } from '../../util/html.ts';
 import {
   type ConsentView,
   claimTitle,
@@ -17,31 +19,36 @@ import {
 /** Where both forms post (same origin: CSP form-action 'self'). */
 export const CONSENT_PATH = '/authorize/consent';
 
-function rpName(v: PartiesView): string {
-  return v.rp.name ?? v.rp.clientId;
+function rpName(v: PartiesView): Html {
+  return isolated(v.rp.name ?? v.rp.clientId);
 }
 
 function partiesSection(v: PartiesView, purpose: string | undefined): Html {
   const q = v.qtsp;
   return html`<section id="parties">
 <p id="rp">Requested by ${
-    v.rp.name ? html`<strong id="rp-name">${v.rp.name}</strong> (client_id ` : 'client_id '
+    v.rp.name ? html`<strong>${isolated(v.rp.name, { id: 'rp-name' })}</strong> (client_id ` : 'client_id '
   }<code id="rp-client-id">${v.rp.clientId}</code>${v.rp.name ? ')' : ''}</p>
-${purpose === undefined ? '' : html`<p id="purpose">Purpose: ${purpose}</p>`}
+${purpose === undefined ? '' : html`<p>Purpose: ${isolated(purpose, { id: 'purpose' })}</p>`}
 <p id="qtsp">Signed by the trust service provider <strong id="qtsp-name">${q.name}</strong>.
 By consenting you accept its <a id="tos" href="${q.tosUri}">${q.tosLabel}</a>
 and its <a id="policy" href="${q.policyUri}">privacy policy</a>.</p>
 </section>`;
 }
 
+/** Spec 2.7: the label as sent, nothing stripped; isolated, its bidirectional controls shown (util/html.ts). */
+function label(d: DocumentView): Html {
+  return isolated(d.label, { className: 'document-label' });
+}
+
 function documentItem(d: DocumentView): Html {
   if (d.defaultDocument) {
-    return html`<li class="document default-document"><span class="document-label">${d.label}</span>
+    return html`<li class="document default-document">${label(d)}
 <p>Default document of the trust service provider (language ${d.defaultDocument.lang}), full text:</p>
 <div class="doc default-document-text">${d.defaultDocument.text}</div>
 <small>hash <code class="document-hash">${d.hash}</code></small></li>`;
   }
-  return html`<li class="document"><span class="document-label">${d.label}</span><br>
+  return html`<li class="document">${label(d)}<br>
 <small>hash <code class="document-hash">${d.hash}</code></small></li>`;
 }
 

@@ -50,12 +50,26 @@ function view(change: Partial<ConsentView> = {}): ConsentView {
 describe('consentPage', () => {
   it('escapes a hostile label and strips nothing', () => {
     const out = consentPage(view()).text;
-    assert.ok(out.includes(`<span class="document-label">${ESCAPED}</span>`), out);
+    assert.ok(out.includes(`<bdi class="document-label">${ESCAPED}</bdi>`), out);
     assert.equal(out.includes('<script>'), false);
     assert.ok(out.includes('href="https://qtsp.example/tos?v=1&amp;x=&quot;2&quot;"'));
     assert.ok(out.includes('Nutzungsbedingungen &lt;AGB&gt;'));
     assert.ok(out.includes('QTSP &amp; Co'));
     assert.ok(out.includes('<code id="rp-client-id">rp-&lt;1&gt;</code>'));
+  });
+
+  it('isolates labels, the purpose and the RP name, and shows their bidirectional controls', () => {
+    const out = consentPage(
+      view({
+        documents: [{ label: 'invoice\u202Egnp.exe', hash: 'aGFzaA==' }],
+        purpose: 'pay \u2067\u05D0\u2069',
+        rp: { clientId: 'rp-1', name: 'Shop\u200F' },
+      }),
+    ).text;
+    assert.ok(out.includes('<bdi class="document-label">invoice⟨U+202E⟩gnp.exe</bdi>'), out);
+    assert.ok(out.includes('<bdi id="purpose">pay ⟨U+2067⟩\u05D0⟨U+2069⟩</bdi>'), out);
+    assert.ok(out.includes('<bdi id="rp-name">Shop⟨U+200F⟩</bdi>'), out);
+    assert.equal(/[\u202A-\u202E\u2066-\u2069\u200E\u200F]/.test(out), false, 'no control acts');
   });
 
   it('shows the full text of a default document', () => {
@@ -86,7 +100,7 @@ describe('consentPage', () => {
 
   it('names the RP by its display name when it has one', () => {
     const out = consentPage(view({ rp: { clientId: 'rp-1', name: 'Shop <GmbH>' } })).text;
-    assert.ok(out.includes('<strong id="rp-name">Shop &lt;GmbH&gt;</strong>'));
+    assert.ok(out.includes('<strong><bdi id="rp-name">Shop &lt;GmbH&gt;</bdi></strong>'));
   });
 });
 
@@ -95,7 +109,7 @@ describe('insufficientPage and errorPage', () => {
     const v = view();
     const out = insufficientPage({ ...v, identity: thin }).text;
     assert.ok(out.includes('<strong id="missing">Address</strong>'));
-    assert.ok(out.includes('No data has been shared with rp-&lt;1&gt; or with QTSP &amp; Co.'));
+    assert.ok(out.includes('No data has been shared with <bdi>rp-&lt;1&gt;</bdi> or with QTSP &amp; Co.'));
     assert.ok(out.includes('name="action" value="acknowledge" id="continue"'));
     assert.ok(out.includes('name="csrf_token" value="tok-1"'));
   });
