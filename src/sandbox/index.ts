@@ -15,7 +15,7 @@ import { asApp } from './as/app.ts';
 import type { AsContext } from './as/context.ts';
 import { signJwt } from './as/jwt.ts';
 import { AsKeyStore } from './as/keys.ts';
-import { createStore } from './as/store.ts';
+import { CONSENT_TTL_SECONDS, createStore } from './as/store.ts';
 import { ClientFileError } from './client-file.ts';
 import { ClientRegistry, DEFAULT_RP_CLIENT_ID, defaultAccountChooserRedirectUri } from './clients.ts';
 import { createControls, quietBankControls } from './controls.ts';
@@ -199,6 +199,7 @@ async function prepare(o: SandboxOptions, host: string): Promise<SandboxState> {
       store: createStore(),
       controls: i === 0 ? controls : quietBankControls(controls),
       tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300,
+      consentLifetimeSeconds: o.consentLifetimeSeconds ?? CONSENT_TTL_SECONDS,
     };
     return { ctx, identity: files[i]!.identity, port: ports[i]! };
   });

@@ -27,6 +27,8 @@ export interface SandboxOptions {
   smtpPort?: number;
   /** access token lifetime in seconds; default 300 */
   tokenLifetimeSeconds?: number;
+  /** life of the bank's consent page in seconds; default 300 (spec 5.10: minutes) */
+  consentLifetimeSeconds?: number;
   /** relying parties registered from files or the command line (client-file.ts), besides the default RP */
   clients?: readonly ExternalClient[];
 }

@@ -1,7 +1,8 @@
 /**
  * The sandbox bank's login and consent page (spec 2.7, 5.10, 5.11, 7.3) over real HTTPS: the page and its
- * headers, the single-use CSRF-protected form, expiry, the second factor, every outcome with state and iss;
- * then the same flows clicked through in chromium, with screenshots of each page state.
+ * headers, the single-use CSRF-protected form bound to the browser's cookie, expiry, the second factor, every
+ * outcome with state and iss; then the same flows clicked through in chromium, with screenshots of each page
+ * state. A second sandbox whose consent pages live one second serves the tests of a page posted after its life.
  */
 import { after, before, describe, it, mock } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { pkiPaths } from '../../src/ca/material.ts';
-import { CONSENT_TTL_SECONDS } from '../../src/sandbox/as/store.ts';
+import { CONSENT_KEPT_EXPIRED_SECONDS, CONSENT_TTL_SECONDS } from '../../src/sandbox/as/store.ts';
 import { DEFAULT_SIGNING_DOCUMENTS, type Sandbox } from '../../src/sandbox/index.ts';
 import { httpRequest, type HttpAgent, type HttpResponse, jsonBody, tlsAgent } from '../../src/util/http-client.ts';
 import { launchBrowser, sandboxContext, screenshotDir } from '../helpers/browser.ts';
@@ -24,41 +25,70 @@ const FACTOR = '123456';
 const VERIFIER = 'v'.repeat(43);
 const CHALLENGE = createHash('sha256').update(VERIFIER).digest('base64url');
 const sha256 = (text: string) => createHash('sha256').update(Buffer.from(text, 'utf8')).digest('base64');
+/** the cookie that binds a consent page to the browser that loaded it */
+const BROWSER_COOKIE = '__Secure-sandbox-bank-browser';
+/** the consent page's life in the second sandbox, and a wait that outlasts it */
+const SHORT_LIFE_SECONDS = 1;
+const pastShortLife = () => new Promise((resolve) => setTimeout(resolve, SHORT_LIFE_SECONDS * 1000 + 500));
+
+/** A sandbox and our RP's agent for it (PAR, token over mutual TLS). */
+interface Env {
+  readonly sandbox: Sandbox;
+  readonly rpAgent: HttpAgent;
+}
 
 let testSandbox: TestSandbox;
+let shortSandbox: TestSandbox;
 let dataDir: string;
 let sandbox: Sandbox;
 let rpAgent: HttpAgent;
 let qtspAgent: HttpAgent;
+/** a browser's side: trusts both sandboxes' TLS CAs, presents no certificate */
 let plainAgent: HttpAgent;
+let short: Env;
+
+function rpAgentOf(s: Sandbox): HttpAgent {
+  const ca = readFileSync(s.tlsCaFile);
+  return tlsAgent({ ca, cert: readFileSync(s.rp.certFile), key: readFileSync(s.rp.keyFile) });
+}
 
 before(async () => {
-  testSandbox = await startTestSandbox('qtsp-bank-consent-', QTSP_ID);
+  [testSandbox, shortSandbox] = await Promise.all([
+    startTestSandbox('qtsp-bank-consent-', QTSP_ID),
+    startTestSandbox('qtsp-bank-consent-short-', QTSP_ID, { consentLifetimeSeconds: SHORT_LIFE_SECONDS }),
+  ]);
   ({ dataDir, sandbox } = testSandbox);
   const ca = readFileSync(sandbox.tlsCaFile);
-  rpAgent = tlsAgent({ ca, cert: readFileSync(sandbox.rp.certFile), key: readFileSync(sandbox.rp.keyFile) });
+  rpAgent = rpAgentOf(sandbox);
+  short = { sandbox: shortSandbox.sandbox, rpAgent: rpAgentOf(shortSandbox.sandbox) };
   const pki = pkiPaths(dataDir);
   qtspAgent = tlsAgent({ ca, cert: readFileSync(pki.clientCert), key: readFileSync(pki.clientKey) });
-  plainAgent = tlsAgent({ ca });
+  plainAgent = tlsAgent({ ca: Buffer.concat([ca, readFileSync(short.sandbox.tlsCaFile)]) });
 });
 
 after(async () => {
-  for (const a of [rpAgent, qtspAgent, plainAgent]) await a?.close();
+  for (const a of [rpAgent, qtspAgent, plainAgent, short?.rpAgent]) await a?.close();
   await testSandbox?.close();
+  await shortSandbox?.close();
 });
 
 // ---- the RP side by hand: PAR (mTLS), authorize URL, token ----
 
 type Claims = Record<string, null | { essential: true }>;
 
-function postForm(url: string, fields: Record<string, string | undefined>, agent: HttpAgent): Promise<HttpResponse> {
+function postForm(
+  url: string,
+  fields: Record<string, string | undefined>,
+  agent: HttpAgent,
+  cookie?: string,
+): Promise<HttpResponse> {
   const body = new URLSearchParams();
   for (const [k, v] of Object.entries(fields)) if (v !== undefined) body.append(k, v);
   return httpRequest(url, {
     method: 'POST',
     agent,
     timeoutMs: 10_000,
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie ? { cookie } : {}) },
     body: body.toString(),
   });
 }
@@ -70,9 +100,11 @@ async function authorizationUrl(
     claims?: Claims;
     extra?: Record<string, string>;
     issuer?: string;
+    env?: Env;
   } = {},
 ): Promise<string> {
-  const issuer = o.issuer ?? sandbox.issuer;
+  const env = o.env ?? { sandbox, rpAgent };
+  const issuer = o.issuer ?? env.sandbox.issuer;
   const sign = {
     type: 'sign',
     locations: [QTSP_ID],
@@ -93,7 +125,7 @@ async function authorizationUrl(
       authorization_details: JSON.stringify([sign]),
       ...o.extra,
     },
-    rpAgent,
+    env.rpAgent,
   );
   assert.equal(res.status, 201, res.body.toString());
   const requestUri = (jsonBody(res) as { request_uri: string }).request_uri;
@@ -132,6 +164,12 @@ interface ShownPage {
   readonly html: string;
   readonly consentId: string;
   readonly csrfToken: string;
+  /** `name=value` of the browser cookie the page came with, sent back with each post */
+  readonly cookie: string | undefined;
+}
+
+function setCookies(res: HttpResponse): string[] {
+  return ([] as string[]).concat(res.headers['set-cookie'] ?? []);
 }
 
 function field(html: string, name: string): string {
@@ -142,15 +180,24 @@ function field(html: string, name: string): string {
 
 function shown(res: HttpResponse): ShownPage {
   const html = res.body.toString();
-  return { res, html, consentId: field(html, 'consent_id'), csrfToken: field(html, 'csrf_token') };
+  const cookie = setCookies(res).find((c) => c.startsWith(`${BROWSER_COOKIE}=`));
+  return {
+    res,
+    html,
+    consentId: field(html, 'consent_id'),
+    csrfToken: field(html, 'csrf_token'),
+    cookie: cookie?.split(';')[0],
+  };
 }
 
-async function openPage(url: string): Promise<ShownPage> {
-  const res = await httpRequest(url, { agent: plainAgent, timeoutMs: 10_000 });
+/** The page as a browser opens it: with the cookies it holds for the bank, if any. */
+async function openPage(url: string, cookie?: string): Promise<ShownPage> {
+  const res = await httpRequest(url, { agent: plainAgent, timeoutMs: 10_000, headers: cookie ? { cookie } : {} });
   assert.equal(res.status, 200, res.body.toString());
   return shown(res);
 }
 
+/** The page's form posted with its consent id and CSRF token, and the page's cookie (from the same browser). */
 function submit(
   p: ShownPage,
   fields: Record<string, string | undefined>,
@@ -160,6 +207,7 @@ function submit(
     `${issuer}/authorize/consent`,
     { consent_id: p.consentId, csrf_token: p.csrfToken, ...fields },
     plainAgent,
+    p.cookie,
   );
 }
 
@@ -173,12 +221,15 @@ function callback(res: HttpResponse, issuer = sandbox.issuer): URLSearchParams {
   return location.searchParams;
 }
 
-function assertRejected(res: HttpResponse): void {
+function assertRejected(res: HttpResponse, message = /already used, has expired, or is not valid/): void {
   assert.equal(res.status, 400, res.body.toString());
   assert.match(String(res.headers['content-type']), /^text\/html/);
   assert.equal(res.headers.location, undefined);
-  assert.match(res.body.toString(), /already used, has expired, or is not valid/);
+  assert.match(res.body.toString(), message);
 }
+
+/** The refusal of a post that did not come from the browser that loaded the page. */
+const OTHER_BROWSER = /belongs to a login started in another browser/;
 
 describe('the consent page over HTTP', () => {
   it('is HTML with strict headers, the label escaped, the RP, the QTSP and its links', async () => {
@@ -275,9 +326,49 @@ describe('the consent page over HTTP', () => {
     assertRejected(json);
   });
 
-  it('an expired pending consent is refused', async () => {
+  it('the page comes with a browser cookie: HttpOnly, Secure, SameSite=Lax, for the authorize routes', async () => {
     const p = await openPage(await authorizationUrl());
-    mock.timers.enable({ apis: ['Date'], now: Date.now() + (CONSENT_TTL_SECONDS + 5) * 1000 });
+    const [set] = setCookies(p.res);
+    assert.match(
+      set ?? '',
+      new RegExp(`^${BROWSER_COOKIE}=[A-Za-z0-9_-]{43}; Path=/authorize; HttpOnly; Secure; SameSite=Lax$`),
+    );
+    // a second login in the same browser keeps the cookie's value: both pages stay usable
+    const q = await openPage(await authorizationUrl(), p.cookie);
+    assert.equal(q.cookie, p.cookie);
+    assert.notEqual(q.consentId, p.consentId);
+    assert.equal(callback(await submit(q, { action: 'cancel' })).get('error'), 'access_denied');
+    assert.ok(callback(await submit(p, { identity: 'user-4711', otp: FACTOR, action: 'consent' })).get('code'));
+  });
+
+  it("another client's post of the consent id and token is refused and changes nothing", async () => {
+    const p = await openPage(await authorizationUrl());
+    const fields = { identity: 'user-4711', otp: FACTOR, action: 'consent' };
+    for (const cookie of [undefined, `${BROWSER_COOKIE}=${'A'.repeat(43)}`, `other=${p.cookie?.split('=')[1]}`])
+      assertRejected(await submit({ ...p, cookie }, fields), OTHER_BROWSER);
+    // the browser that loaded the page goes on with the very same form: its token was not used up
+    const cb = callback(await submit(p, fields));
+    assert.equal((await redeem(cb.get('code')!)).status, 200);
+  });
+
+  it('a page posted after its life: back to the RP with access_denied and state, nothing issued', async () => {
+    const issuer = short.sandbox.issuer;
+    const p = await openPage(await authorizationUrl({ env: short }));
+    await pastShortLife();
+    const fields = { identity: 'user-4711', otp: FACTOR, action: 'consent' };
+    // only the browser that loaded the page is sent back
+    assertRejected(await submit({ ...p, cookie: undefined }, fields, issuer), OTHER_BROWSER);
+    const cb = callback(await submit(p, fields, issuer), issuer);
+    assert.equal(cb.get('error'), 'access_denied');
+    assert.match(cb.get('error_description')!, /expired before the user answered/);
+    assert.equal(cb.get('code'), null);
+    assertRejected(await submit(p, fields, issuer));
+  });
+
+  it('a pending consent long past its page: the bank no longer knows the RP, an error page', async () => {
+    const p = await openPage(await authorizationUrl());
+    const late = (CONSENT_TTL_SECONDS + CONSENT_KEPT_EXPIRED_SECONDS + 5) * 1000;
+    mock.timers.enable({ apis: ['Date'], now: Date.now() + late });
     try {
       assertRejected(await submit(p, { identity: 'user-4711', otp: FACTOR, action: 'consent' }));
     } finally {
@@ -398,12 +489,12 @@ describe('the consent page in chromium', () => {
     return { page, callbacks };
   }
 
-  async function landed(page: Page, callbacks: URL[]): Promise<URLSearchParams> {
+  async function landed(page: Page, callbacks: URL[], issuer = sandbox.issuer): Promise<URLSearchParams> {
     await page.waitForURL((u) => u.href.startsWith(sandbox.rp.redirectUri));
     assert.equal(callbacks.length, 1, callbacks.join(' '));
     const params = callbacks[0]!.searchParams;
     assert.equal(params.get('state'), 'state-7');
-    assert.equal(params.get('iss'), sandbox.issuer);
+    assert.equal(params.get('iss'), issuer);
     return params;
   }
 
@@ -484,6 +575,47 @@ describe('the consent page in chromium', () => {
       ['isolate', 'isolate'],
     );
     await shot(page, 'bidi-labels');
+    await page.context().close();
+  });
+
+  it('the form copied into another browser is refused there; the browser that loaded it consents', async () => {
+    const { page, callbacks } = await rpPage();
+    await page.goto(await authorizationUrl());
+    const form = await page.content();
+    // another browser (its own cookie jar) with the same form, served at the bank's origin
+    const other = await rpPage();
+    const copyUrl = `${sandbox.issuer}/copied-form`;
+    await other.page.route(copyUrl, (route) => route.fulfill({ status: 200, contentType: 'text/html', body: form }));
+    await other.page.goto(copyUrl);
+    await other.page.fill('#otp', FACTOR);
+    const [answer] = await Promise.all([
+      other.page.waitForResponse(/\/authorize\/consent$/),
+      other.page.click('#consent'),
+    ]);
+    assert.equal(answer.status(), 400);
+    assert.match((await other.page.textContent('#error')) ?? '', OTHER_BROWSER);
+    await shot(other.page, 'other-browser');
+    assert.equal(other.callbacks.length, 0);
+    await other.page.context().close();
+
+    await page.fill('#otp', FACTOR);
+    await page.click('#consent');
+    const params = await landed(page, callbacks);
+    assert.equal((await redeem(params.get('code')!)).status, 200);
+    await page.context().close();
+  });
+
+  it('a page left past its life: Consent sends the browser back to the RP with access_denied', async () => {
+    const { page, callbacks } = await rpPage();
+    await page.goto(await authorizationUrl({ env: short }));
+    await pastShortLife();
+    await page.fill('#otp', FACTOR);
+    await page.click('#consent');
+    const params = await landed(page, callbacks, short.sandbox.issuer);
+    assert.equal(params.get('error'), 'access_denied');
+    assert.match(params.get('error_description') ?? '', /expired/);
+    assert.equal(params.get('code'), null);
+    await shot(page, 'expired-back-to-rp');
     await page.context().close();
   });
 

@@ -80,6 +80,6 @@ export function authorizeHandler(ctx: AsContext) {
     else if (!ctx.directory.activeQtsp(pushed.sign.qtspId)) {
       const description = 'the QTSP is no longer active';
       redirectToClient(res, 302, pushed, ctx.urls.issuer, { error: 'access_denied', error_description: description });
-    } else startConsent(ctx, res, pushed);
+    } else startConsent(ctx, req, res, pushed);
   };
 }

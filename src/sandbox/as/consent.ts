@@ -1,14 +1,17 @@
 /**
  * The bank's login and consent flow (spec 5.10, 5.11, 7.3): GET /authorize creates a pending consent (expiring,
- * single-use CSRF token) and shows the page; POST /authorize/consent takes the tester's choice. Each post must
- * carry the token of the page last shown; a replayed, forged or expired form gets an HTML error page (400) and
- * ends the pending consent, nothing issued. Outcomes: code (identity, correct second factor), access_denied
- * (Cancel, at once with a friendly error_description; too many wrong factors), account_selection_requested
- * (Select another bank), unable_to_meet_service_requirements (after a page stating the problem).
+ * single-use CSRF token, bound to the browser by a cookie) and shows the page; POST /authorize/consent takes the
+ * tester's choice. Each post must come with the browser's cookie, else it is refused (400) and changes nothing,
+ * and carry the token of the page last shown; a replayed or forged form gets an HTML error page (400) and ends
+ * the pending consent, nothing issued. Outcomes: code (identity, correct second factor), access_denied (Cancel,
+ * at once with a friendly error_description; too many wrong factors; a page posted after its life),
+ * account_selection_requested (Select another bank), unable_to_meet_service_requirements (after a page stating
+ * the problem).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Request, Response } from 'express';
-import { sendPage } from '../../util/html.ts';
+import { cookieValue } from '../../util/cookies.ts';
+import { type Html, sendPage } from '../../util/html.ts';
 import { OAuthError } from '../errors.ts';
 import { defaultUser, TEST_USERS, type TestUser } from '../users.ts';
 import { consentPage, consentTitle, errorPage, insufficientPage, insufficientTitle } from './consent-page.ts';
@@ -17,7 +20,7 @@ import type { SpRecord } from '../platform/sp-record.ts';
 import type { PlatformClient } from '../types.ts';
 import type { AsContext } from './context.ts';
 import type { InsufficientData, PendingConsent, PushedRequest } from './model.ts';
-import { CODE_TTL_SECONDS, CONSENT_TTL_SECONDS, randomId } from './store.ts';
+import { CODE_TTL_SECONDS, CONSENT_KEPT_EXPIRED_SECONDS, randomId } from './store.ts';
 
 /** The fixed second factor of the sandbox bank, shown on its page as a hint (spec 5.10). */
 export const SANDBOX_SECOND_FACTOR = '123456';
@@ -28,8 +31,21 @@ const CANCELLED = 'You cancelled at your bank. Nothing was signed and no data wa
 const OTHER_BANK = 'The user chose to select another bank.';
 const TOO_MANY_FACTORS = 'The second factor was entered wrongly too often; the bank ended the login.';
 const GONE = 'The service or its trust service provider is no longer active at the bank.';
+const EXPIRED = 'The page of the bank expired before the user answered. Nothing was signed and no data was shared.';
 const FORM_REJECTED =
   'This form was already used, has expired, or is not valid. The bank has ended this login for your safety.';
+const OTHER_BROWSER =
+  'This form belongs to a login started in another browser, or your browser did not send the cookie of the bank. ' +
+  'Finish the login in the browser where it started.';
+
+/**
+ * The cookie that binds a pending consent to the browser that loaded its page. SameSite=Lax: GET /authorize
+ * arrives as a cross-site navigation from the RP, and the cookie must come with it so that a second login in the
+ * same browser keeps the first one's binding; the form posts to its own origin. Path: the authorize routes only.
+ */
+const BROWSER_COOKIE = '__Secure-sandbox-bank-browser';
+const BROWSER_COOKIE_OPTIONS = { httpOnly: true, secure: true, sameSite: 'lax', path: '/authorize' } as const;
+const BROWSER_ID = /^[A-Za-z0-9_-]{43}$/;
 
 /** The authorization response (spec 5.11, 6.1, 7.3): every redirect carries state (when sent) and iss. */
 export function redirectToClient(
@@ -52,8 +68,21 @@ export function issueCode(ctx: AsContext, pushed: PushedRequest, user: TestUser,
   return code;
 }
 
-/** A form the bank refuses: rendered as an HTML page, never JSON, since a browser posted it. */
-class FormRejected extends Error {}
+/** A form the bank refuses: rendered as an HTML page (`shown`), never JSON, since a browser posted it. */
+class FormRejected extends Error {
+  constructor(
+    reason: string,
+    readonly shown = FORM_REJECTED,
+  ) {
+    super(reason);
+  }
+}
+
+/** The browser's binding value: the one its cookie holds, or a new one. */
+function browserOf(req: Request): string {
+  const sent = cookieValue(req, BROWSER_COOKIE);
+  return sent !== undefined && BROWSER_ID.test(sent) ? sent : randomId();
+}
 
 interface Parties {
   readonly view: PartiesView;
@@ -87,6 +116,12 @@ function pageOptions(pushed: PushedRequest, title: string) {
   return { title, formTargets: [redirectTarget(pushed)] };
 }
 
+/** Sends a page of the pending consent: the browser's binding cookie comes with each. */
+function sendConsentPage(res: Response, p: PendingConsent, title: string, body: Html): void {
+  res.cookie(BROWSER_COOKIE, p.browser, BROWSER_COOKIE_OPTIONS);
+  sendPage(res, 200, pageOptions(p.pushed, title), body);
+}
+
 /** Shows the consent page for a pending consent, with a fresh CSRF token. */
 function showConsent(ctx: AsContext, res: Response, id: string, p: PendingConsent, sub: string, error?: string): void {
   const pushed = p.pushed;
@@ -108,14 +143,24 @@ function showConsent(ctx: AsContext, res: Response, id: string, p: PendingConsen
     error,
     secondFactorHint: SANDBOX_SECOND_FACTOR,
   });
-  sendPage(res, 200, pageOptions(pushed, consentTitle(view)), body);
+  sendConsentPage(res, p, consentTitle(view), body);
 }
 
-/** GET /authorize without headless consent: a pending consent and its page (spec 5.10). */
-export function startConsent(ctx: AsContext, res: Response, pushed: PushedRequest): void {
+/**
+ * GET /authorize without headless consent: a pending consent bound to this browser, and its page (spec 5.10).
+ * It is kept a while after its page expired, so that a late post can still send the user back to the RP.
+ */
+export function startConsent(ctx: AsContext, req: Request, res: Response, pushed: PushedRequest): void {
   const id = randomId();
-  const pending: PendingConsent = { pushed, csrfToken: '', failedFactors: 0 };
-  ctx.store.consents.set(id, pending, CONSENT_TTL_SECONDS * 1000);
+  const lifeMs = ctx.consentLifetimeSeconds * 1000;
+  const pending: PendingConsent = {
+    pushed,
+    browser: browserOf(req),
+    expiresAt: Date.now() + lifeMs,
+    csrfToken: '',
+    failedFactors: 0,
+  };
+  ctx.store.consents.set(id, pending, lifeMs + CONSENT_KEPT_EXPIRED_SECONDS * 1000);
   const hinted = pushed.loginHint ? TEST_USERS.get(pushed.loginHint) : undefined;
   showConsent(ctx, res, id, pending, (hinted ?? defaultUser()).sub);
 }
@@ -149,11 +194,20 @@ function postedFields(req: Request): Map<string, string> {
   return fields;
 }
 
-/** The pending consent the form belongs to; its CSRF token is used up here (single use). */
-function claimPending(ctx: AsContext, fields: Map<string, string>): { id: string; pending: PendingConsent } {
+/**
+ * The pending consent the form belongs to. A post without the cookie of the browser that loaded the page is
+ * refused before anything changes; then the CSRF token is used up here (single use).
+ */
+function claimPending(
+  ctx: AsContext,
+  req: Request,
+  fields: Map<string, string>,
+): { id: string; pending: PendingConsent } {
   const id = fields.get('consent_id') ?? '';
   const pending = id ? ctx.store.consents.get(id) : undefined;
   if (!pending) throw new FormRejected('unknown or expired consent');
+  if (!tokensEqual(pending.browser, cookieValue(req, BROWSER_COOKIE) ?? ''))
+    throw new FormRejected('posted without the cookie of the browser that loaded the page', OTHER_BROWSER);
   const valid = tokensEqual(pending.csrfToken, fields.get('csrf_token') ?? '');
   pending.csrfToken = '';
   if (!valid) {
@@ -180,7 +234,7 @@ function explainInsufficient(
       `user ${identity.sub}, missing ${insufficient.missing.join(', ') || 'data'}`,
   );
   const body = insufficientPage({ ...view, consentId: id, csrfToken: p.csrfToken, identity });
-  sendPage(res, 200, pageOptions(p.pushed, insufficientTitle(view)), body);
+  sendConsentPage(res, p, insufficientTitle(view), body);
 }
 
 /** Consent pressed: identity and second factor (spec 5.10), then the claims check (7.3, 7.4), then the code. */
@@ -217,7 +271,9 @@ function consent(ctx: AsContext, res: Response, id: string, p: PendingConsent, f
 
 function act(ctx: AsContext, res: Response, id: string, p: PendingConsent, fields: Map<string, string>): void {
   const action = fields.get('action');
-  if (p.insufficient) {
+  // spec 7.3: the RP hears that the login ended, with state, rather than the user meeting a dead end
+  if (Date.now() >= p.expiresAt) endWithError(ctx, res, id, p, 'access_denied', EXPIRED);
+  else if (p.insufficient) {
     if (action !== 'acknowledge') throw new FormRejected('only the acknowledgement is accepted now');
     endWithError(ctx, res, id, p, 'unable_to_meet_service_requirements', p.insufficient.description);
   } else if (action === 'cancel') endWithError(ctx, res, id, p, 'access_denied', CANCELLED);
@@ -232,12 +288,13 @@ export function consentHandler(ctx: AsContext) {
     let claimed: { id: string; pending: PendingConsent } | undefined;
     try {
       const fields = postedFields(req);
-      claimed = claimPending(ctx, fields);
+      claimed = claimPending(ctx, req, fields);
       act(ctx, res, claimed.id, claimed.pending, fields);
     } catch (err) {
       if (!(err instanceof FormRejected || err instanceof OAuthError)) throw err;
       if (claimed) ctx.store.consents.delete(claimed.id);
-      sendPage(res, 400, { title: 'Sandbox Bank: request not valid' }, errorPage(FORM_REJECTED));
+      const shown = err instanceof FormRejected ? err.shown : FORM_REJECTED;
+      sendPage(res, 400, { title: 'Sandbox Bank: request not valid' }, errorPage(shown));
     }
   };
 }

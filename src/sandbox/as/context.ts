@@ -19,4 +19,6 @@ export interface AsContext {
   /** the AS reads introspection and jwks of these; bank 1's are the sandbox's controls, bank 2's stay normal */
   readonly controls: SandboxControls;
   readonly tokenLifetimeSeconds: number;
+  /** life of the consent page: a post after it sends the user back to the RP with access_denied */
+  readonly consentLifetimeSeconds: number;
 }

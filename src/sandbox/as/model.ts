@@ -53,6 +53,10 @@ export interface InsufficientData {
  */
 export interface PendingConsent {
   readonly pushed: PushedRequest;
+  /** the browser that loaded the page: the value of its binding cookie, sent back with every post */
+  readonly browser: string;
+  /** when the page's life ends (ms since the epoch); a later post sends the user back with access_denied */
+  readonly expiresAt: number;
   /** the token the next form post must carry; replaced whenever a page is shown (single use) */
   csrfToken: string;
   /** wrong second factors so far */

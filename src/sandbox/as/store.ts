@@ -60,5 +60,7 @@ export function randomId(bytes = 32): string {
 /** Lifetime of request_uri (spec 2.8) and of authorization codes. */
 export const REQUEST_URI_TTL_SECONDS = 60;
 export const CODE_TTL_SECONDS = 60;
-/** Lifetime of the bank's consent page: minutes (spec 5.10: a short session). */
+/** Lifetime of the bank's consent page: minutes (spec 5.10: a short session); the default of the sandbox option. */
 export const CONSENT_TTL_SECONDS = 300;
+/** How long after its page expired a pending consent is kept, so that a late post can still reach the RP (7.3). */
+export const CONSENT_KEPT_EXPIRED_SECONDS = 3600;
