@@ -439,6 +439,28 @@ describe('demo RP over HTTP', () => {
     return set[0]!.split(';')[0]!;
   }
 
+  /** The upload form posted as a browser posts it (multipart), with the session's cookie. */
+  function postUpload(cookie: string, o: { format: string; file: string; type: string; bytes: Buffer }) {
+    const boundary = '----demo-rp-test';
+    const body = Buffer.concat([
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\n${o.format}\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="level"\r\n\r\nAdES-B-B\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="document"; filename="${o.file}"\r\n` +
+          `Content-Type: ${o.type}\r\n\r\n`,
+      ),
+      o.bytes,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    return httpRequest(new URL('/sign', demoUrl), {
+      method: 'POST',
+      agent,
+      timeoutMs: 30_000,
+      headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      body,
+    });
+  }
+
   it('a callback with an unknown state: error page, no signDoc call', async () => {
     const cookie = await sessionCookie();
     const before = await signDocCalls();
@@ -476,45 +498,46 @@ describe('demo RP over HTTP', () => {
 
   it('an upload over 10 MB: 413 with a clear message', async () => {
     const cookie = await sessionCookie();
-    const boundary = '----demo-rp-test';
-    const body = Buffer.concat([
-      Buffer.from(
-        `--${boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\nC\r\n` +
-          `--${boundary}\r\nContent-Disposition: form-data; name="level"\r\n\r\nAdES-B-B\r\n` +
-          `--${boundary}\r\nContent-Disposition: form-data; name="document"; filename="big.bin"\r\n` +
-          'Content-Type: application/octet-stream\r\n\r\n',
-      ),
-      Buffer.alloc(MAX_UPLOAD + 1),
-      Buffer.from(`\r\n--${boundary}--\r\n`),
-    ]);
-    const res = await httpRequest(new URL('/sign', demoUrl), {
-      method: 'POST',
-      agent,
-      timeoutMs: 30_000,
-      headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
-      body,
-    });
+    const big = { format: 'C', file: 'big.bin', type: 'application/octet-stream', bytes: Buffer.alloc(MAX_UPLOAD + 1) };
+    const res = await postUpload(cookie, big);
     assert.equal(res.status, 413);
     assert.match(res.body.toString(), /The file is too large: this demo takes files of up to 10 MB/);
   });
 
   it('a text file as PAdES: the form again, saying PAdES signs PDFs', async () => {
     const cookie = await sessionCookie();
-    const boundary = '----demo-rp-test';
-    const body =
-      `--${boundary}\r\nContent-Disposition: form-data; name="format"\r\n\r\nP\r\n` +
-      `--${boundary}\r\nContent-Disposition: form-data; name="level"\r\n\r\nAdES-B-B\r\n` +
-      `--${boundary}\r\nContent-Disposition: form-data; name="document"; filename="a.txt"\r\n` +
-      `Content-Type: text/plain\r\n\r\nnot a pdf\r\n--${boundary}--\r\n`;
-    const res = await httpRequest(new URL('/sign', demoUrl), {
-      method: 'POST',
-      agent,
-      timeoutMs: 10_000,
-      headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
-      body,
-    });
+    const res = await postUpload(cookie, { format: 'P', file: 'a.txt', type: 'text/plain', bytes: TEXT });
     assert.equal(res.status, 400);
     assert.match(res.body.toString(), /PAdES signs PDF files/);
+  });
+
+  it('a bank selection naming an issuer_url the platform does not know, or an inactive bank: a 400 page', async () => {
+    const cookie = await sessionCookie();
+    const select = async (issuer: string) => {
+      const upload = await postUpload(cookie, { format: 'C', file: 'hello.txt', type: 'text/plain', bytes: TEXT });
+      assert.equal(upload.status, 303, upload.body.toString());
+      const state = new URL(String(upload.headers.location)).searchParams.get('state')!;
+      return get(`/bank-chosen?${new URLSearchParams({ issuer_url: issuer, state })}`, cookie);
+    };
+    const before = await signDocCalls();
+    for (const issuer of ['https://127.0.0.1:9/no-bank', 'not a URL']) {
+      const res = await select(issuer);
+      const page = res.body.toString();
+      assert.equal(res.status, 400, page);
+      assert.match(page, /<h1>Unknown bank<\/h1>/);
+      assert.ok(page.includes(`The platform knows no bank at ${issuer}. Nothing was signed.`), page);
+      assert.doesNotMatch(page, /The signing failed/);
+    }
+    const second = env.sandbox.banks.find((b) => b.bic === SECOND_BANK_BIC)!;
+    env.sandbox.controls.setIdpStatus('inactive', SECOND_BANK_BIC);
+    try {
+      const res = await select(second.issuer);
+      assert.equal(res.status, 400, res.body.toString());
+      assert.match(res.body.toString(), /<h1>Bank not active<\/h1>/);
+    } finally {
+      env.sandbox.controls.setIdpStatus('active', SECOND_BANK_BIC);
+    }
+    assert.equal(await signDocCalls(), before);
   });
 });
 

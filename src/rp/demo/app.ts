@@ -12,7 +12,13 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import { OFFERED } from '../../ades/offer.ts';
 import type { ConformanceLevel } from '../../ades/formats.ts';
 import type { Logger } from '../../util/logger.ts';
-import { finishInteractiveSigning, RpFlowError, type RpEndpoints, startInteractiveSigning } from '../flow.ts';
+import {
+  finishInteractiveSigning,
+  type InteractiveStart,
+  RpFlowError,
+  type RpEndpoints,
+  startInteractiveSigning,
+} from '../flow.ts';
 import { PdfFormatError } from '../pdf.ts';
 import { randomValue } from '../pkce.ts';
 import { sendCancelled, sendError, sendHandOver, sendResult, sendUploadPage } from './pages.ts';
@@ -133,6 +139,19 @@ async function postSign(demo: Demo, req: Request, res: Response): Promise<void> 
   res.redirect(303, chooserUrl(demo, s, choice));
 }
 
+/**
+ * Spec 4.2: the platform's service configuration refuses an issuer it does not know (400 not a URL, 404 no
+ * such IDP) or an inactive one (423). That is a wrong selection, not a failed signing: what to tell the person.
+ */
+function refusedIssuer(err: unknown, issuer: string): { title: string; message: string } | undefined {
+  if (!(err instanceof RpFlowError) || err.step !== 'service configuration') return undefined;
+  if (err.status === 400 || err.status === 404)
+    return { title: 'Unknown bank', message: `The platform knows no bank at ${issuer}. Nothing was signed.` };
+  if (err.status === 423)
+    return { title: 'Bank not active', message: `The bank at ${issuer} is not active. Nothing was signed.` };
+  return undefined;
+}
+
 /** Spec 2.1, 6.1: the account chooser's redirect: issuer_url (and selected_bic) or error, with our state. */
 async function bankChosen(demo: Demo, req: Request, res: Response): Promise<void> {
   const taken = takeByState(demo, req, (s) => s.chooser);
@@ -157,10 +176,17 @@ async function bankChosen(demo: Demo, req: Request, res: Response): Promise<void
   const issuer = q.get('issuer_url');
   if (!issuer) return sendError(res, 400, 'No bank selected', 'The account chooser named no bank (issuer_url).');
   const d = await documentDigests(choice);
-  const start = await startInteractiveSigning(demo.o.endpoints, issuer, {
-    documentDigests: d.digests,
-    hashAlgorithmOID: d.hashAlgorithmOID,
-  });
+  let start: InteractiveStart;
+  try {
+    start = await startInteractiveSigning(demo.o.endpoints, issuer, {
+      documentDigests: d.digests,
+      hashAlgorithmOID: d.hashAlgorithmOID,
+    });
+  } catch (err) {
+    const refused = refusedIssuer(err, issuer);
+    if (refused) return sendError(res, 400, refused.title, refused.message, (err as Error).message);
+    throw err;
+  }
   s.pending.set(start.pending.state, { choice, authorization: start.pending, ...(d.pades ? { pades: d.pades } : {}) });
   const bic = q.get('selected_bic');
   sendHandOver(res, {
