@@ -11,6 +11,7 @@
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { OFFERED } from '../../ades/offer.ts';
 import type { ConformanceLevel } from '../../ades/formats.ts';
+import { cookieValue } from '../../util/cookies.ts';
 import type { Logger } from '../../util/logger.ts';
 import {
   finishInteractiveSigning,
@@ -50,14 +51,6 @@ interface Demo {
   readonly maxUpload: number;
   /** the origins the upload form's post is redirected to (the account chooser) */
   readonly formTargets: readonly string[];
-}
-
-function cookieValue(req: Request, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const at = part.indexOf('=');
-    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
-  }
-  return undefined;
 }
 
 /** The browser's session, or a new one with its cookie (HttpOnly, Secure, SameSite=Lax: sent on redirects back). */

@@ -9,6 +9,7 @@
  * itself with preselect_bic, which selects a bank exactly as an RP may (so it needs no CSRF token).
  */
 import { type Request, type Response, Router } from 'express';
+import { cookieValue } from '../../util/cookies.ts';
 import type { ClientRegistry } from '../clients.ts';
 import { CHOOSER_PATH, sendChooserErrorPage, sendChooserPage, sendCookieResetPage } from './account-chooser-page.ts';
 import type { IdpRecord, PlatformDirectory } from './directory.ts';
@@ -103,11 +104,8 @@ function checkedRequest(query: URLSearchParams, client: ChooserClient, state: st
 
 /** The BIC the selection cookie holds, if it holds one. */
 function storedBic(req: Request): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const [name, value] = part.trim().split('=', 2);
-    if (name === COOKIE && value && BIC.test(value)) return value;
-  }
-  return undefined;
+  const value = cookieValue(req, COOKIE);
+  return value && BIC.test(value) ? value : undefined;
 }
 
 function redirect(res: Response, r: { client: ChooserClient; state: string | undefined }, params: object): void {
