@@ -2,6 +2,7 @@
  * Composition root of the QTSP: builds the trust sources, the introspection client and the signDoc
  * dependencies from the frozen configuration, and starts the HTTPS server.
  */
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
@@ -19,7 +20,7 @@ import { adminRouter } from './notification/admin.ts';
 import { longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
-import type { KeyCustody } from './custody/types.ts';
+import { describeCustody, type KeyCustody } from './custody/types.ts';
 import { signerProfile } from './ca/signer-certificate.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
 import { openStore, watchStore, type StoreHealth } from './store/open.ts';
@@ -228,6 +229,7 @@ async function startWithCustody(
   const trust = await startTrustSources(config, agents.plain, logger, options.keyArchiveDir);
   const { store, storeHealth } = await openWatchedStore(config, logger);
   const pki = await startTrustServices(config, store, agents.plain, keys);
+  await journalStart(config, store, keys);
   // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
   const delivery = startDeliveries(config, {
     store,
@@ -318,6 +320,24 @@ async function openWatchedStore(config: Config, logger: Logger): Promise<{ store
       );
   });
   return { store, storeHealth };
+}
+
+/**
+ * The start is journaled (EN 319 411-1 asks for configuration changes on record): a digest of the configuration
+ * (keys sorted; a digest, so no secret of it is written) and where the keys are kept.
+ */
+async function journalStart(config: Config, store: Store, keys: KeyCustody): Promise<void> {
+  const sorted = (_key: string, value: unknown) =>
+    value && typeof value === 'object' && !Array.isArray(value)
+      ? Object.fromEntries(Object.entries(value).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+      : value;
+  const configSha256 = createHash('sha256').update(JSON.stringify(config, sorted)).digest('hex');
+  await store.journal.append({
+    kind: 'service.started',
+    ref: null,
+    at: new Date(),
+    data: { qtspId: config.qtspId, configSha256, custody: describeCustody(keys) },
+  });
 }
 
 /** What the signDoc pipeline needs, from the configuration and the started parts. */

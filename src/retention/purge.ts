@@ -85,6 +85,21 @@ export async function purgeExpired(store: Store, cut: PurgeCutoffs): Promise<Pur
   return { outbox, signings, documents };
 }
 
+/** The purge journals itself: what it deleted and up to when (the entries it deleted left their leaf hashes). */
+async function journalPurge(store: Store, cut: PurgeCutoffs, purged: Purged): Promise<void> {
+  const iso = (d: Date | undefined) => d?.toISOString() ?? null;
+  await store.journal.append({
+    kind: 'retention.purged',
+    ref: null,
+    at: new Date(),
+    data: {
+      outboxDeliveredBefore: iso(cut.outboxDeliveredBefore),
+      evidenceBefore: iso(cut.evidenceBefore),
+      ...purged,
+    },
+  });
+}
+
 export interface RetentionJob {
   /** stops the timer and waits for a purge under way */
   close(): Promise<void>;
@@ -101,9 +116,12 @@ export function startRetention(config: Config, store: Store, logger: Logger): Re
   let timer: NodeJS.Timeout | undefined;
   const run = async () => {
     try {
-      const purged = await purgeExpired(store, cutoffs(settings, new Date()));
-      if (purged.outbox + purged.signings + purged.documents > 0)
+      const cut = cutoffs(settings, new Date());
+      const purged = await purgeExpired(store, cut);
+      if (purged.outbox + purged.signings + purged.documents > 0) {
+        await journalPurge(store, cut, purged);
         logger.info({ event: 'retention.purged', ...purged }, 'rows past their retention period deleted');
+      }
     } catch (err) {
       logger.warn(
         { event: 'retention.purge_failed', error: (err as Error).message },

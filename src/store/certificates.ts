@@ -3,13 +3,14 @@
  * from. signDoc's certificate lands in its evidence write (evidence.ts); the TSA's and OCSP responder's own
  * certificates are added on their own.
  */
-import type { Insertable, Selectable } from 'kysely';
+import { sql, type Insertable, type Selectable } from 'kysely';
 import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
+import { encodeEntry } from './journal.ts';
 import { columns, prepare } from './prepared.ts';
 import { checkCertificate, checkRevocationReason } from './records.ts';
 import type { CertificatesTable } from './schema.ts';
-import type { CertificateStatus, IssuedCertificate, Store, StoredCertificate } from './types.ts';
+import type { CertificateStatus, IssuedCertificate, RevocationReason, Store, StoredCertificate } from './types.ts';
 
 type CertificateRow = Selectable<CertificatesTable>;
 
@@ -106,6 +107,37 @@ function statusReads(a: StoreAccess): Pick<CertificateMethods, 'certificateStatu
   };
 }
 
+/**
+ * The journal entry of a revocation, in the revocation's write: inserted only when the certificate now holds
+ * this revocation (its time is the entry's recorded_at, so no parameter needs a column type in the SELECT list).
+ */
+function revocationEntry(a: StoreAccess, serialHex: string, reason: RevocationReason, at: Date) {
+  const { body, leafHash } = encodeEntry({
+    kind: 'certificate.revoked',
+    ref: serialHex,
+    at,
+    data: { serialHex, reason },
+  });
+  return a.db
+    .insertInto('journal_entries')
+    .columns(['kind', 'ref', 'recorded_at', 'body', 'leaf_hash'])
+    .expression(
+      a.db
+        .selectFrom('certificates')
+        .select([
+          sql<string>`${'certificate.revoked'}`.as('kind'),
+          'serial_hex as ref',
+          'revoked_at as recorded_at',
+          sql<string>`${body}`.as('body'),
+          sql<string>`${leafHash}`.as('leaf_hash'),
+        ])
+        .where('serial_hex', '=', serialHex)
+        .where('status', '=', 'revoked')
+        .where('revoked_at', '=', a.time(at))
+        .where('revocation_reason', '=', reason),
+    );
+}
+
 export function certificates(a: StoreAccess): Certificates {
   const insert = certificateInsert(a);
   return {
@@ -134,7 +166,7 @@ export function certificates(a: StoreAccess): Certificates {
           .set({ status: 'revoked', revoked_at: a.time(at), revocation_reason: reason })
           .where('serial_hex', '=', serialHex.toLowerCase())
           .where('status', '=', 'good'); // the first revocation stays
-        const [changed] = await a.write([revoke]);
+        const [changed] = await a.write([revoke, revocationEntry(a, serialHex.toLowerCase(), reason, at)]);
         return changed === 1;
       },
     },

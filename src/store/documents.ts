@@ -19,7 +19,16 @@ import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
 import { indexed, prepare, preparedByCount } from './prepared.ts';
 import type { SignedDocumentsTable, Tables, Time } from './schema.ts';
-import type { ClaimOutcome, DocumentClaim, KeepOutcome, KeptSignature, NewOutboxEntry, Store } from './types.ts';
+import { signingReturnedEntry } from './journal.ts';
+import type {
+  ClaimOutcome,
+  DocumentClaim,
+  JournalEntryInput,
+  KeepOutcome,
+  KeptSignature,
+  NewOutboxEntry,
+  Store,
+} from './types.ts';
 
 /** what this module needs of the store: reads, and its atomic writer (the rows each statement changed) */
 export type DocumentsAccess = Pick<StoreAccess, 'db' | 'write' | 'time' | 'rowLocks'>;
@@ -400,6 +409,7 @@ async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promi
 export function documents(
   a: StoreAccess,
   insertOutbox: (entries: readonly NewOutboxEntry[]) => Statement[],
+  insertJournal: (entry: JournalEntryInput) => Statement,
 ): Pick<Store, 'claimDocuments' | 'keepSignatures' | 'releaseDocuments'> {
   return {
     async claimDocuments(claim, staleBefore) {
@@ -408,8 +418,20 @@ export function documents(
     },
     async keepSignatures({ claim, signatures, evidenceSerialHex, outbox }) {
       a.ensureOpen();
-      // the signatures and the mediation record land together or not at all (keepQueries)
-      const write = [...keepQueries(a, claim, signatures, evidenceSerialHex), ...insertOutbox(outbox)];
+      // the signatures, their journal entry and the mediation record land together or not at all (keepQueries)
+      const entry = signingReturnedEntry({
+        iss: claim.iss,
+        txn: claim.txn,
+        hashAlgorithmOid: claim.hashAlgorithmOid,
+        evidenceSerialHex,
+        signatures,
+        at: new Date(),
+      });
+      const write = [
+        ...keepQueries(a, claim, signatures, evidenceSerialHex),
+        ...insertOutbox(outbox),
+        insertJournal(entry),
+      ];
       const hashes = signatures.map((s) => s.hash);
       return keepSignatures(a, write, claim, hashes);
     },

@@ -8,7 +8,8 @@ import type { Statement } from './group-commit.ts';
 import { columns, prepare } from './prepared.ts';
 import { checkRecordSigning } from './records.ts';
 import type { SigningTransactionsTable } from './schema.ts';
-import type { IssuedCertificate, NewOutboxEntry, SigningTransaction, Store } from './types.ts';
+import { signingAuthorizedEntry } from './journal.ts';
+import type { IssuedCertificate, JournalEntryInput, NewOutboxEntry, SigningTransaction, Store } from './types.ts';
 
 const TRANSACTION_COLUMNS = [
   'certificate_serial_hex',
@@ -31,6 +32,8 @@ const TRANSACTION_COLUMNS = [
 /** the statements the evidence write shares with other parts of the store */
 export interface EvidenceParts {
   insertCertificate(certificate: IssuedCertificate): Statement;
+  /** the journal entry of the signing (journal.ts), in the same write */
+  insertJournal(entry: JournalEntryInput): Statement;
   insertOutbox(entries: readonly NewOutboxEntry[]): Statement[];
 }
 
@@ -89,6 +92,7 @@ export function evidence(a: StoreAccess, parts: EvidenceParts): Pick<Store, 'rec
           parts.insertCertificate(input.certificate),
           insertTransaction(input.transaction),
           ...parts.insertOutbox(input.outbox ?? []),
+          parts.insertJournal(signingAuthorizedEntry(input)),
         ],
         durability,
       );

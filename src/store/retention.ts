@@ -5,7 +5,7 @@
  * consent) stays. Each batch is one atomic write of at most `limit` rows: signDoc's writes never wait long
  * behind it.
  */
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { StoreAccess } from './access.ts';
 import { toTransaction } from './evidence.ts';
 import type { SignedDocumentsTable } from './schema.ts';
@@ -67,8 +67,38 @@ function evidenceDeletes(a: StoreAccess, serial: string, before: Date, reportedB
     .where(({ not, exists, selectFrom }) =>
       not(exists(selectFrom('signing_transactions').select('txn').where('certificate_serial_hex', '=', serial))),
     );
-  return [transaction, certificate];
+  return [transaction, certificate, ...journalDeletes(a, serial, before)];
 }
+
+/** the kinds of entries that are a signing's evidence, purged with it; operator and CA events stay */
+const SIGNING_ENTRY_KINDS = ['signing.authorized', 'signing.returned'];
+
+/**
+ * A purged signing's journal entries, once its transaction is gone and only when sealed: first their leaf hashes
+ * into journal_purged (what an audit reports as purged by policy), then the entries.
+ */
+function journalDeletes(a: StoreAccess, serial: string, before: Date) {
+  const purgedBy = `retention before ${before.toISOString()}`;
+  const sealedThrough = a.db.selectFrom('journal_batches').select((eb) => eb.fn.max('through_seq').as('through'));
+  const entries = () =>
+    a.db
+      .selectFrom('journal_entries')
+      .where('ref', '=', serial)
+      .where('kind', 'in', SIGNING_ENTRY_KINDS)
+      .where('seq', '<=', sealedThrough)
+      .where(({ not, exists, selectFrom }) =>
+        not(exists(selectFrom('signing_transactions').select('txn').where('certificate_serial_hex', '=', serial))),
+      );
+  const tombstones = a.db
+    .insertInto('journal_purged')
+    .columns(['seq', 'leaf_hash', 'purged_by'])
+    .expression(entries().select(['seq', 'leaf_hash', sql<string>`${purgedBy}`.as('purged_by')]));
+  const remove = a.db.deleteFrom('journal_entries').where('seq', 'in', entries().select('seq'));
+  return [tombstones, remove];
+}
+
+/** evidenceDeletes' statements for one signing: transaction, certificate, tombstones, entries */
+const STATEMENTS_PER_SIGNING = 4;
 
 const purgeEvidence =
   (a: StoreAccess): Store['purgeEvidence'] =>
@@ -86,7 +116,7 @@ const purgeEvidence =
       ]),
     );
     const changes = await a.write(queries);
-    const deleted = changes.filter((_, i) => i % 2 === 0).reduce((x, y) => x + y, 0);
+    const deleted = changes.filter((_, i) => i % STATEMENTS_PER_SIGNING === 0).reduce((x, y) => x + y, 0);
     const last = rows.at(-1)!;
     return {
       read: rows.length,

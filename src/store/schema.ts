@@ -7,7 +7,7 @@
  * recorded them as numbers in `schema_version` instead; a database it made already has the migrations up to
  * that number, so each migration here first asks whether that table vouches for it (`releasedUpTo`).
  */
-import { Migrator, sql, type Kysely, type Migration } from 'kysely';
+import { Migrator, sql, type Generated, type Kysely, type Migration } from 'kysely';
 import type { OutboxState, RevocationReason } from './types.ts';
 
 /** a time as the database keeps it: INTEGER milliseconds since the epoch (SQLite) or TIMESTAMPTZ (PostgreSQL) */
@@ -85,7 +85,47 @@ export interface SignedDocumentsTable {
   signed_at: Time | null;
 }
 
+/** the journal (journal.ts): one row per entry, append-only; `seq` orders them as committed */
+export interface JournalEntriesTable {
+  seq: Generated<number>;
+  kind: string;
+  /** what the entry is about, for lookups (a signing's certificate serial); also inside `body` */
+  ref: string | null;
+  recorded_at: Time;
+  /** the entry's one encoding: canonical JSON (RFC 8785), the data object its leaf hash is taken of */
+  body: string;
+  /** SHA-256 of body, lowercase hex */
+  leaf_hash: string;
+}
+
+/** a sealed batch of journal entries (journal.ts): entries (first_seq - 1, through_seq], chained by prev_root */
+export interface JournalBatchesTable {
+  batch_no: number;
+  first_seq: number;
+  through_seq: number;
+  entry_count: number;
+  hash_oid: string;
+  prev_root: Buffer | null;
+  root: Buffer;
+  /** the leaves as sealed: per entry its seq (8 bytes, big-endian) and its leaf hash */
+  leaves: Buffer;
+  /** RFC 3161 TimeStampToken over root */
+  token: Buffer;
+  sealed_at: Time;
+}
+
+/** what retention deleted from the journal: the leaf hash of each entry, so an audit tells a purge from a loss */
+export interface JournalPurgedTable {
+  seq: number;
+  leaf_hash: string;
+  /** which purge: "retention before <ISO time>" */
+  purged_by: string;
+}
+
 export interface Tables {
+  journal_entries: JournalEntriesTable;
+  journal_batches: JournalBatchesTable;
+  journal_purged: JournalPurgedTable;
   certificates: CertificatesTable;
   signing_transactions: SigningTransactionsTable;
   outbox: OutboxTable;
@@ -177,6 +217,8 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
         await db.schema.createIndex('signed_documents_claimed').on('signed_documents').column('claimed_at').execute();
       },
     },
+    // the sealed journal (journal.ts): entries, batches, and the leaf hashes of what retention purged
+    '0008_journal': { up: (db) => createJournal(db, types) },
   };
 }
 
@@ -277,6 +319,42 @@ async function createSignedDocuments(db: Kysely<unknown>, { time }: ColumnTypes)
     .addColumn('revocation', 'text')
     .addColumn('signed_at', time)
     .addPrimaryKeyConstraint('signed_documents_pkey', ['iss', 'txn', 'hash_alg', 'hash'])
+    .execute();
+}
+
+async function createJournal(db: Kysely<unknown>, { time, bytes, seq }: ColumnTypes): Promise<void> {
+  // SQLite: AUTOINCREMENT, so a purged last entry's seq is never handed out again
+  await db.schema
+    .createTable('journal_entries')
+    .addColumn('seq', seq ? 'bigint' : 'integer', (c) =>
+      seq ? c.primaryKey().generatedAlwaysAsIdentity() : c.primaryKey().autoIncrement(),
+    )
+    .addColumn('kind', 'text', (c) => c.notNull().check(nonEmpty('kind')))
+    .addColumn('ref', 'text')
+    .addColumn('recorded_at', time, (c) => c.notNull())
+    .addColumn('body', 'text', (c) => c.notNull().check(nonEmpty('body')))
+    .addColumn('leaf_hash', 'text', (c) => c.notNull().check(hex('leaf_hash')))
+    .execute();
+  await db.schema.createIndex('journal_entries_ref').on('journal_entries').column('ref').execute();
+  await db.schema
+    .createTable('journal_batches')
+    .addColumn('batch_no', 'bigint', (c) => c.primaryKey().notNull())
+    .addColumn('first_seq', 'bigint', (c) => c.notNull().unique())
+    .addColumn('through_seq', 'bigint', (c) => c.notNull())
+    .addColumn('entry_count', 'integer', (c) => c.notNull())
+    .addColumn('hash_oid', 'text', (c) => c.notNull())
+    .addColumn('prev_root', bytes)
+    .addColumn('root', bytes, (c) => c.notNull())
+    .addColumn('leaves', bytes, (c) => c.notNull())
+    .addColumn('token', bytes, (c) => c.notNull())
+    .addColumn('sealed_at', time, (c) => c.notNull())
+    .addCheckConstraint('journal_batches_range', sql`through_seq >= first_seq`)
+    .execute();
+  await db.schema
+    .createTable('journal_purged')
+    .addColumn('seq', 'bigint', (c) => c.primaryKey().notNull())
+    .addColumn('leaf_hash', 'text', (c) => c.notNull())
+    .addColumn('purged_by', 'text', (c) => c.notNull())
     .execute();
 }
 

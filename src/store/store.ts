@@ -8,8 +8,8 @@
  * together or not at all, and a write resolves only once it is durable.
  *
  * The store is put together from its parts, one per concern: certificates (certificates.ts), the evidence of
- * each signDoc (evidence.ts), the outbox (outbox.ts), documents signed under a consent (documents.ts), and
- * here readiness' write probe.
+ * each signDoc (evidence.ts), the outbox (outbox.ts), documents signed under a consent (documents.ts), the
+ * sealed journal (journal.ts), and here readiness' write probe.
  */
 import { randomUUID } from 'node:crypto';
 import { type StoreAccess, storeAccess } from './access.ts';
@@ -17,6 +17,7 @@ import { certificates } from './certificates.ts';
 import type { StoreDialect } from './dialects.ts';
 import { documents } from './documents.ts';
 import { evidence } from './evidence.ts';
+import { entryInsert, journal } from './journal.ts';
 import { outbox } from './outbox.ts';
 import { retention } from './retention.ts';
 import type { Store } from './types.ts';
@@ -25,13 +26,19 @@ export function createStore(dialect: StoreDialect): Store {
   const access = storeAccess(dialect);
   const certificateParts = certificates(access);
   const outboxParts = outbox(access);
+  const insertJournal = entryInsert(access);
   return {
     driver: dialect.driver,
-    ...evidence(access, { insertCertificate: certificateParts.insert, insertOutbox: outboxParts.insert }),
+    ...evidence(access, {
+      insertCertificate: certificateParts.insert,
+      insertOutbox: outboxParts.insert,
+      insertJournal,
+    }),
     ...certificateParts.methods,
     ...outboxParts.methods,
-    ...documents(access, outboxParts.insert),
+    ...documents(access, outboxParts.insert, insertJournal),
     ...retention(access),
+    journal: journal(access, dialect.driver),
     ping: writeProbe(access, dialect.probeFiller),
     close: access.close,
   };

@@ -11,6 +11,7 @@
  * error (signDoc: 503 temporarily_unavailable).
  */
 
+import type { CanonicalValue } from '../util/canonical-json.ts';
 import type { Durability } from './group-commit.ts';
 
 /** RFC 5280 5.3.1 CRLReason names (value 7 is unused, removeFromCRL is not a state we keep) */
@@ -290,8 +291,90 @@ export interface Store {
   ): Promise<EvidencePurge>;
   /** deletes up to `limit` documents claimed and signed before `before` whose consent has no signing left */
   purgeDocuments(before: Date, limit: number): Promise<number>;
+  /** the sealed journal of evidence and operator events (journal.ts) */
+  readonly journal: JournalStore;
   /** readiness: the database answers and commits a small write (a full disk or a read-only database fails) */
   ping(): Promise<void>;
   /** idempotent */
   close(): Promise<void>;
+}
+
+/** A journal entry to append (journal.ts): what happened, about what, when, and its data. */
+export interface JournalEntryInput {
+  /** e.g. "signing.authorized", "certificate.revoked", "retention.purged" */
+  readonly kind: string;
+  /** what the entry is about, for lookups: a signing's certificate serial; null for service-wide events */
+  readonly ref: string | null;
+  readonly at: Date;
+  readonly data: { readonly [key: string]: CanonicalValue };
+}
+
+/** A journal entry as stored: its one encoding (canonical JSON bytes) and their SHA-256, the leaf hash. */
+export interface StoredJournalEntry {
+  readonly seq: number;
+  readonly kind: string;
+  readonly ref: string | null;
+  readonly recordedAt: Date;
+  /** the data object of RFC 4998: UTF-8 of the canonical JSON, byte for byte as written */
+  readonly body: Buffer;
+  /** SHA-256 of body as written at insert time */
+  readonly leafHash: Buffer;
+}
+
+/** One leaf of a sealed batch: the entry's seq and the hash it had when sealed. */
+export interface JournalLeaf {
+  readonly seq: number;
+  readonly hash: Buffer;
+}
+
+/** A sealed batch: entries (firstSeq - 1, throughSeq], its hash tree root (covering prevRoot) and time-stamp. */
+export interface JournalBatch {
+  readonly batchNo: number;
+  readonly firstSeq: number;
+  readonly throughSeq: number;
+  readonly hashOid: string;
+  /** the previous batch's root, the tree's first leaf; null for batch 1 */
+  readonly prevRoot: Buffer | null;
+  readonly root: Buffer;
+  readonly leaves: readonly JournalLeaf[];
+  /** RFC 3161 TimeStampToken (DER ContentInfo) over root */
+  readonly token: Buffer;
+  /** the token's genTime */
+  readonly sealedAt: Date;
+}
+
+/** An entry retention deleted: its seq and leaf hash, and which purge. */
+export interface JournalTombstone {
+  readonly seq: number;
+  readonly leafHash: Buffer;
+  readonly purgedBy: string;
+}
+
+/**
+ * The journal's rows. Entries are only ever inserted (signDoc's inside its evidence writes); only retention
+ * deletes them, leaving a tombstone. Batches are only inserted, one per number: two sealers racing for the
+ * same number leave one batch (addBatch answers false to the other).
+ */
+export interface JournalStore {
+  /** appends one entry in its own write */
+  append(entry: JournalEntryInput): Promise<void>;
+  /**
+   * the highest seq committed, such that no entry with a lower or equal seq can still commit (PostgreSQL: after
+   * the writes in flight, under a SHARE lock of the table); 0 when there is none
+   */
+  horizon(): Promise<number>;
+  /** entries with afterSeq < seq <= throughSeq, by seq */
+  entries(afterSeq: number, throughSeq: number): Promise<StoredJournalEntry[]>;
+  /** the entries about `ref` (a signing's certificate serial), by seq */
+  entriesOf(ref: string): Promise<StoredJournalEntry[]>;
+  /** the newest batch */
+  lastBatch(): Promise<JournalBatch | undefined>;
+  /** the batch holding `seq` (by range) */
+  batchOf(seq: number): Promise<JournalBatch | undefined>;
+  /** batches numbered fromNo .. fromNo + limit - 1, by number */
+  batches(fromNo: number, limit: number): Promise<JournalBatch[]>;
+  /** inserts the batch; false when its number or first seq is taken (another sealer was first) */
+  addBatch(batch: JournalBatch): Promise<boolean>;
+  /** tombstones with afterSeq < seq <= throughSeq */
+  tombstones(afterSeq: number, throughSeq: number): Promise<JournalTombstone[]>;
 }

@@ -15,6 +15,7 @@ import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
 import { registerStoreContract, signing } from '../store/store-contract.ts';
 import { registerDocumentsContract } from '../store/documents-contract.ts';
+import { registerJournalContract } from '../store/journal-contract.ts';
 import { startEnvironment } from '../helpers/environment.ts';
 import { assertIsIntrospectionResponse, signAndCapture, signerSerialByOpenssl } from '../helpers/evidence.ts';
 
@@ -41,6 +42,11 @@ it('a real PostgreSQL server runs for these tests', () => {
 });
 
 registerStoreContract('postgres', {
+  location: () => server().freshSchemaUrl(),
+  open: (url) => openPostgresStore({ url }),
+});
+
+registerJournalContract('postgres', {
   location: () => server().freshSchemaUrl(),
   open: (url) => openPostgresStore({ url }),
 });
@@ -88,6 +94,7 @@ describe('PostgreSQL store schema', () => {
       { name: '0005_signed_documents' },
       { name: '0006_outbox_queued_since' },
       { name: '0007_retention' },
+      { name: '0008_journal' },
     ]);
     await query(url, "INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', now()::text)");
     await assert.rejects(

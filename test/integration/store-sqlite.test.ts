@@ -16,12 +16,18 @@ import { CHECKPOINT_INTERVAL_MS } from '../../src/store/sqlite-checkpointer.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
 import { registerStoreContract } from '../store/store-contract.ts';
 import { registerDocumentsContract } from '../store/documents-contract.ts';
+import { registerJournalContract } from '../store/journal-contract.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'qtsp-store-'));
 let n = 0;
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 registerStoreContract('sqlite', {
+  location: async () => join(dir, `store-${++n}`, 'qtsp.sqlite'),
+  open: (file) => openSqliteStore(file),
+});
+
+registerJournalContract('sqlite', {
   location: async () => join(dir, `store-${++n}`, 'qtsp.sqlite'),
   open: (file) => openSqliteStore(file),
 });
@@ -42,7 +48,7 @@ registerReleaseMigration('sqlite', {
 });
 
 describe('SQLite store file', () => {
-  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with migrations 0001 to 0007', async () => {
+  it('openStore puts one WAL-mode file at <dataDir>/qtsp.sqlite with migrations 0001 to 0008', async () => {
     const dataDir = join(dir, 'data-dir');
     const store = await openStore({ dataDir, store: { driver: 'sqlite', pingIntervalMs: 1000 } });
     await store.close();
@@ -58,16 +64,21 @@ describe('SQLite store file', () => {
         { name: '0005_signed_documents' },
         { name: '0006_outbox_queued_since' },
         { name: '0007_retention' },
+        { name: '0008_journal' },
       ]);
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
       assert.deepEqual(tables, [
         { name: 'certificates' },
         { name: 'health_probe' },
+        { name: 'journal_batches' },
+        { name: 'journal_entries' },
+        { name: 'journal_purged' },
         { name: 'kysely_migration' },
         { name: 'kysely_migration_lock' },
         { name: 'outbox' },
         { name: 'signed_documents' },
         { name: 'signing_transactions' },
+        { name: 'sqlite_sequence' }, // the journal's AUTOINCREMENT
       ]);
     } finally {
       db.close();

@@ -1,0 +1,257 @@
+/**
+ * The journal: an append-only table of entries, each one canonical JSON text (RFC 8785: any JCS
+ * implementation reproduces the bytes, and an auditor reads them without an ASN.1 schema per kind) and its
+ * SHA-256, the leaf hash. Signing evidence becomes an entry inside the write that stores it (entryInsert,
+ * used by evidence.ts and documents.ts): both rows land or neither. No statement here updates an entry; the
+ * only delete is retention's (retention.ts), which first copies the leaf hash into journal_purged.
+ *
+ * Batches (the sealer is src/journal/seal.ts) cover entries by seq range: batch n holds every entry with
+ * seq in (first_seq - 1, through_seq]. The range is complete when sealed because the sealer seals only up to
+ * horizon(): on PostgreSQL, where identity values are handed out before their transactions commit, horizon()
+ * takes a SHARE lock on the table, which waits for every insert in flight, then reads max(seq); later inserts
+ * draw larger values. On SQLite one writer at a time commits, so max(seq) is already a horizon.
+ */
+import { createHash } from 'node:crypto';
+import { sql, type Insertable, type Selectable } from 'kysely';
+import { canonicalJson } from '../util/canonical-json.ts';
+import type { StoreAccess } from './access.ts';
+import type { Statement } from './group-commit.ts';
+import { columns, prepare } from './prepared.ts';
+import type { JournalBatchesTable, JournalEntriesTable } from './schema.ts';
+import type {
+  JournalBatch,
+  JournalEntryInput,
+  JournalLeaf,
+  JournalStore,
+  KeptSignature,
+  RecordSigningInput,
+  StoredJournalEntry,
+} from './types.ts';
+
+/** the version of the entries' layout, inside every body */
+export const JOURNAL_FORMAT = 1;
+const LEAF_BYTES = 8 + 32;
+
+/** The one encoding of an entry: canonical JSON of {v, kind, ref, at, data}. */
+export function encodeEntry(entry: JournalEntryInput): { body: string; leafHash: string } {
+  const body = canonicalJson({
+    v: JOURNAL_FORMAT,
+    kind: entry.kind,
+    ref: entry.ref,
+    at: entry.at.toISOString(),
+    data: entry.data,
+  });
+  return { body, leafHash: createHash('sha256').update(body, 'utf8').digest('hex') };
+}
+
+/** signDoc step 6: why we sign (the bank-signed introspection answer, the consented digests, the certificate) */
+export function signingAuthorizedEntry(input: RecordSigningInput): JournalEntryInput {
+  const t = input.transaction;
+  return {
+    kind: 'signing.authorized',
+    ref: t.certificateSerialHex,
+    at: t.createdAt,
+    data: {
+      txn: t.txn,
+      iss: t.iss,
+      sub: t.sub,
+      clientId: t.clientId,
+      clientState: t.clientState,
+      introspectionJwt: t.introspectionJwt,
+      hashAlgorithmOid: t.hashAlgorithmOid,
+      hashes: [...t.hashes],
+      signatureFormat: t.signatureFormat,
+      conformanceLevel: t.conformanceLevel,
+      keySource: t.keySource,
+      keyCustody: t.keyCustody,
+      certificate: input.certificate.der.toString('base64'),
+    },
+  };
+}
+
+/** signDoc step 10: the signatures returned for a claim's documents */
+export function signingReturnedEntry(input: {
+  readonly iss: string;
+  readonly txn: string;
+  readonly hashAlgorithmOid: string;
+  readonly evidenceSerialHex: string;
+  readonly signatures: readonly KeptSignature[];
+  readonly at: Date;
+}): JournalEntryInput {
+  return {
+    kind: 'signing.returned',
+    ref: input.evidenceSerialHex,
+    at: input.at,
+    data: {
+      iss: input.iss,
+      txn: input.txn,
+      hashAlgorithmOid: input.hashAlgorithmOid,
+      signatures: input.signatures.map((s) => ({
+        hash: s.hash,
+        signature: s.signature,
+        revocation: s.revocation ? { ocsp: [...s.revocation.ocsp], crl: [...s.revocation.crl] } : null,
+      })),
+    },
+  };
+}
+
+const ENTRY_COLUMNS = ['kind', 'ref', 'recorded_at', 'body', 'leaf_hash'] as const;
+
+/** The insert of one entry, compiled once (prepared.ts): one statement for the evidence write to carry. */
+export function entryInsert(a: StoreAccess): (entry: JournalEntryInput) => Statement {
+  const insert = prepare<Insertable<JournalEntriesTable>>((p) =>
+    a.db.insertInto('journal_entries').values(columns(p, ENTRY_COLUMNS)),
+  );
+  return (entry) => {
+    const { body, leafHash } = encodeEntry(entry);
+    return insert({ kind: entry.kind, ref: entry.ref, recorded_at: a.time(entry.at), body, leaf_hash: leafHash });
+  };
+}
+
+function toEntry(row: Selectable<JournalEntriesTable>): StoredJournalEntry {
+  return {
+    seq: Number(row.seq),
+    kind: row.kind,
+    ref: row.ref,
+    recordedAt: new Date(row.recorded_at),
+    body: Buffer.from(row.body, 'utf8'),
+    leafHash: Buffer.from(row.leaf_hash, 'hex'),
+  };
+}
+
+export function encodeLeaves(leaves: readonly JournalLeaf[]): Buffer {
+  const out = Buffer.alloc(leaves.length * LEAF_BYTES);
+  leaves.forEach((leaf, i) => {
+    out.writeBigUInt64BE(BigInt(leaf.seq), i * LEAF_BYTES);
+    leaf.hash.copy(out, i * LEAF_BYTES + 8);
+  });
+  return out;
+}
+
+function decodeLeaves(bytes: Buffer): JournalLeaf[] {
+  const leaves: JournalLeaf[] = [];
+  for (let at = 0; at + LEAF_BYTES <= bytes.length; at += LEAF_BYTES)
+    leaves.push({ seq: Number(bytes.readBigUInt64BE(at)), hash: Buffer.from(bytes.subarray(at + 8, at + LEAF_BYTES)) });
+  return leaves;
+}
+
+function toBatch(row: Selectable<JournalBatchesTable>): JournalBatch {
+  return {
+    batchNo: Number(row.batch_no),
+    firstSeq: Number(row.first_seq),
+    throughSeq: Number(row.through_seq),
+    hashOid: row.hash_oid,
+    prevRoot: row.prev_root ? Buffer.from(row.prev_root) : null,
+    root: Buffer.from(row.root),
+    leaves: decodeLeaves(Buffer.from(row.leaves)),
+    token: Buffer.from(row.token),
+    sealedAt: new Date(row.sealed_at),
+  };
+}
+
+/** the highest committed seq with no write in flight below it (see the module comment) */
+async function horizon(a: StoreAccess, driver: 'sqlite' | 'postgres'): Promise<number> {
+  const max = a.db.selectFrom('journal_entries').select((eb) => eb.fn.max('seq').as('max'));
+  if (driver === 'sqlite') return Number((await max.executeTakeFirst())?.max ?? 0);
+  return a.db.transaction().execute(async (trx) => {
+    await sql`LOCK TABLE journal_entries IN SHARE MODE`.execute(trx);
+    return Number(
+      (
+        await trx
+          .selectFrom('journal_entries')
+          .select((eb) => eb.fn.max('seq').as('max'))
+          .executeTakeFirst()
+      )?.max ?? 0,
+    );
+  });
+}
+
+/** inserts a batch unless its number or first seq is taken: true when this call inserted it */
+async function addBatch(a: StoreAccess, b: JournalBatch): Promise<boolean> {
+  a.ensureOpen();
+  const [changed] = await a.write([
+    a.db
+      .insertInto('journal_batches')
+      .values({
+        batch_no: b.batchNo,
+        first_seq: b.firstSeq,
+        through_seq: b.throughSeq,
+        entry_count: b.leaves.length,
+        hash_oid: b.hashOid,
+        prev_root: b.prevRoot,
+        root: b.root,
+        leaves: encodeLeaves(b.leaves),
+        token: b.token,
+        sealed_at: a.time(b.sealedAt),
+      })
+      .onConflict((oc) => oc.doNothing()),
+  ]);
+  return changed === 1;
+}
+
+export function journal(a: StoreAccess, driver: 'sqlite' | 'postgres'): JournalStore {
+  const insert = entryInsert(a);
+  const batchRows = () => a.db.selectFrom('journal_batches').selectAll();
+  return {
+    async append(entry) {
+      a.ensureOpen();
+      await a.write([insert(entry)]);
+    },
+    async horizon() {
+      a.ensureOpen();
+      return horizon(a, driver);
+    },
+    async entries(afterSeq, throughSeq) {
+      a.ensureOpen();
+      const rows = await a.db
+        .selectFrom('journal_entries')
+        .selectAll()
+        .where('seq', '>', afterSeq)
+        .where('seq', '<=', throughSeq)
+        .orderBy('seq')
+        .execute();
+      return rows.map(toEntry);
+    },
+    async entriesOf(ref) {
+      a.ensureOpen();
+      const rows = await a.db.selectFrom('journal_entries').selectAll().where('ref', '=', ref).orderBy('seq').execute();
+      return rows.map(toEntry);
+    },
+    async lastBatch() {
+      a.ensureOpen();
+      const row = await batchRows().orderBy('batch_no', 'desc').limit(1).executeTakeFirst();
+      return row && toBatch(row);
+    },
+    async batchOf(seq) {
+      a.ensureOpen();
+      const row = await batchRows()
+        .where('first_seq', '<=', seq)
+        .where('through_seq', '>=', seq)
+        .orderBy('batch_no')
+        .limit(1)
+        .executeTakeFirst();
+      return row && toBatch(row);
+    },
+    async batches(fromNo, limit) {
+      a.ensureOpen();
+      const rows = await batchRows().where('batch_no', '>=', fromNo).orderBy('batch_no').limit(limit).execute();
+      return rows.map(toBatch);
+    },
+    addBatch: (b) => addBatch(a, b),
+    async tombstones(afterSeq, throughSeq) {
+      a.ensureOpen();
+      const rows = await a.db
+        .selectFrom('journal_purged')
+        .selectAll()
+        .where('seq', '>', afterSeq)
+        .where('seq', '<=', throughSeq)
+        .orderBy('seq')
+        .execute();
+      return rows.map((r) => ({
+        seq: Number(r.seq),
+        leafHash: Buffer.from(r.leaf_hash, 'hex'),
+        purgedBy: r.purged_by,
+      }));
+    },
+  };
+}
