@@ -51,6 +51,11 @@ const PACKAGES = {
   softhsm2: { present: () => onPath('softhsm2-util'), why: 'tests: a PKCS#11 token (SoftHSM2)' },
   opensc: { present: () => onPath('pkcs11-tool'), why: 'tests: independent look at the PKCS#11 token (pkcs11-tool)' },
   chromium: { present: () => onPath('chromium'), why: 'tests: the sandbox pages in a real browser (playwright-core)' },
+  'libbcpkix-java': {
+    present: () => existsSync('/usr/share/java/bcpkix.jar'),
+    why: 'tests: BouncyCastle checks our RFC 4998 evidence records (test/oracles/ErsChecker.java)',
+  },
+  'default-jdk-headless': { present: () => onPath('java'), why: 'tests: runs the BouncyCastle evidence-record check' },
   haproxy: {
     present: () => onPath('haproxy', SBIN),
     why: 'tests: the layer-4 load balancer in front of several instances',

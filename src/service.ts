@@ -15,6 +15,7 @@ import { listenOps } from './http/ops.ts';
 import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import { startRetention, type RetentionJob } from './retention/purge.ts';
+import { startSealing, type SealingJob } from './journal/seal.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
@@ -205,6 +206,8 @@ interface Running {
   readonly readiness: Readiness;
   /** the purge of what is past its retention period (retention/purge.ts) */
   readonly retention: RetentionJob;
+  /** sealing the journal into time-stamped batches (journal/seal.ts) */
+  readonly sealing: SealingJob;
 }
 
 interface Listeners {
@@ -251,6 +254,8 @@ async function startWithCustody(
   await readiness.refresh(); // the first report at start reflects real probes
   // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
   const retention = options.relayElsewhere ? { close: async () => undefined } : startRetention(config, store, logger);
+  // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
+  const sealing = startSealing(store, pki.tsa, config.journal.sealIntervalSeconds, logger);
   const running: Running = {
     config,
     logger,
@@ -263,6 +268,7 @@ async function startWithCustody(
     delivery,
     readiness,
     retention,
+    sealing,
   };
   const listeners = await listenOrStop(running, deps);
   logger.info(
@@ -500,6 +506,7 @@ function stopSteps(running: Running, listeners: Listeners): Parameters<typeof ru
       'flush and close the store',
       async () => {
         await running.retention.close(); // a purge under way finishes its batch first
+        await running.sealing.close().catch(() => undefined); // seals what the drained calls wrote
         running.storeHealth.stop();
         await store.close();
       },

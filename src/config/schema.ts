@@ -411,6 +411,16 @@ export const configSchema = z
         concurrency: positiveInt.max(256).default(8),
       })
       .prefault({}),
+    journal: z
+      .strictObject({
+        /**
+         * How often the journal of evidence and operator events is sealed (seconds): the entries since the last
+         * batch are hashed into a tree whose root, chained to the previous batch's, our TSA time-stamps
+         * (docs/evidence.md). Also sealed at shutdown; 0: only then.
+         */
+        sealIntervalSeconds: z.coerce.number().int().min(0).default(60),
+      })
+      .prefault({}),
     retention: z
       .strictObject({
         /**

@@ -1,0 +1,113 @@
+/**
+ * Sealing the journal: the entries written since the last batch become the next batch, a hash tree (RFC 4998
+ * 4.2, hash-tree.ts) whose first leaf is the previous batch's root, so each batch covers the whole chain before
+ * it; the root is time-stamped (RFC 3161) and the batch stored with its leaves. Runs off the signDoc path on a
+ * timer (startSealing) and once more at shutdown.
+ *
+ * Several instances may seal the same database: each seals entries up to the store's horizon (store/journal.ts)
+ * and inserts batch n+1; a batch number is inserted once, so the loser of a race drops its token and seals again
+ * from the winner's batch. One chain, no fork, and each entry in exactly one batch.
+ */
+import { SHA256 } from '../crypto/algorithms.ts';
+import type { JournalBatch, JournalLeaf, Store } from '../store/types.ts';
+import type { TimestampProvider } from '../timestamping/provider.ts';
+import { genTimeOf } from '../timestamping/tsa.ts';
+import type { Logger } from '../util/logger.ts';
+import { sha256, treeRoot } from './hash-tree.ts';
+
+/** at most this many entries per batch: the leaves row and an audit's reads stay bounded */
+export const MAX_BATCH_ENTRIES = 50_000;
+const MAX_RACES = 10;
+
+/** the tree's leaves: the previous root first (the chain), then the entries' leaf hashes in seq order */
+export function batchLeaves(prevRoot: Buffer | null, leaves: readonly JournalLeaf[]): Buffer[] {
+  return [...(prevRoot ? [prevRoot] : []), ...leaves.map((l) => l.hash)];
+}
+
+/** One batch over the entries after `last` up to `through`, time-stamped; undefined when there are none. */
+async function nextBatch(
+  store: Store,
+  tsa: TimestampProvider,
+  last: JournalBatch | undefined,
+  horizon: number,
+): Promise<JournalBatch | undefined> {
+  const after = last?.throughSeq ?? 0;
+  const entries = (await store.journal.entries(after, horizon)).slice(0, MAX_BATCH_ENTRIES);
+  if (entries.length === 0) return undefined;
+  // the leaf is the hash of the body as it is now: what was written is what gets sealed
+  const leaves = entries.map((e) => ({ seq: e.seq, hash: sha256(e.body) }));
+  const prevRoot = last?.root ?? null;
+  const root = treeRoot(sha256, batchLeaves(prevRoot, leaves));
+  const token = await tsa.timestamp(root, SHA256);
+  return {
+    batchNo: (last?.batchNo ?? 0) + 1,
+    firstSeq: after + 1,
+    throughSeq: entries.length === MAX_BATCH_ENTRIES ? entries.at(-1)!.seq : horizon,
+    hashOid: SHA256.oid,
+    prevRoot,
+    root,
+    leaves,
+    token,
+    sealedAt: genTimeOf(token),
+  };
+}
+
+/** Seals everything committed so far, in as many batches as it takes; the batches this call added. */
+export async function sealJournal(store: Store, tsa: TimestampProvider): Promise<JournalBatch[]> {
+  const sealed: JournalBatch[] = [];
+  const horizon = await store.journal.horizon();
+  for (let races = 0; races < MAX_RACES; ) {
+    const last = await store.journal.lastBatch();
+    if ((last?.throughSeq ?? 0) >= horizon) return sealed;
+    const batch = await nextBatch(store, tsa, last, horizon);
+    if (!batch) return sealed;
+    if (await store.journal.addBatch(batch)) sealed.push(batch);
+    else races++; // another instance sealed this number first: go on from its batch
+  }
+  throw new Error(`journal: lost ${MAX_RACES} sealing races in a row`);
+}
+
+export interface SealingJob {
+  /** stops the timer, waits for a seal under way, then seals once more */
+  close(): Promise<void>;
+}
+
+/** Seals every `intervalSeconds` (0: only at close). A failed seal is logged and tried again next time. */
+export function startSealing(
+  store: Store,
+  tsa: TimestampProvider,
+  intervalSeconds: number,
+  logger: Logger,
+): SealingJob {
+  let running: Promise<void> = Promise.resolve();
+  let timer: NodeJS.Timeout | undefined;
+  const seal = async () => {
+    try {
+      const batches = await sealJournal(store, tsa);
+      for (const b of batches)
+        logger.info(
+          { event: 'journal.sealed', batch: b.batchNo, first_seq: b.firstSeq, through_seq: b.throughSeq },
+          'journal batch sealed',
+        );
+    } catch (err) {
+      logger.warn({ event: 'journal.seal_failed', error: (err as Error).message }, 'sealing failed; tried again later');
+    }
+  };
+  const schedule = () => {
+    timer = setTimeout(() => {
+      running = seal().finally(() => {
+        if (timer) schedule();
+      });
+    }, intervalSeconds * 1000);
+    timer.unref();
+  };
+  if (intervalSeconds > 0) schedule();
+  return {
+    async close() {
+      clearTimeout(timer);
+      timer = undefined;
+      await running;
+      await seal();
+    },
+  };
+}

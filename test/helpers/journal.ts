@@ -1,0 +1,39 @@
+/**
+ * The journal in tests: a TSA from a fresh `pki init`, and BouncyCastle's check of an RFC 4998 evidence record
+ * (test/oracles/ErsChecker.java, Debian libbcpkix-java with a JDK).
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { pkiInit } from '../../src/ca/init.ts';
+import { loadCaMaterial, loadTrustServiceMaterial } from '../../src/ca/material.ts';
+import { LocalTsa } from '../../src/timestamping/tsa.ts';
+
+/** our TSA over the material `pki init` writes into `dataDir` */
+export function testTsa(dataDir: string): LocalTsa {
+  pkiInit({ dataDir, qtspId: 'qtsp-journal-test' });
+  const { tsa } = loadTrustServiceMaterial(dataDir);
+  return new LocalTsa(tsa, loadCaMaterial(dataDir).root.der, { policyOid: '1.3.6.1.4.1.99999.1', accuracySeconds: 1 });
+}
+
+const CHECKER = fileURLToPath(new URL('../oracles/ErsChecker.java', import.meta.url));
+const CLASSPATH = ['bcprov', 'bcpkix', 'bcutil'].map((j) => `/usr/share/java/${j}.jar`).join(':');
+
+/** BouncyCastle's verdict on `record` (a file) for the data object in `data` (a file) at `at` */
+export function bouncyCastleVerdict(
+  record: string,
+  data: string,
+  at = new Date(),
+): Promise<{ valid: boolean; output: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      'java',
+      ['-cp', CLASSPATH, CHECKER, record, data, at.toISOString()],
+      { timeout: 120_000 },
+      (err, stdout, stderr) => {
+        const output = `${stdout}${stderr}`.trim();
+        if (err && typeof err.code !== 'number') reject(new Error(`java could not run: ${err.message}\n${output}`));
+        else resolve({ valid: !err && stdout.trim() === 'valid', output });
+      },
+    );
+  });
+}

@@ -1,0 +1,83 @@
+/**
+ * Sealing the journal and its RFC 4998 evidence records, checked by BouncyCastle (test/oracles/ErsChecker.java):
+ * batches chain (each tree's first leaf is the previous root), every entry lands in exactly one batch, and the
+ * record of any entry validates over its data object and fails for a changed byte of it.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { evidenceRecord } from '../../src/journal/evidence-record.ts';
+import { recoverRoot, reducedHashtree, sha256, treeRoot } from '../../src/journal/hash-tree.ts';
+import { batchLeaves, sealJournal } from '../../src/journal/seal.ts';
+import { openSqliteStore } from '../../src/store/open.ts';
+import type { Store } from '../../src/store/types.ts';
+import type { LocalTsa } from '../../src/timestamping/tsa.ts';
+import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
+import { signing } from '../store/store-contract.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'qtsp-journal-'));
+let tsa: LocalTsa;
+let store: Store;
+
+before(async () => {
+  tsa = testTsa(join(dir, 'pki'));
+  store = await openSqliteStore(join(dir, 'store', 'qtsp.sqlite'));
+});
+after(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('RFC 4998 hash trees', () => {
+  it('every leaf of trees of 1 to 9 leaves leads to the root', () => {
+    for (let n = 1; n <= 9; n++) {
+      const leaves = Array.from({ length: n }, (_, i) => sha256(Buffer.from(`leaf ${i}`)));
+      const root = treeRoot(sha256, leaves);
+      for (const [i, leaf] of leaves.entries())
+        assert.deepEqual(recoverRoot(sha256, leaf, reducedHashtree(sha256, leaves, i)), root);
+    }
+  });
+});
+
+/** BouncyCastle's verdict on the record of entry `seq` over `body` */
+async function verdict(seq: number, body: Buffer): Promise<{ valid: boolean; output: string }> {
+  const batch = (await store.journal.batchOf(seq))!;
+  const record = join(dir, `entry-${seq}.ers`);
+  const data = join(dir, `entry-${seq}.json`);
+  writeFileSync(record, evidenceRecord(batch, seq));
+  writeFileSync(data, body);
+  return bouncyCastleVerdict(record, data);
+}
+
+describe('sealing and evidence records', () => {
+  it('batches chain, hold every entry once, and their records pass BouncyCastle', async () => {
+    await store.recordSigning(signing('txn-alone'));
+    const [first] = await sealJournal(store, tsa);
+    assert.equal(first!.leaves.length, 1, 'a batch of one entry: the token covers its leaf hash');
+    assert.equal(first!.prevRoot, null);
+    for (let i = 0; i < 6; i++) await store.recordSigning(signing(`txn-${i}`));
+    const [second] = await sealJournal(store, tsa);
+    assert.deepEqual(await sealJournal(store, tsa), [], 'nothing new, nothing sealed');
+    assert.deepEqual(second!.prevRoot, first!.root, 'the chain: batch 2 covers batch 1');
+    assert.equal(second!.firstSeq, first!.throughSeq + 1);
+    assert.deepEqual(second!.root, treeRoot(sha256, batchLeaves(first!.root, second!.leaves)));
+    const entries = await store.journal.entries(0, second!.throughSeq);
+    assert.deepEqual(
+      entries.map((e) => e.seq),
+      [...first!.leaves, ...second!.leaves].map((l) => l.seq),
+      'each entry in exactly one batch',
+    );
+    for (const entry of [entries[0]!, entries[1]!, entries.at(-1)!]) {
+      const good = await verdict(entry.seq, entry.body);
+      assert.ok(good.valid, `entry ${entry.seq}: ${good.output}`);
+    }
+    for (const at of [0, 40, entries[3]!.body.length - 2]) {
+      const changed = Buffer.from(entries[3]!.body);
+      changed[at] = changed[at]! ^ 0x01;
+      const bad = await verdict(entries[3]!.seq, changed);
+      assert.equal(bad.valid, false, `byte ${at} changed: ${bad.output}`);
+    }
+  });
+});
