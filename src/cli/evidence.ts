@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { hashByOid } from '../crypto/algorithms.ts';
@@ -25,11 +26,16 @@ import type {
 } from '../store/types.ts';
 import { toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
+import { auditJournal, describeFinding } from '../journal/audit.ts';
+import { recordFileNames, recordsOf } from '../journal/records.ts';
+import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import { runExport } from './evidence-export.ts';
 
 const USAGE =
   'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n' +
   '       qtsp evidence verify TXN [--data-dir DIR]\n' +
+  '       qtsp evidence record TXN --out DIR [--data-dir DIR]\n' +
+  '       qtsp evidence audit [--from DATE] [--to DATE] [--data-dir DIR] [--json]\n' +
   '       qtsp evidence export --from DATE --to DATE --out DIR [--data-dir DIR] [--tsa-url URL]\n' +
   '                            [--publication-url URL]\n';
 
@@ -144,6 +150,37 @@ async function keptSignatures(store: Store, signings: readonly SigningTransactio
 }
 
 /**
+ * `record TXN --out DIR`: for each signing of the txn, its journal entries (the data objects, canonical JSON)
+ * and their RFC 4998 evidence records, as BouncyCastle's ERSEvidenceRecord or any RFC 4998 verifier reads them.
+ */
+async function writeRecords(store: Store, txn: string, out: string | undefined): Promise<number> {
+  if (!out) {
+    process.stderr.write(`--out DIR is required\n${USAGE}`);
+    return 2;
+  }
+  const signings = await store.getTransaction(txn);
+  if (signings.length === 0) {
+    process.stderr.write(`no signing recorded for txn ${txn}\n`);
+    return 1;
+  }
+  ensurePrivateDir(out);
+  let pending = 0;
+  for (const signing of signings) {
+    const dir = join(out, signing.certificateSerialHex);
+    ensurePrivateDir(dir);
+    for (const { entry, record } of await recordsOf(store, signing.certificateSerialHex)) {
+      const names = recordFileNames(entry);
+      writePrivateFile(join(dir, names.data), entry.body);
+      if (record) writePrivateFile(join(dir, names.record), record);
+      else pending++;
+      process.stdout.write(`${join(dir, record ? names.record : names.data)}\n`);
+    }
+  }
+  if (pending > 0) process.stderr.write(`${pending} entry(ies) not sealed yet: no record until the next seal\n`);
+  return 0;
+}
+
+/**
  * `show TXN ...` / `verify TXN ...`. The AS chooses txn values (the sandbox's are base64url, and one in 64
  * starts with '-'), so the word after the subcommand is the txn whatever it starts with, unless it is a long
  * option (then the txn comes later, or after `--`).
@@ -155,13 +192,58 @@ function splitArgs(args: readonly string[]): { sub: string | undefined; txn: str
     : { sub, txn: undefined, rest: args.slice(1) };
 }
 
+/** `audit [--from DATE] [--to DATE] [--json]`: 0 when clean, 1 when something was found (journal/audit.ts) */
+async function runAudit(args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      'data-dir': { type: 'string' },
+      json: { type: 'boolean', default: false },
+      from: { type: 'string' },
+      to: { type: 'string' },
+    },
+  });
+  const date = (text: string | undefined) => (text === undefined ? undefined : new Date(text));
+  const from = date(values.from);
+  const to = date(values.to);
+  if ([from, to].some((d) => d && Number.isNaN(d.getTime()))) {
+    process.stderr.write(`--from and --to are dates (ISO 8601)\n${USAGE}`);
+    return 2;
+  }
+  const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
+  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
+    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
+    return 1;
+  }
+  const store = await openStore(config);
+  try {
+    const report = await auditJournal(store, { ...(from ? { from } : {}), ...(to ? { to } : {}) });
+    if (values.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    else {
+      for (const f of report.findings) process.stdout.write(`${describeFinding(f)}\n`);
+      process.stdout.write(
+        `${report.batches} batch(es), ${report.entries} sealed entries checked, ${report.unsealed} not sealed yet: ` +
+          `${report.clean ? 'clean' : `${report.findings.filter((f) => f.kind !== 'purged').length} finding(s)`}\n`,
+      );
+    }
+    return report.clean ? 0 : 1;
+  } finally {
+    await store.close();
+  }
+}
+
 export async function runEvidence(args: string[]): Promise<number> {
   if (args[0] === 'export') return runExport(args.slice(1), USAGE);
+  if (args[0] === 'audit') return runAudit(args.slice(1));
   const split = splitArgs(args);
   const { positionals, values } = parseArgs({
     args: split.rest,
     allowPositionals: true,
-    options: { 'data-dir': { type: 'string' }, json: { type: 'boolean', default: false } },
+    options: {
+      'data-dir': { type: 'string' },
+      json: { type: 'boolean', default: false },
+      out: { type: 'string' },
+    },
   });
   const sub = split.sub;
   const txn = split.txn ?? positionals[0];
@@ -180,6 +262,8 @@ export async function runEvidence(args: string[]): Promise<number> {
     switch (sub) {
       case 'show':
         return await show(store, txn, values.json);
+      case 'record':
+        return await writeRecords(store, txn, values.out);
       case 'verify': {
         // re-checks the stored introspection JWT against the key the archive held at its iat
         // (src/trust/evidence-verify.ts)

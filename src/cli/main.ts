@@ -9,6 +9,8 @@
  *   qtsp evidence show TXN        what the evidence store holds for an AS transaction
  *   qtsp evidence verify TXN      re-check that evidence against the key archive's history
  *   qtsp evidence export          the evidence of a period as an archive with a time-stamped manifest
+ *   qtsp evidence record TXN      the RFC 4998 evidence records of a txn's journal entries
+ *   qtsp evidence audit           recompute the sealed journal and name what changed
  *   qtsp worker                   deliver mediation records and notifications (outbox -> queue -> receivers)
  *   qtsp mediation status         outbox and queue depth, records confirmed by the mediation service
  *   qtsp notify --txn --message-file   queue an end-user notification (spec 6.3)
@@ -47,6 +49,12 @@ const USAGE = `usage:
   qtsp evidence export --from DATE --to DATE --out DIR [--data-dir DIR] [--tsa-url URL] [--publication-url URL]
                                    write the evidence of signings recorded in [from, to) to a new directory:
                                    JWTs, certificates, kept signatures, manifest.json time-stamped by our TSA
+  qtsp evidence record TXN --out DIR [--data-dir DIR]
+                                   write each journal entry of the txn's signings (canonical JSON) with its
+                                   RFC 4998 evidence record (DER), for BouncyCastle or any RFC 4998 verifier
+  qtsp evidence audit [--from DATE] [--to DATE] [--data-dir DIR] [--json]
+                                   recompute every sealed batch: the chain, each time-stamp, and each entry
+                                   altered, deleted, inserted, moved (or purged by policy); exit 1 on a finding
   qtsp worker                      deliver mediation records and notifications (beside QTSP instances started
                                    with QTSP_DELIVERY_IN_PROCESS_WORKER=false)
   qtsp mediation status [--json]   outbox depth, queue depth, records the mediation service confirmed

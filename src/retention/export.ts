@@ -9,8 +9,12 @@
  *   openssl ts -verify -data manifest.json -in manifest.tsr -CAfile ca/root.pem
  *   sha256sum of each file against the manifest
  *
+ * Each signing also carries its journal entries (journal-<seq>-<kind>.json, the canonical bytes) and, once
+ * sealed, their RFC 4998 evidence records (.ers), which outlive the manifest's one time-stamp
+ * (docs/evidence.md).
+ *
  * Layout: signings/<created, UTC>-<certificate serial>/{signing.json, introspection.jwt, certificate.pem,
- * signature-<n>.p7s|.xml}; ca/<name>.pem; manifest.json; manifest.tsr.
+ * signature-<n>.p7s|.xml, journal-<seq>-<kind>.json|.ers}; ca/<name>.pem; manifest.json; manifest.tsr.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
@@ -22,6 +26,7 @@ import type { SigningTransaction, Store, StoredDocument } from '../store/types.t
 import { toPem } from '../util/base64.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import { signaturesOf } from './signatures.ts';
+import { recordFileNames, recordsOf } from '../journal/records.ts';
 
 export const ARCHIVE_FORMAT = 'qtsp-evidence-archive/1';
 const PAGE = 200;
@@ -99,6 +104,12 @@ async function writeSigning(
     signatures: kept,
   };
   archive.write(`${dir}/signing.json`, `${JSON.stringify(record, null, 2)}\n`);
+  // the journal entries of the signing with their RFC 4998 evidence records (journal/records.ts)
+  for (const { entry, record: ers } of await recordsOf(store, signing.certificateSerialHex)) {
+    const names = recordFileNames(entry);
+    archive.write(`${dir}/${names.data}`, entry.body);
+    if (ers) archive.write(`${dir}/${names.record}`, ers);
+  }
   return kept.length;
 }
 
@@ -157,5 +168,11 @@ export async function exportEvidence(store: Store, options: ExportOptions): Prom
   }
   const counts = { signings, signatures, files: archive.files.length + 2 };
   await sealManifest(archive, options, counts);
+  await store.journal.append({
+    kind: 'evidence.exported',
+    ref: null,
+    at: new Date(),
+    data: { from: options.from.toISOString(), to: options.to.toISOString(), signings, signatures },
+  });
   return counts;
 }

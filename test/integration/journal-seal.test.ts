@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { checkToken } from '../../src/journal/audit.ts';
 import { evidenceRecord } from '../../src/journal/evidence-record.ts';
 import { recoverRoot, reducedHashtree, sha256, treeRoot } from '../../src/journal/hash-tree.ts';
 import { batchLeaves, sealJournal } from '../../src/journal/seal.ts';
@@ -73,6 +74,11 @@ describe('sealing and evidence records', () => {
       const good = await verdict(entry.seq, entry.body);
       assert.ok(good.valid, `entry ${entry.seq}: ${good.output}`);
     }
+    assert.equal(checkToken(second!.token, second!.root), undefined, 'the audit accepts the real token');
+    assert.match(checkToken(second!.token, first!.root)!, /another hash than the root/);
+    const forged = Buffer.from(second!.token);
+    forged[forged.length - 10] = forged[forged.length - 10]! ^ 0x01; // inside the signature value
+    assert.match(checkToken(forged, second!.root) ?? 'accepted', /signature does not verify|does not parse/);
     for (const at of [0, 40, entries[3]!.body.length - 2]) {
       const changed = Buffer.from(entries[3]!.body);
       changed[at] = changed[at]! ^ 0x01;

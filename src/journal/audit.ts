@@ -1,0 +1,266 @@
+/**
+ * The journal audit (`qtsp evidence audit`): recomputes every batch from the store and names what does not
+ * match what was sealed.
+ *
+ * - the chain: batch numbers and seq ranges follow each other, each batch's previous root is the root before
+ *   it, its root is the tree of its leaves (RFC 4998 4.2), and its time-stamp token's signature verifies
+ *   with the certificate it carries and its imprint is that root;
+ * - each entry against its leaf: unchanged; altered (its bytes hash to no sealed leaf); moved (they hash to the
+ *   leaf of another seq); deleted (gone, no tombstone); purged by policy (gone, a retention tombstone with
+ *   that leaf hash); inserted (in a sealed range without a leaf, or recorded at a time before the batch ahead
+ *   of it was sealed, which an entry written then would have been part of);
+ * - signing evidence rows against their sealed entry (the introspection JWT, the digests, the certificate).
+ */
+import { verify, X509Certificate } from 'node:crypto';
+import * as asn1js from 'asn1js';
+import * as pkijs from 'pkijs';
+import { digest, hashByOid, SHA256 } from '../crypto/algorithms.ts';
+import type { JournalBatch, Store, StoredJournalEntry } from '../store/types.ts';
+import { sha256, treeRoot } from './hash-tree.ts';
+import { batchLeaves } from './seal.ts';
+
+export type Finding =
+  | { readonly kind: 'chain'; readonly batch: number; readonly detail: string }
+  | { readonly kind: 'altered'; readonly seq: number; readonly batch: number | null; readonly detail: string }
+  | { readonly kind: 'moved'; readonly seq: number; readonly batch: number; readonly sealedAs: number }
+  | { readonly kind: 'deleted'; readonly seq: number; readonly batch: number }
+  | { readonly kind: 'inserted'; readonly seq: number; readonly batch: number | null; readonly detail: string }
+  | { readonly kind: 'purged'; readonly seq: number; readonly batch: number; readonly by: string };
+
+export interface AuditReport {
+  readonly batches: number;
+  readonly entries: number;
+  /** entries after the last batch, waiting for the next seal */
+  readonly unsealed: number;
+  readonly findings: readonly Finding[];
+  /** no finding but purges by policy */
+  readonly clean: boolean;
+}
+
+export interface AuditOptions {
+  /** only batches sealed in [from, to) are checked entry by entry; the chain is always checked whole */
+  readonly from?: Date;
+  readonly to?: Date;
+  /** how far an entry's own time may precede the seal of the batch before it (clock skew, slow commits) */
+  readonly toleranceMs?: number;
+}
+
+const PAGE = 1000;
+const DEFAULT_TOLERANCE_MS = 300_000;
+
+const MESSAGE_DIGEST = '1.2.840.113549.1.9.4';
+
+/**
+ * The token's signature verifies with the certificate it carries (RFC 5652 5.4: over the signed attributes,
+ * whose message-digest is the hash of the TSTInfo), and its imprint is SHA-256 `root` (RFC 3161 2.4.2).
+ * pkijs parses; node:crypto verifies (pkijs' own verify wants the time-stamped data, not its hash).
+ */
+export function checkToken(token: Buffer, root: Buffer): string | undefined {
+  try {
+    const signed = new pkijs.SignedData({ schema: pkijs.ContentInfo.fromBER(new Uint8Array(token)).content });
+    const tstInfo = Buffer.from(signed.encapContentInfo.eContent!.getValue());
+    const tst = pkijs.TSTInfo.fromBER(new Uint8Array(tstInfo));
+    const imprint = Buffer.from(tst.messageImprint.hashedMessage.valueBlock.valueHexView);
+    if (tst.messageImprint.hashAlgorithm.algorithmId !== SHA256.oid || !imprint.equals(root))
+      return 'the time-stamp covers another hash than the root';
+    const signer = signed.signerInfos[0]!;
+    const hash = hashByOid(signer.digestAlgorithm.algorithmId);
+    const attributes = signer.signedAttrs;
+    if (!hash || !attributes) return 'the time-stamp has no signed attributes of a known hash';
+    const messageDigest = attributes.attributes.find((a) => a.type === MESSAGE_DIGEST)?.values[0];
+    const expected = digest(hash, tstInfo);
+    if (
+      !(messageDigest instanceof asn1js.OctetString) ||
+      !Buffer.from(messageDigest.valueBlock.valueHexView).equals(expected)
+    )
+      return "the time-stamp's message-digest is not the hash of its TSTInfo";
+    const signedBytes = Buffer.from(attributes.encodedValue);
+    signedBytes[0] = 0x31; // DER SET OF, as signed (RFC 5652 5.4)
+    const certificate = signed.certificates?.find((c) => c instanceof pkijs.Certificate);
+    if (!certificate) return 'the time-stamp carries no TSA certificate';
+    const key = new X509Certificate(Buffer.from(certificate.toSchema().toBER())).publicKey;
+    const signature = Buffer.from(signer.signature.valueBlock.valueHexView);
+    return verify(hash.node, signedBytes, key, signature) ? undefined : "the time-stamp's signature does not verify";
+  } catch (err) {
+    return `the time-stamp does not parse: ${(err as Error).message}`;
+  }
+}
+
+async function allBatches(store: Store): Promise<JournalBatch[]> {
+  const batches: JournalBatch[] = [];
+  for (;;) {
+    const page = await store.journal.batches(batches.length + 1, PAGE);
+    batches.push(...page);
+    if (page.length < PAGE) return batches;
+  }
+}
+
+/** the chain's findings for one batch given the one before it */
+async function chainFindings(batch: JournalBatch, before: JournalBatch | undefined): Promise<Finding[]> {
+  const found: string[] = [];
+  if (batch.batchNo !== (before?.batchNo ?? 0) + 1) found.push(`batch ${(before?.batchNo ?? 0) + 1} is missing`);
+  if (batch.firstSeq !== (before?.throughSeq ?? 0) + 1) found.push('its entries do not follow the previous batch');
+  const expectedPrev = before?.root ?? null;
+  if (!(expectedPrev === null ? batch.prevRoot === null : batch.prevRoot?.equals(expectedPrev)))
+    found.push('its previous root is not the root of the batch before');
+  if (!treeRoot(sha256, batchLeaves(batch.prevRoot, batch.leaves)).equals(batch.root))
+    found.push('its root is not the hash tree of its leaves');
+  const tokenProblem = checkToken(batch.token, batch.root);
+  if (tokenProblem) found.push(tokenProblem);
+  return found.map((detail) => ({ kind: 'chain', batch: batch.batchNo, detail }));
+}
+
+/** an entry's own time, from its sealed bytes */
+function entryTime(entry: StoredJournalEntry): Date | undefined {
+  try {
+    const at = new Date((JSON.parse(entry.body.toString('utf8')) as { at?: string }).at ?? '');
+    return Number.isNaN(at.getTime()) ? undefined : at;
+  } catch {
+    return undefined;
+  }
+}
+
+interface Sealed {
+  readonly batch: number;
+  readonly seq: number;
+}
+
+/** The entries of one batch against its leaves; `sealedBy`: every audited leaf hash (hex) -> where it was sealed. */
+async function entryFindings(
+  store: Store,
+  batch: JournalBatch,
+  sealedBy: ReadonlyMap<string, Sealed>,
+  previousSealedAt: Date | undefined,
+  toleranceMs: number,
+): Promise<{ findings: Finding[]; intact: StoredJournalEntry[] }> {
+  const entries = new Map((await store.journal.entries(batch.firstSeq - 1, batch.throughSeq)).map((e) => [e.seq, e]));
+  const tombstones = new Map(
+    (await store.journal.tombstones(batch.firstSeq - 1, batch.throughSeq)).map((t) => [t.seq, t]),
+  );
+  const findings: Finding[] = [];
+  const intact: StoredJournalEntry[] = [];
+  const batchNo = batch.batchNo;
+  for (const leaf of batch.leaves) {
+    const entry = entries.get(leaf.seq);
+    entries.delete(leaf.seq);
+    if (!entry) {
+      const tomb = tombstones.get(leaf.seq);
+      if (tomb?.leafHash.equals(leaf.hash))
+        findings.push({ kind: 'purged', seq: leaf.seq, batch: batchNo, by: tomb.purgedBy });
+      else findings.push({ kind: 'deleted', seq: leaf.seq, batch: batchNo });
+      continue;
+    }
+    const hash = sha256(entry.body);
+    if (hash.equals(leaf.hash)) {
+      intact.push(entry);
+      const at = entryTime(entry);
+      if (previousSealedAt && at && at.getTime() < previousSealedAt.getTime() - toleranceMs)
+        findings.push({ kind: 'inserted', seq: leaf.seq, batch: batchNo, detail: backDated(at, previousSealedAt) });
+      continue;
+    }
+    const other = sealedBy.get(hash.toString('hex'));
+    if (other) findings.push({ kind: 'moved', seq: leaf.seq, batch: batchNo, sealedAs: other.seq });
+    else
+      findings.push({ kind: 'altered', seq: leaf.seq, batch: batchNo, detail: 'its bytes differ from those sealed' });
+  }
+  for (const extra of entries.values())
+    findings.push({ kind: 'inserted', seq: extra.seq, batch: batchNo, detail: 'in the sealed range without a leaf' });
+  return { findings, intact };
+}
+
+const backDated = (at: Date, sealedAt: Date) =>
+  `recorded at ${at.toISOString()}, before the batch ahead of it was sealed (${sealedAt.toISOString()})`;
+
+/** A signing's evidence rows against its sealed signing.authorized entry. */
+async function evidenceFindings(store: Store, entry: StoredJournalEntry, batch: number): Promise<Finding[]> {
+  if (entry.kind !== 'signing.authorized' || !entry.ref) return [];
+  const sealed = JSON.parse(entry.body.toString('utf8')) as {
+    data: { txn: string; introspectionJwt: string; hashes: string[]; certificate: string };
+  };
+  const signing = (await store.getTransaction(sealed.data.txn)).find((t) => t.certificateSerialHex === entry.ref);
+  if (!signing) return []; // purged with its entry, or a deletion the entry's own check names
+  const certificate = await store.getCertificate(entry.ref);
+  const differs: string[] = [];
+  if (signing.introspectionJwt !== sealed.data.introspectionJwt) differs.push('introspection JWT');
+  if (JSON.stringify(signing.hashes) !== JSON.stringify(sealed.data.hashes)) differs.push('consented digests');
+  if (certificate && certificate.der.toString('base64') !== sealed.data.certificate) differs.push('certificate');
+  if (differs.length === 0) return [];
+  return [
+    {
+      kind: 'altered',
+      seq: entry.seq,
+      batch,
+      detail: `the stored evidence of signing ${entry.ref} differs from its sealed entry: ${differs.join(', ')}`,
+    },
+  ];
+}
+
+/** Every sealed leaf of the audited batches, by hash, to tell a moved entry from an altered one. */
+function sealedLeaves(batches: readonly JournalBatch[]): Map<string, Sealed> {
+  const map = new Map<string, Sealed>();
+  for (const b of batches) for (const l of b.leaves) map.set(l.hash.toString('hex'), { batch: b.batchNo, seq: l.seq });
+  return map;
+}
+
+/** Entries after the last batch: how many, and those whose own time is before that batch's seal. */
+async function unsealedFindings(
+  store: Store,
+  last: JournalBatch | undefined,
+  toleranceMs: number,
+): Promise<{ count: number; findings: Finding[] }> {
+  const after = last?.throughSeq ?? 0;
+  const entries = await store.journal.entries(after, Number.MAX_SAFE_INTEGER);
+  const findings: Finding[] = [];
+  for (const e of entries) {
+    const at = entryTime(e);
+    if (last && at && at.getTime() < last.sealedAt.getTime() - toleranceMs)
+      findings.push({ kind: 'inserted', seq: e.seq, batch: null, detail: backDated(at, last.sealedAt) });
+  }
+  return { count: entries.length, findings };
+}
+
+export async function auditJournal(store: Store, options: AuditOptions = {}): Promise<AuditReport> {
+  const toleranceMs = options.toleranceMs ?? DEFAULT_TOLERANCE_MS;
+  const batches = await allBatches(store);
+  const inPeriod = (b: JournalBatch) =>
+    (!options.from || b.sealedAt >= options.from) && (!options.to || b.sealedAt < options.to);
+  const audited = batches.filter(inPeriod);
+  const sealedBy = sealedLeaves(audited);
+  const findings: Finding[] = [];
+  let entries = 0;
+  for (const [i, batch] of batches.entries()) {
+    findings.push(...(await chainFindings(batch, batches[i - 1])));
+    if (!inPeriod(batch)) continue;
+    const checked = await entryFindings(store, batch, sealedBy, batches[i - 1]?.sealedAt, toleranceMs);
+    findings.push(...checked.findings);
+    entries += batch.leaves.length;
+    for (const entry of checked.intact) findings.push(...(await evidenceFindings(store, entry, batch.batchNo)));
+  }
+  const unsealed = options.to ? { count: 0, findings: [] } : await unsealedFindings(store, batches.at(-1), toleranceMs);
+  findings.push(...unsealed.findings);
+  return {
+    batches: batches.length,
+    entries,
+    unsealed: unsealed.count,
+    findings,
+    clean: findings.every((f) => f.kind === 'purged'),
+  };
+}
+
+/** One line per finding, as `qtsp evidence audit` prints them. */
+export function describeFinding(f: Finding): string {
+  switch (f.kind) {
+    case 'chain':
+      return `batch ${f.batch}: chain broken: ${f.detail}`;
+    case 'altered':
+      return `entry ${f.seq} (batch ${f.batch ?? 'none'}): altered: ${f.detail}`;
+    case 'moved':
+      return `entry ${f.seq} (batch ${f.batch}): moved: it holds what was sealed as entry ${f.sealedAs}`;
+    case 'deleted':
+      return `entry ${f.seq} (batch ${f.batch}): deleted`;
+    case 'inserted':
+      return `entry ${f.seq} (batch ${f.batch ?? 'not sealed yet'}): inserted: ${f.detail}`;
+    case 'purged':
+      return `entry ${f.seq} (batch ${f.batch}): purged by policy (${f.by})`;
+  }
+}
