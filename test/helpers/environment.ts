@@ -36,12 +36,18 @@ export function custodySigns(env: Ecosystem, scheme: SignatureScheme, hash: stri
   return env.qtsp.deps.keys.supports(scheme, hash as SignHash);
 }
 
-/** `options`: further ecosystem options (e.g. clients registered at the sandbox platform) */
+/**
+ * `options`: further ecosystem options (e.g. clients registered at the sandbox platform). A data directory given
+ * in `overrides` is the caller's and stays after close(); otherwise a temp one is made and removed.
+ */
 export async function startEnvironment(
   overrides: ConfigInput = {},
   options: Pick<EcosystemOptions, 'clients' | 'logger' | 'demoRpPort'> = {},
 ): Promise<TestEnvironment> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'qtsp-test-'));
+  const dataDir = overrides.dataDir ?? mkdtempSync(join(tmpdir(), 'qtsp-test-'));
+  const removeDataDir = () => {
+    if (overrides.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+  };
   try {
     const eco = await startEcosystem({
       config: {
@@ -71,11 +77,11 @@ export async function startEnvironment(
         // way): its token is closed before its files go and before a later environment of this process opens
         // one (a PKCS#11 module is initialised once per process, with the SOFTHSM2_CONF of that moment)
         await eco.qtsp.deps.keys.close();
-        rmSync(dataDir, { recursive: true, force: true });
+        removeDataDir();
       },
     };
   } catch (err) {
-    rmSync(dataDir, { recursive: true, force: true });
+    removeDataDir();
     throw err;
   }
 }

@@ -21,6 +21,10 @@ export interface TestToken extends SoftHsmToken {
   listObjects(): string;
   /** `pkcs11-tool --read-object` of a private key by label into a file: its output, and the file if one was written */
   readPrivateKey(label: string): { output: string; file?: Buffer };
+  /** `pkcs11-tool --read-object` of the public key labelled `label`: its SubjectPublicKeyInfo (DER) */
+  readPublicKey(label: string): Buffer;
+  /** `pkcs11-tool --delete-object` of both halves of the key pair labelled `label` */
+  deleteKeyPair(label: string): void;
   close(): void;
 }
 
@@ -54,6 +58,29 @@ export function createTestToken(label = 'qtsp-test'): TestToken {
       const file = existsSync(out) ? readFileSync(out) : undefined;
       rmSync(out, { force: true });
       return { output: `${r.stdout}${r.stderr}`, ...(file ? { file } : {}) };
+    },
+    readPublicKey(keyLabel: string) {
+      const out = join(dir, 'public-key.der');
+      execFileSync(
+        'pkcs11-tool',
+        tool('--read-object', '--type', 'pubkey', '--label', keyLabel, '--output-file', out),
+        {
+          env,
+          stdio: 'pipe',
+        },
+      );
+      try {
+        return readFileSync(out);
+      } finally {
+        rmSync(out, { force: true });
+      }
+    },
+    deleteKeyPair(keyLabel: string) {
+      for (const type of ['privkey', 'pubkey'])
+        execFileSync('pkcs11-tool', tool('--delete-object', '--type', type, '--label', keyLabel), {
+          env,
+          stdio: 'pipe',
+        });
     },
     close() {
       if (previous === undefined) delete process.env['SOFTHSM2_CONF'];
