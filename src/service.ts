@@ -18,7 +18,7 @@ import { startRetention, type RetentionJob } from './retention/purge.ts';
 import { startSealing, type SealingJob } from './journal/seal.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
-import { longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
+import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
 import { describeCustody, type KeyCustody } from './custody/types.ts';
@@ -82,6 +82,7 @@ function requireFiles(config: Config): void {
       `setting dataDir: no TSA or OCSP responder certificate in ${config.dataDir}/pki; ` +
         'run `qtsp pki init` to add them',
     );
+  assertRootResponderInCustody(config.dataDir);
 }
 
 /** Metrics, labelled qtsp_instance when this is one of several instances (instance.id). */

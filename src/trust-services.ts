@@ -85,7 +85,7 @@ export interface TrustServicesOptions {
   readonly store: TrustStore;
   /** agent for an external TSA over HTTPS (trusting trust.caFile) */
   readonly agent?: Agent;
-  /** where the issuing CA, TSA and OCSP responder keys live */
+  /** where the issuing CA, TSA and both OCSP responder keys live */
   readonly custody: Pick<KeyCustody, 'longLivedKey' | 'location'>;
 }
 

@@ -7,10 +7,13 @@
  * With key files (pkiInit), every key is a PKCS#8 PEM file readable by the owner only.
  *
  * In a key custody that keeps long-lived keys itself (pkiInitInCustody, e.g. a PKCS#11 token): the issuing CA,
- * TSA and OCSP responder keys are generated inside it instead, no key file is written for them, and the marker
- * file records the custody. The root CA stays a software key of the ceremony directory in both cases.
+ * TSA and both OCSP responder keys are generated inside it instead, no key file is written for them, and the
+ * marker file records the custody and the keys it holds. The root CA stays a software key of the ceremony
+ * directory in both cases.
  * A data directory made while the root key was online (pki/root-ca.key.pem) is migrated: the key moves to
- * the ceremony directory and the missing pieces are issued (completeCeremony).
+ * the ceremony directory and the missing pieces are issued (completeCeremony). One whose custody holds every
+ * long-lived key but the root's OCSP responder (made before it did) gets that key made in the custody and
+ * certified by the root, and its key file deleted (moveRootResponderIntoCustody).
  */
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -30,10 +33,12 @@ import {
 import { ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { loadCustodyBackend } from '../custody/registry.ts';
-import { describeLocation, type KeyCustody, type LongLivedKeyMaker, type LongLivedKeyName } from '../custody/types.ts';
+import type { KeyCustody, LongLivedKeyMaker, LongLivedKeyName } from '../custody/types.ts';
 import type { Logger } from '../util/logger.ts';
 import {
   ceremonyRootKeyFile,
+  custodyHolds,
+  custodyMarker,
   custodyMarkerFile,
   keysInCustody,
   legacyRootKeyFile,
@@ -104,7 +109,7 @@ export function pkiInit(options: PkiInitOptions): boolean {
   saveKeyed(client, p.clientCert, p.clientKey);
   rmSync(custodyMarkerFile(options.dataDir), { force: true });
   issueTrustServiceCertificates(options.dataDir, urls, () => root, true);
-  issueRootServices(options.dataDir, urls, root, true);
+  issueRootServices(options.dataDir, urls, root, { replace: true, responderKeyFile: true });
   return true;
 }
 
@@ -116,7 +121,7 @@ export interface PkiInitInCustodyOptions extends PkiInitOptions {
 }
 
 /**
- * The issuing CA, TSA and OCSP responder keys generated inside the custody (for a token: sensitive, never
+ * The issuing CA, TSA and both OCSP responder keys generated inside the custody (for a token: sensitive, never
  * extractable token objects), their certificates written as by pkiInit; the root CA and our TLS client
  * certificate stay software (kept when they exist). Returns whether it created anything.
  */
@@ -134,7 +139,7 @@ export async function pkiInitInCustody(options: PkiInitInCustodyOptions): Promis
   const root = keepRoot ? loadCeremonyRoot(options) : createRootCa(ROOT_SUBJECT, algorithm);
   const issued = await issueInCustody(options, root, algorithm);
   if (!keepRoot) saveRoot(root, options);
-  issueRootServices(options.dataDir, urls, root, !keepRoot);
+  issueRootServices(options.dataDir, urls, root, { replace: !keepRoot, responderKeyFile: false });
   if (!existsSync(p.clientCert) || !existsSync(p.clientKey) || options.force)
     saveKeyed(
       createTlsCertificate(undefined, { commonName: options.qtspId, usage: 'client' }),
@@ -145,11 +150,12 @@ export async function pkiInitInCustody(options: PkiInitInCustodyOptions): Promis
     [p.issuingCert, issued.issuing.der, p.issuingKey],
     [p.tsaCert, issued.tsa.der, p.tsaKey],
     [p.ocspCert, issued.responder.der, p.ocspKey],
+    [p.rootOcspCert, issued.rootResponder.der, p.rootOcspKey],
   ] as const) {
     writeFileSync(cert, toPem(der, 'CERTIFICATE'));
     rmSync(keyFile, { force: true }); // a software key of before must not linger beside the custody's
   }
-  writeCustodyMarker(options.dataDir, options.custody);
+  writeFileSync(custodyMarkerFile(options.dataDir), custodyMarker(options.custody));
   return true;
 }
 
@@ -158,28 +164,46 @@ function custodyMaterialExists(dataDir: string): boolean {
   return pkiExists(dataDir) && keysInCustody(dataDir) && trustServicesExist(dataDir);
 }
 
+/** A long-lived key made in the custody and certified by `ca`. */
+async function makeInCustody(
+  options: PkiInitInCustodyOptions,
+  name: LongLivedKeyName,
+  ca: KeyedCertificate,
+  algorithm: KeyAlgorithm,
+): Promise<KeyedCertificate> {
+  const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
+  const key = await options.custody.generateLongLivedKey(name, algorithm);
+  const { der, certificate } = await issueCertificateAsync(requestFor(ca, PROFILES[name](urls), key.publicKey));
+  return certifiedKey(der, key, certificate);
+}
+
 /** The long-lived keys made in the custody, each certified by its CA. */
 async function issueInCustody(
   options: PkiInitInCustodyOptions,
   root: KeyedCertificate,
   algorithm: KeyAlgorithm,
-): Promise<{ issuing: KeyedCertificate; tsa: KeyedCertificate; responder: KeyedCertificate }> {
-  const urls = pkiUrls(options.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL);
-  const inCustody = async (name: LongLivedKeyName, ca: KeyedCertificate): Promise<KeyedCertificate> => {
-    const key = await options.custody.generateLongLivedKey(name, algorithm);
-    const { der, certificate } = await issueCertificateAsync(requestFor(ca, PROFILES[name](urls), key.publicKey));
-    return certifiedKey(der, key, certificate);
-  };
-  const issuing = await inCustody('issuing-ca', root);
-  const tsa = await inCustody('tsa', root);
-  const responder = await inCustody('ocsp-responder', issuing);
-  return { issuing, tsa, responder };
+): Promise<Record<'issuing' | 'tsa' | 'responder' | 'rootResponder', KeyedCertificate>> {
+  const issuing = await makeInCustody(options, 'issuing-ca', root, algorithm);
+  const tsa = await makeInCustody(options, 'tsa', root, algorithm);
+  const responder = await makeInCustody(options, 'ocsp-responder', issuing, algorithm);
+  const rootResponder = await makeInCustody(options, 'root-ocsp-responder', root, algorithm);
+  return { issuing, tsa, responder, rootResponder };
 }
 
-/** The marker ca/material.ts reads: which custody holds the long-lived keys, and where in it. */
-function writeCustodyMarker(dataDir: string, custody: Pick<KeyCustody, 'kind' | 'location'>): void {
-  const marker = { keys: custody.kind, token: describeLocation(custody.location), createdAt: new Date().toISOString() };
-  writeFileSync(custodyMarkerFile(dataDir), `${JSON.stringify(marker, null, 2)}\n`);
+/**
+ * A data directory whose custody holds every long-lived key but the root's OCSP responder's (made before it
+ * did): the key made in the custody, certified by the root (from the ceremony directory), the key file deleted.
+ * The marker is rewritten last, so that an interrupted run leaves a directory the start refuses and this
+ * completes.
+ */
+async function moveRootResponderIntoCustody(options: PkiInitInCustodyOptions): Promise<void> {
+  const p = pkiPaths(options.dataDir);
+  migrateLegacyRoot(options);
+  const root = loadCeremonyRoot(options);
+  const responder = await makeInCustody(options, 'root-ocsp-responder', root, root.key.algorithm);
+  writeFileSync(p.rootOcspCert, toPem(responder.der, 'CERTIFICATE'));
+  rmSync(p.rootOcspKey, { force: true });
+  writeFileSync(custodyMarkerFile(options.dataDir), custodyMarker(options.custody));
 }
 
 export interface KeyCeremonyOptions {
@@ -206,7 +230,8 @@ export async function keyCeremony(config: Config, options: KeyCeremonyOptions = 
     ...chosen,
   };
   const backend = await loadCustodyBackend(config.keys.provider);
-  if (!backend.openForInit) {
+  const openForInit = backend.openForInit;
+  if (!openForInit) {
     if (inCustody)
       throw new ConfigError(
         `setting keys.provider: ${config.keys.provider} keeps the CA keys as files; \`qtsp pki init --pkcs11\` ` +
@@ -215,17 +240,23 @@ export async function keyCeremony(config: Config, options: KeyCeremonyOptions = 
       );
     return pkiInit(init);
   }
-  if (custodyMaterialExists(config.dataDir) && !options.force) {
-    completeCeremony(init, pkiUrls(init.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL));
-    return false;
-  }
   const context = { material: longLivedMaterial(config.dataDir), ...(logger ? { logger } : {}) };
-  const custody = await backend.openForInit(config, context);
-  try {
-    return await pkiInitInCustody({ ...init, custody });
-  } finally {
-    await custody.close();
+  const inOpenedCustody = async <T>(work: (options: PkiInitInCustodyOptions) => Promise<T>): Promise<T> => {
+    const custody = await openForInit(config, context);
+    try {
+      return await work({ ...init, custody });
+    } finally {
+      await custody.close();
+    }
+  };
+  if (custodyMaterialExists(config.dataDir) && !options.force) {
+    const move =
+      !custodyHolds(config.dataDir, 'root-ocsp-responder') || !existsSync(pkiPaths(config.dataDir).rootOcspCert);
+    if (move) await inOpenedCustody(moveRootResponderIntoCustody);
+    completeCeremony(init, pkiUrls(init.publicBaseUrl ?? DEFAULT_PUBLIC_BASE_URL));
+    return move;
   }
+  return inOpenedCustody(pkiInitInCustody);
 }
 
 const YEAR_MS = 365 * 24 * 3600 * 1000;
@@ -273,12 +304,12 @@ const PROFILES = {
     ],
   }),
   'ocsp-responder': () => ocspResponderProfile('qtsp Sandbox OCSP Responder'),
+  // the root's, issued by the root at the ceremony: status of the issuing CA and the TSA while the root is offline
+  'root-ocsp-responder': () => ocspResponderProfile('qtsp Sandbox Root OCSP Responder'),
 } satisfies Record<LongLivedKeyName, (urls: PkiUrls) => Profile>;
 
-/** The certificates the root issues at the ceremony for the running service, beside the issuing CA and TSA. */
+/** What else the root certifies at the ceremony for the running service (its OCSP responder is in PROFILES). */
 const ROOT_ISSUED = {
-  // RFC 6960 4.2.2.2: issued by the CA it answers for, id-kp-OCSPSigning; id-pkix-ocsp-nocheck (4.2.2.2.1)
-  ocspResponder: () => ocspResponderProfile('qtsp Sandbox Root OCSP Responder'),
   // the CA of our S/MIME mail certificate (RFC 8550): online, since the root is not
   mailCa: (urls: PkiUrls): Profile => ({
     commonName: 'qtsp Sandbox Notification Mail CA',
@@ -347,14 +378,20 @@ export const ROOT_CRL_VALIDITY_SECONDS = 365 * 24 * 3600;
 
 /**
  * What the root signs for the running service, each when missing or `replace` is set: its delegated OCSP
- * responder (status of the issuing CA and the TSA, RFC 6960 4.2.2.2), the mail CA (our S/MIME certificate
- * comes from it, online) and its CRL (RFC 5280 5, nextUpdate a year on).
+ * responder with a key file unless `responderKeyFile` is false (a custody holds that key: pkiInitInCustody
+ * makes it), the mail CA (our S/MIME certificate comes from it, online) and its CRL (RFC 5280 5, nextUpdate a
+ * year on).
  */
-function issueRootServices(dataDir: string, urls: PkiUrls, root: SoftwareKeyedCertificate, replace: boolean): void {
+function issueRootServices(
+  dataDir: string,
+  urls: PkiUrls,
+  root: SoftwareKeyedCertificate,
+  { replace, responderKeyFile }: { replace: boolean; responderKeyFile: boolean },
+): void {
   const p = pkiPaths(dataDir);
   const missing = (...files: string[]) => replace || files.some((f) => !existsSync(f));
-  if (missing(p.rootOcspCert, p.rootOcspKey))
-    saveKeyed(issueBy(root, ROOT_ISSUED.ocspResponder()), p.rootOcspCert, p.rootOcspKey);
+  if (responderKeyFile && missing(p.rootOcspCert, p.rootOcspKey))
+    saveKeyed(issueBy(root, PROFILES['root-ocsp-responder']()), p.rootOcspCert, p.rootOcspKey);
   if (missing(p.mailCaCert, p.mailCaKey)) saveKeyed(issueBy(root, ROOT_ISSUED.mailCa(urls)), p.mailCaCert, p.mailCaKey);
   if (missing(p.rootCrl)) writeRootCrl(dataDir, signRootCrl(root));
 }
@@ -382,7 +419,11 @@ function completeCeremony(options: PkiInitOptions, urls: PkiUrls): void {
   migrateLegacyRoot(options);
   const rootOf = () => loadCeremonyRoot(options);
   issueTrustServiceCertificates(options.dataDir, urls, rootOf, false);
-  if (!rootCeremonyMaterialExists(options.dataDir)) issueRootServices(options.dataDir, urls, rootOf(), false);
+  if (!rootCeremonyMaterialExists(options.dataDir))
+    issueRootServices(options.dataDir, urls, rootOf(), {
+      replace: false,
+      responderKeyFile: !custodyHolds(options.dataDir, 'root-ocsp-responder'),
+    });
 }
 
 const rootKeyFile = (options: Pick<PkiInitOptions, 'dataDir' | 'ceremonyDir'>) =>

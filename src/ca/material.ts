@@ -10,8 +10,8 @@
  *   qtsp-client.pem / .key.pem    our self-signed TLS client certificate towards the AS (spec 5.8)
  *   tsa.pem / .key.pem            time-stamping unit, issued by the root (RFC 3161 2.3: EKU timeStamping only)
  *   ocsp-responder.pem / .key.pem delegated OCSP responder of the issuing CA (RFC 6960 4.2.2.2)
- *   keys-in-token.json            present when the issuing CA, TSA and OCSP responder keys are in a key custody
- *                                 (then their .key.pem files are not)
+ *   keys-in-token.json            present when the issuing CA, TSA and both OCSP responder keys are in a key
+ *                                 custody (then their .key.pem files are not); it lists them
  * The root key signs only in a key ceremony and lives in the ceremony directory (root-ca.key.pem in
  * <dataDir>/ceremony unless the ceremony names another), which nothing of the running service reads.
  * Where each file is, whether the material is complete, and loading it with the keys that sign for it.
@@ -22,7 +22,7 @@ import { X509Certificate, type KeyObject } from 'node:crypto';
 import { join } from 'node:path';
 import { ConfigError } from '../config/load.ts';
 import type { LongLivedMaterial } from '../custody/registry.ts';
-import { describeLocation, type KeyCustody, type LongLivedKeyName } from '../custody/types.ts';
+import { describeLocation, LONG_LIVED_KEYS, type KeyCustody, type LongLivedKeyName } from '../custody/types.ts';
 import { fromPem } from '../util/base64.ts';
 import { certifiedKey, loadKeyed, type KeyedCertificate, type SoftwareKeyedCertificate } from './authority.ts';
 
@@ -75,10 +75,14 @@ export function legacyRootKeyFile(dataDir: string): string {
   return join(pkiPaths(dataDir).dir, 'root-ca.key.pem');
 }
 
-/** The pieces the root signs at the ceremony for the running service: its responder, CRL and the mail CA. */
+/**
+ * The pieces the root signs at the ceremony for the running service: its responder (the key as a file unless a
+ * key custody holds it), CRL and the mail CA.
+ */
 export function rootCeremonyMaterialExists(dataDir: string): boolean {
   const p = pkiPaths(dataDir);
-  return [p.rootCrl, p.rootOcspCert, p.rootOcspKey, p.mailCaCert, p.mailCaKey].every((f) => existsSync(f));
+  const responderKey = custodyHolds(dataDir, 'root-ocsp-responder') ? [] : [p.rootOcspKey];
+  return [p.rootCrl, p.rootOcspCert, ...responderKey, p.mailCaCert, p.mailCaKey].every((f) => existsSync(f));
 }
 
 /**
@@ -116,19 +120,76 @@ export function longLivedMaterial(dataDir: string): LongLivedMaterial {
   const p = pkiPaths(dataDir);
   return {
     dir: p.dir,
-    keyFiles: { 'issuing-ca': p.issuingKey, tsa: p.tsaKey, 'ocsp-responder': p.ocspKey },
+    keyFiles: {
+      'issuing-ca': p.issuingKey,
+      tsa: p.tsaKey,
+      'ocsp-responder': p.ocspKey,
+      'root-ocsp-responder': p.rootOcspKey,
+    },
     heldBy: keysInCustody(dataDir) ? custodyInMarker(dataDir) : undefined,
   };
 }
 
+/** The marker's content, as init.ts writes it; one that cannot be read is empty. */
+interface CustodyMarker {
+  readonly keys?: unknown;
+  readonly longLivedKeys?: unknown;
+}
+
+function readMarker(dataDir: string): CustodyMarker {
+  try {
+    return JSON.parse(readFileSync(custodyMarkerFile(dataDir), 'utf8')) as CustodyMarker;
+  } catch {
+    return {};
+  }
+}
+
 /** The custody the marker names; one that cannot be read names none that exists. */
 function custodyInMarker(dataDir: string): string {
-  try {
-    const marker = JSON.parse(readFileSync(custodyMarkerFile(dataDir), 'utf8')) as { keys?: unknown };
-    return typeof marker.keys === 'string' ? marker.keys : 'unknown';
-  } catch {
-    return 'unknown';
-  }
+  const { keys } = readMarker(dataDir);
+  return typeof keys === 'string' ? keys : 'unknown';
+}
+
+/**
+ * The marker written when the long-lived keys were made in a key custody: which custody holds them, where in it,
+ * and which keys (init.ts).
+ */
+export function custodyMarker(custody: Pick<KeyCustody, 'kind' | 'location'>): string {
+  const marker = {
+    keys: custody.kind,
+    token: describeLocation(custody.location),
+    longLivedKeys: LONG_LIVED_KEYS,
+    createdAt: new Date().toISOString(),
+  };
+  return `${JSON.stringify(marker, null, 2)}\n`;
+}
+
+/**
+ * Whether the key custody holds this long-lived key. Markers without a list are from before the root's
+ * responder key joined the custody: they held the issuing CA, TSA and OCSP responder keys.
+ */
+export function custodyHolds(dataDir: string, name: LongLivedKeyName): boolean {
+  if (!keysInCustody(dataDir)) return false;
+  const { longLivedKeys } = readMarker(dataDir);
+  const held = Array.isArray(longLivedKeys) ? longLivedKeys : ['issuing-ca', 'tsa', 'ocsp-responder'];
+  return held.includes(name);
+}
+
+/**
+ * Refuses a data directory whose long-lived keys are in a key custody but for the root's OCSP responder key,
+ * still a key file (made before the custody held it): anyone who copies that file answers "good" for the
+ * issuing CA until the responder certificate expires. The key ceremony moves it into the custody.
+ */
+export function assertRootResponderInCustody(dataDir: string): void {
+  if (!keysInCustody(dataDir) || custodyHolds(dataDir, 'root-ocsp-responder')) return;
+  const p = pkiPaths(dataDir);
+  const where = existsSync(p.rootOcspKey) ? `it is the file ${p.rootOcspKey}` : 'it is missing';
+  throw new ConfigError(
+    `setting dataDir: the root's OCSP responder key is not in the key custody ${custodyInMarker(dataDir)} ` +
+      `that holds the other CA keys of ${p.dir} (${where}); ` +
+      'run `qtsp pki ceremony --migrate` with the ceremony directory that holds the root key ' +
+      '(`--ceremony-dir DIR`): it makes the key in the custody, the root certifies it, and the file is deleted',
+  );
 }
 
 /**
@@ -186,8 +247,8 @@ export interface CustodyMaterial {
   readonly root: PublishedCertificate;
   /** the root's CRL from the ceremony, DER */
   readonly rootCrl: Buffer;
-  /** the root's delegated OCSP responder: a software key file in every custody */
-  readonly rootOcspResponder: SoftwareKeyedCertificate;
+  /** the root's delegated OCSP responder, its key where the other long-lived keys are */
+  readonly rootOcspResponder: KeyedCertificate;
   readonly issuing: KeyedCertificate;
   readonly tsa: KeyedCertificate;
   readonly ocspResponder: KeyedCertificate;
@@ -220,7 +281,7 @@ export function loadCustodyMaterial(
   return {
     root: loadCertificate(p.rootCert),
     rootCrl: readFileSync(p.rootCrl),
-    rootOcspResponder: loadKeyed(p.rootOcspCert, p.rootOcspKey),
+    rootOcspResponder: withKey(p.rootOcspCert, 'root-ocsp-responder'),
     issuing: withKey(p.issuingCert, 'issuing-ca'),
     tsa: withKey(p.tsaCert, 'tsa'),
     ocspResponder: withKey(p.ocspCert, 'ocsp-responder'),

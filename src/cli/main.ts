@@ -33,8 +33,9 @@ const USAGE = `usage:
                                    start the sandbox ecosystem alone (prints its addresses as JSON)
   qtsp pki init [--rsa] [--force] [--pkcs11]
                                    create root CA, issuing CA, TSA, OCSP responder and our TLS client
-                                   certificate; --pkcs11: the issuing CA, TSA and OCSP responder keys are
-                                   generated in the token of keys.pkcs11Module (the root CA key stays a file)
+                                   certificate; --pkcs11: the issuing CA, TSA and both OCSP responder keys
+                                   are generated in the token of keys.pkcs11Module (the root CA key stays a
+                                   file)
   qtsp pki root                    print the root CA certificate (PEM)
   qtsp pki revoke SERIAL [--reason REASON]
                                    mark a certificate we issued revoked: OCSP answers "revoked", the CRL lists it

@@ -63,10 +63,11 @@ interface CeremonyFlags {
 
 /**
  * `qtsp pki ceremony` (or `init`): the key ceremony. It creates the CA material, with the issuing CA, TSA and
- * OCSP responder keys where keys.provider keeps them (key files, or made in the key custody: `--pkcs11`
+ * both OCSP responder keys where keys.provider keeps them (key files, or made in the key custody: `--pkcs11`
  * insists on that), and keeps the root key in the ceremony directory only. On existing material it completes
- * it: a root key left among the service's files (`--migrate`, for data directories made before) moves to the
- * ceremony directory and the root's OCSP responder, mail CA and CRL are issued.
+ * it (`--migrate`, for data directories made before): a root key left among the service's files moves to the
+ * ceremony directory and the root's OCSP responder, mail CA and CRL are issued; a key custody without the
+ * root's OCSP responder key gets it, and its key file is deleted.
  */
 async function ceremony(config: Config, options: CeremonyFlags): Promise<number> {
   const ceremonyDir = options['ceremony-dir'];

@@ -6,7 +6,8 @@
  *
  * Two kinds of keys:
  * - a signer key lives for one signDoc request (steps 7-9 of sign-doc.ts): createSignerKey, sign, destroy;
- * - a long-lived key (issuing CA, TSA, OCSP responder) is made once by `qtsp pki init` and named.
+ * - a long-lived key (issuing CA, TSA, the delegated OCSP responders of the issuing CA and of the root) is made
+ *   once by `qtsp pki init` and named.
  */
 import type { KeyObject } from 'node:crypto';
 import type { KeyAlgorithm, SignatureScheme, SignHash, SigningKey } from '../crypto/signature.ts';
@@ -45,10 +46,11 @@ export interface SignerKey extends SigningKey {
 }
 
 /**
- * The long-lived keys in custody, by the role they have in the certificates `qtsp pki init` writes. The root
- * CA is not among them: it signs at init and its CRL only, and stays a software key (ca/init.ts says why).
+ * The long-lived keys in custody, by the role they have in the certificates `qtsp pki init` writes: the issuing
+ * CA, the TSA, the issuing CA's delegated OCSP responder and the root's (RFC 6960 4.2.2.2). The root CA is not
+ * among them: it signs at key ceremonies only, and stays a software key of the ceremony directory (ca/init.ts).
  */
-export const LONG_LIVED_KEYS = ['issuing-ca', 'tsa', 'ocsp-responder'] as const;
+export const LONG_LIVED_KEYS = ['issuing-ca', 'tsa', 'ocsp-responder', 'root-ocsp-responder'] as const;
 export type LongLivedKeyName = (typeof LONG_LIVED_KEYS)[number];
 
 export interface CustodyReadiness {

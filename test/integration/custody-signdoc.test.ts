@@ -144,13 +144,15 @@ describe('signDoc with PKCS#11 custody (SoftHSM2)', () => {
       'qtsp-issuing-ca/true',
       'qtsp-ocsp-responder/true',
       'qtsp-ocsp-responder/true',
+      'qtsp-root-ocsp-responder/true',
+      'qtsp-root-ocsp-responder/true',
       'qtsp-tsa/true',
       'qtsp-tsa/true',
     ]);
     // and pkcs11-tool's, the independent one: no token object but the long-lived keys
     const objects = tokenObjects();
-    assert.equal(objects.length, 6, objects.join('\n'));
-    for (const label of ['qtsp-issuing-ca', 'qtsp-tsa', 'qtsp-ocsp-responder']) {
+    assert.equal(objects.length, 8, objects.join('\n'));
+    for (const label of ['qtsp-issuing-ca', 'qtsp-tsa', 'qtsp-ocsp-responder', 'qtsp-root-ocsp-responder']) {
       const pair = objects.filter((o) => new RegExp(`label:\\s+${label}\\n`).test(`${o}\n`));
       assert.equal(pair.length, 2, `${label}: ${objects.join('\n')}`);
       const privateKey = pair.find((o) => o.startsWith('Private Key Object'))!;

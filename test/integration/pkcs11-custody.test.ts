@@ -218,7 +218,7 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
     const left = objects(token.listObjects());
     assert.equal(left.length, 2 * LONG_LIVED_KEYS.length, left.join('\n'));
     assert.ok(
-      left.every((o) => /label:\s+qtsp-(issuing-ca|tsa|ocsp-responder)\b/.test(o)),
+      left.every((o) => /label:\s+qtsp-(issuing-ca|tsa|ocsp-responder|root-ocsp-responder)\n/.test(`${o}\n`)),
       left.join('\n'),
     );
   });

@@ -1,9 +1,9 @@
 /**
  * PKCS#11 key custody: every private key lives in a token and never leaves it (objects.ts says how each is made).
  *
- * - Long-lived keys (issuing CA, TSA, OCSP responder; the root CA key stays a file, as it also signs the root
- *   CRL and the S/MIME mail certificate at run time) are found by label once and their handles cached (real
- *   HSMs are slow at C_FindObjects).
+ * - Long-lived keys (issuing CA, TSA, the OCSP responders of the issuing CA and of the root; the root CA key
+ *   stays a file of the ceremony directory, which the service never reads) are found by label once and their
+ *   handles cached (real HSMs are slow at C_FindObjects).
  * - A signer key is a pair of session objects, destroyed after its request. RSA-3072 pairs come from a pool of
  *   pre-generated, never-used session pairs (key-pool.ts), as their generation is slow in any token.
  * - Signing: mechanisms.ts.

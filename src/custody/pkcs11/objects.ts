@@ -1,6 +1,6 @@
 /**
  * Key objects in the token. Every private key is sign-only, sensitive and never extractable:
- * - a long-lived key (issuing CA, TSA, OCSP responder) is a pair of token objects labelled qtsp-<role>, made by
+ * - a long-lived key (types.ts LONG_LIVED_KEYS) is a pair of token objects labelled qtsp-<role>, made by
  *   `qtsp pki init` and found by label at start;
  * - a signer key is a pair of session objects (CKA_TOKEN false), destroyed with C_DestroyObject after its
  *   request, and gone with its session in any case.
@@ -16,6 +16,7 @@ export const LONG_LIVED_LABELS: Readonly<Record<LongLivedKeyName, string>> = {
   'issuing-ca': 'qtsp-issuing-ca',
   tsa: 'qtsp-tsa',
   'ocsp-responder': 'qtsp-ocsp-responder',
+  'root-ocsp-responder': 'qtsp-root-ocsp-responder',
 };
 
 /** DER ECParameters namedCurve (RFC 5480 2.1.1) for CKA_EC_PARAMS, and the SPKI prefix up to the point. */

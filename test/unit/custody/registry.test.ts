@@ -21,6 +21,7 @@ const material = (heldBy: string | undefined): LongLivedMaterial => ({
     'issuing-ca': '/data/pki/i.key.pem',
     tsa: '/data/pki/t.key.pem',
     'ocsp-responder': '/data/pki/o.key.pem',
+    'root-ocsp-responder': '/data/pki/r.key.pem',
   },
   heldBy,
 });
