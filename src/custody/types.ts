@@ -10,6 +10,7 @@
  *   once by `qtsp pki init` and named.
  */
 import type { KeyObject } from 'node:crypto';
+import { KEY_ALGORITHMS } from '../crypto/keys.ts';
 import type { KeyAlgorithm, SignatureScheme, SignHash, SigningKey } from '../crypto/signature.ts';
 
 export type { EcdsaEncoding, SigningKey } from '../crypto/signature.ts';
@@ -43,6 +44,17 @@ export interface SignerKey extends SigningKey {
   readonly location: KeyLocation;
   /** Both halves are gone afterwards (PKCS#11: C_DestroyObject); idempotent, never throws. */
   destroy(): Promise<void>;
+}
+
+/**
+ * createSignerKey's first step: an algorithm no custody offers is the caller's mistake (a TypeError naming it),
+ * never taken for a failure of the custody.
+ */
+export function requireKeyAlgorithm(algorithm: KeyAlgorithm): void {
+  if (!KEY_ALGORITHMS.includes(algorithm))
+    throw new TypeError(
+      `no signer keys of algorithm ${JSON.stringify(algorithm)} (offered: ${KEY_ALGORITHMS.join(', ')})`,
+    );
 }
 
 /**

@@ -19,6 +19,7 @@ import type { Logger } from '../../util/logger.ts';
 import { KeyPool, KeyPoolClosedError } from '../key-pool.ts';
 import {
   KeyCustodyUnavailable,
+  requireKeyAlgorithm,
   type CustodyReadiness,
   type EcdsaEncoding,
   type KeyCustody,
@@ -260,6 +261,7 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   // signer keys
 
   async createSignerKey(algorithm: KeyAlgorithm, scheme: SignatureScheme): Promise<SignerKey> {
+    requireKeyAlgorithm(algorithm);
     this.#requireHealthy();
     let pair: TokenKeyPair;
     try {

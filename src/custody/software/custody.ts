@@ -10,7 +10,14 @@ import { SoftwareSigningKey, type EcdsaEncoding, type SignHash, type SigningKey 
 import type { Logger } from '../../util/logger.ts';
 import { createSignerKeys, type SignerKeys } from './signer-keys.ts';
 import { signingKeyFor, type KeyAlgorithm, type SignatureScheme } from '../../crypto/keys.ts';
-import type { CustodyReadiness, KeyCustody, KeyLocation, LongLivedKeyName, SignerKey } from '../types.ts';
+import {
+  requireKeyAlgorithm,
+  type CustodyReadiness,
+  type KeyCustody,
+  type KeyLocation,
+  type LongLivedKeyName,
+  type SignerKey,
+} from '../types.ts';
 
 const SOFTWARE: KeyLocation = { kind: 'software' };
 
@@ -67,6 +74,7 @@ export class SoftwareCustody implements KeyCustody {
   }
 
   async createSignerKey(algorithm: KeyAlgorithm, scheme: SignatureScheme): Promise<SignerKey> {
+    requireKeyAlgorithm(algorithm);
     const keys = await this.signerKeys.take(algorithm); // handed out once, never again
     return new SoftwareSignerKey(algorithm, keys.privateKey, keys.publicKey, scheme);
   }
