@@ -10,7 +10,8 @@
  */
 import { createServer, type Socket } from 'node:net';
 import { rpAgent } from '../src/rp/http.ts';
-import { authorize, median, percentile, postSignDoc, sha256b64 } from '../test/helpers/delivery.ts';
+import { median, percentile, postSignDoc, sha256b64 } from '../test/helpers/delivery.ts';
+import { authorize } from '../test/helpers/signing.ts';
 import { startEnvironment, type TestEnvironment } from '../test/helpers/environment.ts';
 import type { ConfigInput } from '../src/config/schema.ts';
 

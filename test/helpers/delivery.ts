@@ -1,16 +1,16 @@
 /**
  * Helpers for the delivery tests (mediation records, notifications): waiting for an asynchronous outcome,
- * signing through the whole flow, the reference_ids a signDoc call produced, and a `qtsp` child process
- * configured for a test environment (worker, CLI).
+ * signDoc on a kept-alive agent (the consent: signing.ts), the reference_ids a signDoc call produced, and a
+ * `qtsp` child process configured for a test environment (worker, CLI).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import type { HttpAgent as Agent } from '../../src/util/http-client.ts';
 import { referenceId } from '../../src/mediation/record.ts';
-import { authorizeSigning, type RpEndpoints } from '../../src/rp/flow.ts';
 import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
-import { PROFILE, QTSP_ID, SHA256_OID, type TestEnvironment } from './environment.ts';
+import { QTSP_ID, type TestEnvironment } from './environment.ts';
+import { QTSP_BIN } from './qtsp-cli.ts';
+import { signDocBody } from './signing.ts';
 
 export const sha256b64 = (data: string | Uint8Array): string => createHash('sha256').update(data).digest('base64');
 
@@ -28,34 +28,6 @@ export async function waitFor<T>(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
-}
-
-export interface Authorization {
-  readonly accessToken: string;
-  readonly hashes: string[];
-}
-
-export async function authorize(
-  endpoints: RpEndpoints,
-  documentDigests: { hash: string; label: string }[],
-  claims?: Record<string, null | { essential: true }>,
-): Promise<Authorization> {
-  const auth = await authorizeSigning(endpoints, {
-    documentDigests,
-    hashAlgorithmOID: SHA256_OID,
-    ...(claims ? { identityAssuranceClaims: claims } : {}),
-  });
-  return { accessToken: auth.accessToken, hashes: documentDigests.map((d) => d.hash) };
-}
-
-export function signDocBody(sad: string, hashes: readonly string[]): Record<string, unknown> {
-  return {
-    SAD: sad,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes, hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  };
 }
 
 export interface SignDocOutcome {
@@ -124,9 +96,7 @@ export interface QtspChild {
   readonly exited: Promise<number | string>;
 }
 
-const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
-
-/** `qtsp <args>` as a child process, its output collected. */
+/** `qtsp <args>` as a child process that runs on (a worker), its output collected; to its end: qtsp-cli.ts. */
 export function spawnQtsp(args: readonly string[], env: NodeJS.ProcessEnv): QtspChild {
   const child = spawn(process.execPath, [QTSP_BIN, ...args], {
     env,
@@ -139,14 +109,4 @@ export function spawnQtsp(args: readonly string[], env: NodeJS.ProcessEnv): Qtsp
     child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
   );
   return { process: child, output: () => out, exited };
-}
-
-/** Runs `qtsp <args>` to its end. */
-export async function runQtsp(
-  args: readonly string[],
-  env: NodeJS.ProcessEnv,
-): Promise<{ code: number | string; output: string }> {
-  const child = spawnQtsp(args, env);
-  const code = await child.exited;
-  return { code, output: child.output() };
 }

@@ -7,15 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { compactVerify, createLocalJWKSet, decodeJwt, type JSONWebKeySet } from 'jose';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { httpRequest, tlsAgent } from '../../src/util/http-client.ts';
 import type { TestEnvironment } from './environment.ts';
-import { PROFILE, SHA256_OID } from './environment.ts';
-import { run } from './openssl.ts';
+import { inScratch, opensslCmsVerify, run } from './openssl.ts';
+import { signThroughSandbox } from './signing.ts';
 
 export interface SignedWithEvidence {
   readonly status: number;
@@ -37,21 +34,11 @@ export async function signAndCapture(
     return payload;
   };
   try {
-    const auth = await authorizeSigning(env.endpoints, {
-      documentDigests: [{ hash, label: 'doc' }],
-      hashAlgorithmOID: SHA256_OID,
-    });
-    const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
-      SAD: auth.accessToken,
-      credentialID: 'qes_eidas',
-      documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
-      profile: PROFILE,
-      signature_format: 'C',
-    });
+    const res = await signThroughSandbox(env, [hash]);
     assert.ok(captured, 'the AS answered no introspection');
     return {
       status: res.status,
-      body: res.body as SignedWithEvidence['body'],
+      body: res.body,
       txn: String(captured.txn),
       document,
       introspectionPayload: captured,
@@ -83,37 +70,15 @@ export async function assertIsIntrospectionResponse(
 }
 
 /** the signer certificate's serial, lowercase hex, as `openssl cms -verify -signer` extracts it */
-export async function signerSerialByOpenssl(signature: Buffer, document: Buffer, caFile: string): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'qtsp-signer-'));
-  try {
-    writeFileSync(join(dir, 'sig.p7s'), signature);
-    writeFileSync(join(dir, 'doc'), document);
-    const verified = await run('openssl', [
-      'cms',
-      '-verify',
-      '-cades',
-      '-binary',
-      '-inform',
-      'DER',
-      '-in',
-      join(dir, 'sig.p7s'),
-      '-content',
-      join(dir, 'doc'),
-      '-CAfile',
-      caFile,
-      '-signer',
-      join(dir, 'signer.pem'),
-      '-out',
-      '/dev/null',
-    ]);
+export function signerSerialByOpenssl(signature: Buffer, document: Buffer, caFile: string): Promise<string> {
+  return inScratch(async (s) => {
+    const verified = await opensslCmsVerify(signature, document, caFile, s.file('signer.pem'));
     assert.ok(verified.ok, verified.output);
-    const serial = await run('openssl', ['x509', '-in', join(dir, 'signer.pem'), '-noout', '-serial']);
+    const serial = await run('openssl', ['x509', '-in', s.file('signer.pem'), '-noout', '-serial']);
     assert.ok(serial.ok, serial.output);
     return serial.output
       .trim()
       .replace(/^serial=/, '')
       .toLowerCase();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }

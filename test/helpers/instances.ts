@@ -8,15 +8,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { pkiInit } from '../../src/ca/init.ts';
 import type { RpEndpoints } from '../../src/rp/flow.ts';
 import { startSandbox, type Sandbox } from '../../src/sandbox/index.ts';
 import { startRedisServer, type LocalRedis } from '../../src/util/redis-server.ts';
 import { QTSP_ID } from './environment.ts';
-
-const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+import { QTSP_BIN } from './qtsp-cli.ts';
 
 export interface SharedParts {
   readonly root: string;
@@ -56,6 +54,47 @@ export async function startSharedPartsOnFreePorts(): Promise<{
     publicBaseUrl: `http://127.0.0.1:${publicationPort}`,
   });
   return { shared, port, publicationPort };
+}
+
+/**
+ * The `qtsp serve` processes of one test file, on shared parts whose signDoc and publication ports are free.
+ * close() kills (SIGKILL) every process spawn() started that still runs, and the pids `alsoKill` names for it
+ * that are alive (a cluster's workers), then closes the shared parts.
+ */
+export interface ServeFleet {
+  readonly shared: SharedParts;
+  readonly port: number;
+  readonly publicationPort: number;
+  /** shared.instanceEnv on the fleet's ports, unless `settings` name others */
+  instanceEnv(name: string, settings?: Partial<Parameters<SharedParts['instanceEnv']>[1]>): Record<string, string>;
+  /** spawnServe, remembered for close() */
+  spawn(env: Record<string, string>): Promise<ServeProcess>;
+  close(): Promise<void>;
+}
+
+export async function startServeFleet(
+  alsoKill: (serve: ServeProcess) => readonly number[] = () => [],
+): Promise<ServeFleet> {
+  const { shared, port, publicationPort } = await startSharedPartsOnFreePorts();
+  const started: ServeProcess[] = [];
+  return {
+    shared,
+    port,
+    publicationPort,
+    instanceEnv: (name, settings = {}) => shared.instanceEnv(name, { port, publicationPort, ...settings }),
+    async spawn(env) {
+      const serve = await spawnServe(env);
+      started.push(serve);
+      return serve;
+    },
+    async close() {
+      for (const serve of started) {
+        for (const pid of alsoKill(serve)) if (alive(pid)) process.kill(pid, 'SIGKILL');
+        if (serve.child.exitCode === null && serve.child.signalCode === null) serve.child.kill('SIGKILL');
+      }
+      await shared.close();
+    },
+  };
 }
 
 export async function startSharedParts(options: { signDocUrl: string; publicBaseUrl: string }): Promise<SharedParts> {

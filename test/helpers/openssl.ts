@@ -1,4 +1,9 @@
-/** The independent oracle: OpenSSL's own CMS verification (with -cades: ESS signing-certificate-v2 checked). */
+/**
+ * The independent oracle: the openssl command. run() starts any tool; opensslCmsVerify is OpenSSL's own CMS
+ * verification (with -cades: ESS signing-certificate-v2 checked); opensslNewKey makes a P-256 key and a
+ * certificate of nobody we know (a foreign CA, a relying party's own client certificate) or a request.
+ */
+import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +14,37 @@ export interface ToolResult {
   readonly output: string;
 }
 
+export interface Scratch {
+  readonly dir: string;
+  /** the path of `name` in the directory, written with `data` when given */
+  file(name: string, data?: Uint8Array | string): string;
+  remove(): void;
+}
+
+/** A scratch directory for one test's files; remove() at the end. */
+export function scratch(): Scratch {
+  const dir = mkdtempSync(join(tmpdir(), 'qtsp-oracle-'));
+  return {
+    dir,
+    file(name, data) {
+      const path = join(dir, name);
+      if (data !== undefined) writeFileSync(path, data);
+      return path;
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** `use` with a scratch directory that is removed when it has finished, however it finished. */
+export async function inScratch<T>(use: (s: Scratch) => Promise<T>): Promise<T> {
+  const s = scratch();
+  try {
+    return await use(s);
+  } finally {
+    s.remove();
+  }
+}
+
 export function run(cmd: string, args: readonly string[]): Promise<ToolResult> {
   return new Promise((resolve) => {
     execFile(cmd, args, { encoding: 'utf8' }, (err, stdout, stderr) =>
@@ -17,19 +53,25 @@ export function run(cmd: string, args: readonly string[]): Promise<ToolResult> {
   });
 }
 
-/** openssl cms -verify -cades over a detached signature; content and signature given as bytes. */
-export async function opensslCmsVerify(
+/** `openssl <args>` that must succeed: the test fails with OpenSSL's output otherwise. */
+export async function opensslOk(args: readonly string[]): Promise<ToolResult> {
+  const result = await run('openssl', args);
+  assert.ok(result.ok, result.output);
+  return result;
+}
+
+/**
+ * openssl cms -verify -cades over a detached signature; content and signature given as bytes. signerOut: a
+ * file that receives the signer certificate (PEM) once verified.
+ */
+export function opensslCmsVerify(
   signature: Uint8Array,
   content: Uint8Array,
   caFile: string,
+  signerOut?: string,
 ): Promise<ToolResult> {
-  const dir = mkdtempSync(join(tmpdir(), 'qtsp-oracle-'));
-  try {
-    const sig = join(dir, 'sig.p7s');
-    const doc = join(dir, 'doc.bin');
-    writeFileSync(sig, signature);
-    writeFileSync(doc, content);
-    return await run('openssl', [
+  return inScratch((s) =>
+    run('openssl', [
       'cms',
       '-verify',
       '-cades',
@@ -37,15 +79,42 @@ export async function opensslCmsVerify(
       '-inform',
       'DER',
       '-in',
-      sig,
+      s.file('sig.p7s', signature),
       '-content',
-      doc,
+      s.file('doc.bin', content),
       '-CAfile',
       caFile,
       '-out',
       '/dev/null',
-    ]);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+      ...(signerOut ? ['-signer', signerOut] : []),
+    ]),
+  );
+}
+
+/**
+ * `openssl req` with a new P-256 key (no passphrase) into keyFile: with `days`, a self-signed certificate for
+ * `subject` valid that long (-x509); without, a certificate request for it.
+ */
+export async function opensslNewKey(files: {
+  keyFile: string;
+  out: string;
+  subject: string;
+  days?: number;
+}): Promise<ToolResult> {
+  const selfSigned = files.days === undefined ? [] : ['-x509', '-days', String(files.days)];
+  return run('openssl', [
+    'req',
+    ...selfSigned,
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    files.keyFile,
+    '-out',
+    files.out,
+    '-subj',
+    files.subject,
+  ]);
 }

@@ -1,15 +1,14 @@
 /**
  * Independent oracles for B-T..B-LTA signatures and our trust services: OpenSSL parses the structures
  * (`openssl asn1parse` locates every part by offset; nothing here reuses src/ades/der.ts) and OpenSSL
- * verifies them (`openssl cms -verify -cades`, `openssl ts -verify`, `openssl ocsp -respin`, `openssl crl`);
+ * verifies them (`openssl ts -verify`, `openssl ocsp -respin`, `openssl crl`; CMS: openssl.ts);
  * pdfsig's NSS trust store is made here too (`nssTrustStore`).
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { run, type ToolResult } from './openssl.ts';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { pkiPaths } from '../../src/ca/material.ts';
+import { inScratch, run, type Scratch, type ToolResult } from './openssl.ts';
 
 /**
  * A new NSS database at dir (for `pdfsig -nssdir sql:<dir>`) that trusts rootCertFile and nothing else:
@@ -27,17 +26,25 @@ export async function nssTrustStore(dir: string, rootCertFile: string): Promise<
   return dir;
 }
 
-/** A scratch directory for one test's files; remove() at the end. */
-export function scratch(): { dir: string; file(name: string, data?: Uint8Array | string): string; remove(): void } {
-  const dir = mkdtempSync(join(tmpdir(), 'qtsp-oracle-'));
+/** Our PKI's certificate files (PEM) for OpenSSL's -CAfile, -issuer, -untrusted. */
+export interface PkiFiles {
+  readonly root: string;
+  readonly issuing: string;
+  readonly tsa: string;
+  /** the root and the issuing CA in one file, written into the scratch directory */
+  readonly rootAndIssuing: string;
+}
+
+export function pkiFiles(dataDir: string, work: Scratch): PkiFiles {
+  const p = pkiPaths(dataDir);
   return {
-    dir,
-    file(name, data) {
-      const path = join(dir, name);
-      if (data !== undefined) writeFileSync(path, data);
-      return path;
-    },
-    remove: () => rmSync(dir, { recursive: true, force: true }),
+    root: p.rootCert,
+    issuing: p.issuingCert,
+    tsa: p.tsaCert,
+    rootAndIssuing: work.file(
+      'root-and-issuing.pem',
+      readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8'),
+    ),
   };
 }
 
@@ -55,8 +62,7 @@ const LINE = /^\s*(\d+):d=\s*(\d+)\s+hl=\s*(\d+)\s+l=\s*(\d+)\s+(prim|cons):\s*(
 
 /** The nodes of a DER structure as `openssl asn1parse -i` sees them, in order. */
 export async function asn1parse(der: Uint8Array): Promise<Asn1Node[]> {
-  const s = scratch();
-  try {
+  return inScratch(async (s) => {
     const res = await run('openssl', ['asn1parse', '-inform', 'DER', '-i', '-in', s.file('x.der', der)]);
     if (!res.ok) throw new Error(`asn1parse: ${res.output}`);
     return res.output
@@ -71,9 +77,7 @@ export async function asn1parse(der: Uint8Array): Promise<Asn1Node[]> {
         constructed: m[5] === 'cons',
         text: m[6]!.trim(),
       }));
-  } finally {
-    s.remove();
-  }
+  });
 }
 
 export const bytesOf = (der: Uint8Array, n: Asn1Node) =>
@@ -160,36 +164,6 @@ export async function ocspOfRevocationChoice(choice: Buffer): Promise<Buffer | u
 // ---------------------------------------------------------------------------------------------------------
 // OpenSSL verification
 
-export async function verifyCms(
-  signature: Buffer,
-  content: Buffer,
-  caFile: string,
-  signerOut?: string,
-): Promise<ToolResult> {
-  const s = scratch();
-  try {
-    return await run('openssl', [
-      'cms',
-      '-verify',
-      '-cades',
-      '-binary',
-      '-inform',
-      'DER',
-      '-in',
-      s.file('sig.p7s', signature),
-      '-content',
-      s.file('doc', content),
-      '-CAfile',
-      caFile,
-      '-out',
-      '/dev/null',
-      ...(signerOut ? ['-signer', signerOut] : []),
-    ]);
-  } finally {
-    s.remove();
-  }
-}
-
 /** openssl ts -verify of a TimeStampToken over `data` (or over a precomputed digest, hex). */
 export async function verifyToken(
   token: Buffer,
@@ -197,8 +171,7 @@ export async function verifyToken(
   caFile: string,
   untrusted?: string,
 ): Promise<ToolResult> {
-  const s = scratch();
-  try {
+  return inScratch(async (s) => {
     const subject = 'data' in over ? ['-data', s.file('data', over.data)] : ['-digest', over.digestHex];
     return await run('openssl', [
       'ts',
@@ -211,9 +184,7 @@ export async function verifyToken(
       caFile,
       ...(untrusted ? ['-untrusted', untrusted] : []),
     ]);
-  } finally {
-    s.remove();
-  }
+  });
 }
 
 /**
@@ -225,8 +196,7 @@ export async function verifyOcsp(
   response: Buffer,
   files: { root: string; issuing: string; cert: string },
 ): Promise<ToolResult> {
-  const s = scratch();
-  try {
+  return inScratch(async (s) => {
     return await run('openssl', [
       'ocsp',
       '-respin',
@@ -239,9 +209,7 @@ export async function verifyOcsp(
       files.root,
       '-no_nonce',
     ]);
-  } finally {
-    s.remove();
-  }
+  });
 }
 
 /** OpenSSL's printed dates ("Nov 23 01:40:12 2026 GMT", fractions kept) as a Date */
@@ -253,35 +221,28 @@ function opensslDate(text: string | undefined, what: string): Date {
 
 /** producedAt and the thisUpdate of every SingleResponse, as `openssl ocsp -resp_text` prints them */
 export async function ocspTimes(response: Buffer): Promise<{ producedAt: Date; thisUpdates: Date[] }> {
-  const s = scratch();
-  try {
+  return inScratch(async (s) => {
     const r = await run('openssl', ['ocsp', '-respin', s.file('resp.der', response), '-resp_text', '-noverify']);
     if (!r.ok) throw new Error(`openssl ocsp -resp_text: ${r.output}`);
     return {
       producedAt: opensslDate(/Produced At: (.*)/.exec(r.output)?.[1], 'Produced At'),
       thisUpdates: [...r.output.matchAll(/This Update: (.*)/g)].map((m) => opensslDate(m[1], 'This Update')),
     };
-  } finally {
-    s.remove();
-  }
+  });
 }
 
 /** thisUpdate of a CRL, as `openssl crl -lastupdate` prints it */
 export async function crlThisUpdate(crl: Buffer): Promise<Date> {
-  const s = scratch();
-  try {
+  return inScratch(async (s) => {
     const r = await run('openssl', ['crl', '-inform', 'DER', '-in', s.file('crl.der', crl), '-noout', '-lastupdate']);
     if (!r.ok) throw new Error(`openssl crl -lastupdate: ${r.output}`);
     return opensslDate(/lastUpdate=(.*)/.exec(r.output)?.[1], 'lastUpdate');
-  } finally {
-    s.remove();
-  }
+  });
 }
 
 /** genTime of a TimeStampToken, as `openssl ts -reply -token_in -text` prints it */
 export async function tokenGenTime(token: Buffer): Promise<Date> {
-  const s = scratch();
-  try {
+  return inScratch(async (s) => {
     const r = await run('openssl', [
       'ts',
       '-reply',
@@ -293,9 +254,7 @@ export async function tokenGenTime(token: Buffer): Promise<Date> {
     ]);
     if (!r.ok) throw new Error(`openssl ts -text: ${r.output}`);
     return opensslDate(/Time stamp: (.*)/.exec(r.output)?.[1], 'Time stamp');
-  } finally {
-    s.remove();
-  }
+  });
 }
 
 /**
@@ -331,8 +290,7 @@ export async function assertIssuedAfter(
 
 /** openssl crl -CAfile: the CRL's signature against the CAs in caFile */
 export async function verifyCrl(crl: Buffer, caFile: string): Promise<ToolResult> {
-  const s = scratch();
-  try {
+  return inScratch(async (s) => {
     return await run('openssl', [
       'crl',
       '-inform',
@@ -344,9 +302,7 @@ export async function verifyCrl(crl: Buffer, caFile: string): Promise<ToolResult
       '-noout',
       '-text',
     ]);
-  } finally {
-    s.remove();
-  }
+  });
 }
 
 /** a copy with one byte flipped at `at` (negative: from the end) */

@@ -13,10 +13,7 @@
  *             the current time. xmlsec1 does not judge XAdES properties or timestamps: it checks XML-DSig core
  *             validation (both references and SignatureValue) and the certificate chain.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { run, type ToolResult } from './openssl.ts';
+import { inScratch, run, type ToolResult } from './openssl.ts';
 
 export const XADES_SIGNED_PROPERTIES_ID = 'http://uri.etsi.org/01903/v1.3.2#:SignedProperties';
 
@@ -30,23 +27,19 @@ export interface XmlsecOptions {
   readonly untrustedPem?: string;
 }
 
-export async function xmlsecVerify(
+export function xmlsecVerify(
   signatureXml: Uint8Array,
   document: Uint8Array,
   options: XmlsecOptions,
 ): Promise<ToolResult> {
-  const dir = mkdtempSync(join(tmpdir(), 'qtsp-xmlsec-'));
-  try {
-    const sig = join(dir, 'sig.xml');
-    const doc = join(dir, 'doc.bin');
-    writeFileSync(sig, signatureXml);
-    writeFileSync(doc, document);
+  return inScratch(async (s) => {
+    const doc = s.file('doc.bin', document);
     const maps = externalReferenceUris(Buffer.from(signatureXml).toString('utf8')).flatMap((uri) => [
       `--url-map:${uri}`,
       doc,
     ]);
     const untrusted = options.untrustedPem ? ['--untrusted-pem', options.untrustedPem] : [];
-    return await run('xmlsec1', [
+    return run('xmlsec1', [
       '--verify',
       '--id-attr:Id',
       XADES_SIGNED_PROPERTIES_ID,
@@ -54,9 +47,7 @@ export async function xmlsecVerify(
       '--trusted-pem',
       options.trustedPem,
       ...untrusted,
-      sig,
+      s.file('sig.xml', signatureXml),
     ]);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }

@@ -13,17 +13,17 @@ import * as pkijs from 'pkijs';
 import { HASH_ALGORITHMS, SIGNATURE_OIDS, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
 import type { SoftwareCustody } from '../../src/custody/software/custody.ts';
 import { rsaPssParams, type SignHash } from '../../src/crypto/signature.ts';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { callSignDoc } from '../../src/rp/flow.ts';
 import {
   custodySigns,
   startEnvironment,
-  PROFILE,
   SHA256_OID,
   TEST_KEY_CUSTODY,
   type TestEnvironment,
 } from '../helpers/environment.ts';
 import { untilHolds } from '../helpers/key-pool.ts';
 import { opensslCmsVerify } from '../helpers/openssl.ts';
+import { signaturesOf, signDocBody, signThroughSandbox } from '../helpers/signing.ts';
 
 const EC_PUBLIC_KEY = '1.2.840.10045.2.1';
 const RSA_ENCRYPTION = '1.2.840.113549.1.1.1';
@@ -125,28 +125,14 @@ let env: TestEnvironment;
 const digestOf = (h: HashAlgorithm, data: Uint8Array) => createHash(h.node).update(data).digest('base64');
 
 async function signOne(h: HashAlgorithm, extra: Record<string, unknown>, environment: TestEnvironment = env) {
-  const res = await signRequest(h, extra, environment);
-  assert.equal(res.status, 200, JSON.stringify(res.body));
-  const [sig] = (res.body as { SignatureObject: string[] }).SignatureObject;
-  return Buffer.from(sig!, 'base64');
+  return signaturesOf(await signRequest(h, extra, environment))[0]!;
 }
 
-async function signRequest(h: HashAlgorithm, extra: Record<string, unknown>, environment: TestEnvironment = env) {
-  const hash = digestOf(h, DOC);
-  const auth = await authorizeSigning(environment.endpoints, {
-    documentDigests: [{ hash, label: 'document' }],
+function signRequest(h: HashAlgorithm, extra: Record<string, unknown>, environment: TestEnvironment = env) {
+  return signThroughSandbox(environment, [digestOf(h, DOC)], {
     hashAlgorithmOID: h.oid,
+    fields: { conformance_level: 'AdES-B-B', ...extra },
   });
-  const res = await callSignDoc(environment.qtsp.signDocUrl, environment.endpoints, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [hash], hashAlgorithmOID: h.oid },
-    profile: PROFILE,
-    signature_format: 'C',
-    conformance_level: 'AdES-B-B',
-    ...extra,
-  });
-  return res;
 }
 
 async function expectVerified(cms: Buffer): Promise<void> {
@@ -205,14 +191,7 @@ describe('an RSA key pool of 4 and the default configuration', () => {
 
   describe('signAlgo we do not offer: 400 naming what we offer, nothing minted', () => {
     const h256 = HASHES.find((h) => h.oid === SHA256_OID)!;
-    const body = (extra: Record<string, unknown>) => ({
-      SAD: 'x.y.z',
-      credentialID: 'qes_eidas',
-      documentDigests: { hashes: [digestOf(h256, DOC)], hashAlgorithmOID: SHA256_OID },
-      profile: PROFILE,
-      signature_format: 'C',
-      ...extra,
-    });
+    const body = (extra: Record<string, unknown>) => signDocBody('x.y.z', [digestOf(h256, DOC)], extra);
     const offered = [EC_PUBLIC_KEY, '1.2.840.10045.4.3.2', RSA_ENCRYPTION, '1.2.840.113549.1.1.11', RSASSA_PSS];
     // the first group names every signAlgo we offer; the parameter errors name the parameters we expect
     const cases: [string, Record<string, unknown>, string][] = [

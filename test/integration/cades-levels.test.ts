@@ -14,11 +14,10 @@ import { createPrivateKey, createPublicKey, X509Certificate } from 'node:crypto'
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HASH_ALGORITHMS, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
-import { ceremonyRootKeyFile, pkiPaths } from '../../src/ca/material.ts';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { ceremonyRootKeyFile } from '../../src/ca/material.ts';
 import { fromPem } from '../../src/util/base64.ts';
-import { startEnvironment, PROFILE, type TestEnvironment } from '../helpers/environment.ts';
-import { run } from '../helpers/openssl.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { opensslCmsVerify, run, scratch } from '../helpers/openssl.ts';
 import {
   asn1parse,
   assertIssuedAfter,
@@ -27,38 +26,30 @@ import {
   childrenOf,
   cmsParts,
   ocspOfRevocationChoice,
-  scratch,
   sha,
   tamper,
   tokenGenTime,
-  verifyCms,
   verifyCrl,
   verifyOcsp,
   verifyToken,
   type CmsParts,
+  pkiFiles,
+  type PkiFiles,
 } from '../helpers/pki-oracles.ts';
+import { signaturesOf, signThroughSandbox } from '../helpers/signing.ts';
 
 const LEVELS = ['AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'] as const;
 type Level = (typeof LEVELS)[number];
 const DOCS = [Buffer.from('contract of sale\n'), Buffer.from('annex: terms and conditions, ünïcödé\n')];
 
 let env: TestEnvironment;
-let files: { root: string; issuing: string; tsa: string; rootAndIssuing: string };
+let files: PkiFiles;
 let work: ReturnType<typeof scratch>;
 
 before(async () => {
   env = await startEnvironment({ trust: { idpCacheTtlSeconds: 0 } });
-  const p = pkiPaths(env.dataDir);
   work = scratch();
-  files = {
-    root: p.rootCert,
-    issuing: p.issuingCert,
-    tsa: p.tsaCert,
-    rootAndIssuing: work.file(
-      'root-and-issuing.pem',
-      readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8'),
-    ),
-  };
+  files = pkiFiles(env.dataDir, work);
 });
 after(async () => {
   await env.close();
@@ -72,24 +63,13 @@ interface Signed {
 
 async function sign(level: Level | 'AdES-B-B', alg: HashAlgorithm, docs: readonly Buffer[] = DOCS): Promise<Signed> {
   const hashes = docs.map((d) => sha(alg.node, d).toString('base64'));
-  const auth = await authorizeSigning(env.endpoints, {
-    documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
+  const res = await signThroughSandbox(env, hashes, {
     hashAlgorithmOID: alg.oid,
+    fields: { conformance_level: level },
   });
-  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes, hashAlgorithmOID: alg.oid },
-    profile: PROFILE,
-    signature_format: 'C',
-    conformance_level: level,
-  });
-  assert.equal(res.status, 200, JSON.stringify(res.body));
-  const body = res.body as { SignatureObject: string[]; revocationInfo?: { ocsp: string[]; crl: string[] } };
-  return {
-    signatures: body.SignatureObject.map((s) => Buffer.from(s, 'base64')),
-    ...(body.revocationInfo ? { revocationInfo: body.revocationInfo } : {}),
-  };
+  const signatures = signaturesOf(res);
+  const revocationInfo = res.body.revocationInfo as Signed['revocationInfo'];
+  return { signatures, ...(revocationInfo ? { revocationInfo } : {}) };
 }
 
 /**
@@ -162,7 +142,7 @@ async function checkSignature(level: Level, alg: HashAlgorithm, signature: Buffe
   const s = scratch();
   try {
     const signer = s.file('signer.pem');
-    const cms = await verifyCms(signature, doc, files.root, signer);
+    const cms = await opensslCmsVerify(signature, doc, files.root, signer);
     assert.ok(cms.ok, `cms ${level} ${alg.name}: ${cms.output}`);
     const parts = await cmsParts(signature);
     const [sigTs] = unsignedValues(parts, ATTR.signatureTimeStamp);
@@ -236,7 +216,7 @@ describe('CAdES levels through signDoc, checked by OpenSSL', () => {
     const s = scratch();
     try {
       const signer = s.file('signer.pem');
-      assert.ok((await verifyCms(signed.signatures[0]!, DOCS[0]!, files.root, signer)).ok);
+      assert.ok((await opensslCmsVerify(signed.signatures[0]!, DOCS[0]!, files.root, signer)).ok);
       assert.ok(signed.revocationInfo!.ocsp.length >= 3);
       for (const b64 of signed.revocationInfo!.ocsp) {
         const name = await ocspCovers(Buffer.from(b64, 'base64'), signer);
@@ -262,13 +242,13 @@ describe('each oracle rejects a tampered input', () => {
     signature = (await sign('AdES-B-LTA', alg, [DOCS[0]!])).signatures[0]!;
     parts = await cmsParts(signature);
     signer = work.file('tamper-signer.pem');
-    assert.ok((await verifyCms(signature, DOCS[0]!, files.root, signer)).ok);
+    assert.ok((await opensslCmsVerify(signature, DOCS[0]!, files.root, signer)).ok);
   });
 
   it('openssl cms -verify: another document, a flipped signature byte', async () => {
-    assert.equal((await verifyCms(signature, DOCS[1]!, files.root)).ok, false);
+    assert.equal((await opensslCmsVerify(signature, DOCS[1]!, files.root)).ok, false);
     const sigValueAt = signature.indexOf(parts.signatureValue);
-    assert.equal((await verifyCms(tamper(signature, sigValueAt + 10), DOCS[0]!, files.root)).ok, false);
+    assert.equal((await opensslCmsVerify(tamper(signature, sigValueAt + 10), DOCS[0]!, files.root)).ok, false);
   });
 
   it('openssl ts -verify: the signature-time-stamp over other data, a token with a flipped byte', async () => {
@@ -353,7 +333,7 @@ describe('the root CA key is offline', () => {
     const s = scratch();
     try {
       const signer = s.file('signer.pem');
-      assert.ok((await verifyCms(signature!, DOCS[0]!, files.root, signer)).ok);
+      assert.ok((await opensslCmsVerify(signature!, DOCS[0]!, files.root, signer)).ok);
       const parts = await cmsParts(signature!);
       const revocation = await revocationInCms(parts);
       const forIssuing: Buffer[] = [];
@@ -400,7 +380,7 @@ describe('signer certificates point at our OCSP responder, CA certificate and CR
     const s = scratch();
     try {
       const signer = s.file('signer.pem');
-      assert.ok((await verifyCms(signature!, DOCS[0]!, files.root, signer)).ok);
+      assert.ok((await opensslCmsVerify(signature!, DOCS[0]!, files.root, signer)).ok);
       const text = await run('openssl', [
         'x509',
         '-in',

@@ -12,30 +12,13 @@ import { fileURLToPath } from 'node:url';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
 import { xmlsecVerify } from '../helpers/xmlsec.ts';
-import { execFile } from 'node:child_process';
+import { qtsp } from '../helpers/qtsp-cli.ts';
 import { createHash } from 'node:crypto';
 import { pino } from 'pino';
 import { startEcosystemWithSandboxProcess } from '../../src/cli/ecosystem.ts';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { signaturesOf, signThroughSandbox } from '../helpers/signing.ts';
 
-const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../../fixtures/documents/', import.meta.url));
-
-function qtsp(
-  args: string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [QTSP, ...args],
-      { env: { ...process.env, ...env }, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      },
-    );
-  });
-}
 
 describe('qtsp pki', () => {
   it('init creates the CA material once, root prints a certificate openssl reads', async () => {
@@ -246,20 +229,9 @@ describe('qtsp sandbox (the sandbox as a separate program)', () => {
     try {
       const doc = readFileSync(join(FIXTURES, 'contract.txt'));
       const hash = createHash('sha256').update(doc).digest('base64');
-      const auth = await authorizeSigning(eco.endpoints, {
-        documentDigests: [{ hash, label: 'contract' }],
-        hashAlgorithmOID: '2.16.840.1.101.3.4.2.1',
-      });
-      const res = await callSignDoc(auth.qtsp.signDoc, eco.endpoints, {
-        SAD: auth.accessToken,
-        credentialID: 'qes_eidas',
-        documentDigests: { hashes: [hash], hashAlgorithmOID: '2.16.840.1.101.3.4.2.1' },
-        profile: 'http://uri.etsi.org/19432/v1.1.1#/creationprofile#',
-        signature_format: 'C',
-      });
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-      const sig = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
-      assert.ok((await opensslCmsVerify(sig, doc, join(dataDir, 'pki', 'root-ca.pem'))).ok);
+      // signDoc where the AS sends the relying party: the QTSP of this ecosystem
+      const [sig] = signaturesOf(await signThroughSandbox({ endpoints: eco.endpoints }, [hash]));
+      assert.ok((await opensslCmsVerify(sig!, doc, join(dataDir, 'pki', 'root-ca.pem'))).ok);
     } finally {
       await eco.close();
       rmSync(dataDir, { recursive: true, force: true });

@@ -6,17 +6,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { callSignDoc } from '../../src/rp/flow.ts';
 import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
-import { authorize, sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import {
-  alive,
-  spawnServe,
-  startSharedPartsOnFreePorts,
-  type ServeProcess,
-  type SharedParts,
-} from '../helpers/instances.ts';
+import { sha256b64, waitFor } from '../helpers/delivery.ts';
+import { alive, startServeFleet, type ServeFleet, type ServeProcess } from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { signThroughSandbox } from '../helpers/signing.ts';
 
 const CALLS = 12;
 const AT_ONCE = 4;
@@ -56,13 +50,12 @@ function workersOf(text: string, name: string): string[] {
 }
 
 describe('metrics and readiness of qtsp serve with two worker processes', () => {
-  let shared: SharedParts;
+  let fleet: ServeFleet;
   let pg: PostgresServer;
   let serve: ServeProcess | undefined;
 
   before(async () => {
-    const { shared: parts, port, publicationPort } = await startSharedPartsOnFreePorts();
-    shared = parts;
+    fleet = await startServeFleet((s) => childrenOf(s.pid));
     pg = await startPostgres();
     const url = await pg.freshSchemaUrl();
     const extra = {
@@ -70,21 +63,11 @@ describe('metrics and readiness of qtsp serve with two worker processes', () => 
       QTSP_LOG_LEVEL: process.env.DEBUG_LOG ?? 'silent',
       QTSP_DELIVERY_IN_PROCESS_WORKER: 'false',
     };
-    const env = shared.instanceEnv('pg-cluster-metrics', {
-      port,
-      publicationPort,
-      store: { driver: 'postgres', url },
-      extra,
-    });
-    serve = await spawnServe(env);
+    serve = await fleet.spawn(fleet.instanceEnv('pg-cluster-metrics', { store: { driver: 'postgres', url }, extra }));
   });
   after(async () => {
-    if (serve) {
-      for (const w of childrenOf(serve.pid)) if (alive(w)) process.kill(w, 'SIGKILL');
-      if (serve.child.exitCode === null && serve.child.signalCode === null) serve.child.kill('SIGKILL');
-    }
+    await fleet?.close();
     await pg?.stop();
-    await shared?.close();
   });
 
   const scrape = async (): Promise<string> => {
@@ -96,11 +79,9 @@ describe('metrics and readiness of qtsp serve with two worker processes', () => 
     const res = await httpRequest(`${serve!.opsUrl}/health/ready`, { timeoutMs: 10_000 });
     return { status: res.status, body: jsonBody(res) as { status: string; reasons: string[] } };
   };
-  const signOnce = async (label: string) => {
-    const auth = await authorize(shared.endpoints, [{ hash: sha256b64(label), label }]);
-    // a new connection each: the primary hands connections to the workers in turn
-    return callSignDoc(serve!.signDocUrl, shared.endpoints, signDocBody(auth.accessToken, auth.hashes));
-  };
+  // a new connection each: the primary hands connections to the workers in turn
+  const signOnce = (label: string) =>
+    signThroughSandbox(fleet.shared, [sha256b64(label)], { signDocUrl: serve!.signDocUrl });
 
   it('sums both workers’ signDoc counters, labels each process’s default metrics, and is ready when both are', async () => {
     const s = serve!;

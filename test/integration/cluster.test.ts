@@ -5,17 +5,11 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { callSignDoc } from '../../src/rp/flow.ts';
 import { openStore } from '../../src/store/open.ts';
-import { authorize, sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import {
-  alive,
-  spawnServe,
-  startSharedPartsOnFreePorts,
-  type ServeProcess,
-  type SharedParts,
-} from '../helpers/instances.ts';
+import { sha256b64, waitFor } from '../helpers/delivery.ts';
+import { alive, startServeFleet, type ServeFleet } from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { signThroughSandbox } from '../helpers/signing.ts';
 
 /** the child processes of `pid` (the cluster's workers), from /proc */
 function childrenOf(pid: number): number[] {
@@ -33,28 +27,21 @@ function childrenOf(pid: number): number[] {
 }
 
 describe('qtsp serve with several worker processes', () => {
-  let shared: SharedParts;
+  let fleet: ServeFleet;
   let pg: PostgresServer;
-  let port: number;
-  let publicationPort: number;
-  const started: ServeProcess[] = [];
 
   before(async () => {
-    ({ shared, port, publicationPort } = await startSharedPartsOnFreePorts());
+    fleet = await startServeFleet((serve) => childrenOf(serve.pid));
     pg = await startPostgres();
   });
   after(async () => {
-    for (const s of started) {
-      for (const w of childrenOf(s.pid)) if (alive(w)) process.kill(w, 'SIGKILL');
-      if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
-    }
+    await fleet?.close();
     await pg?.stop();
-    await shared?.close();
   });
 
   it('refuses several workers on the SQLite store, naming the setting and what would work', async () => {
-    const env = shared.instanceEnv('sqlite-cluster', { port, publicationPort, extra: { QTSP_SERVER_WORKERS: '2' } });
-    await assert.rejects(spawnServe(env), (err: Error) => {
+    const env = fleet.instanceEnv('sqlite-cluster', { extra: { QTSP_SERVER_WORKERS: '2' } });
+    await assert.rejects(fleet.spawn(env), (err: Error) => {
       assert.match(err.message, /server\.workers \(QTSP_SERVER_WORKERS\): 2 processes need store\.driver postgres/);
       return true;
     });
@@ -69,17 +56,15 @@ describe('qtsp serve with several worker processes', () => {
       QTSP_DELIVERY_RELAY_INTERVAL_MS: '600000',
       QTSP_DELIVERY_IN_PROCESS_WORKER: 'false',
     };
-    const env = shared.instanceEnv('pg-cluster', { port, publicationPort, store: { driver: 'postgres', url }, extra });
-    const serve = await spawnServe(env);
-    started.push(serve);
+    const env = fleet.instanceEnv('pg-cluster', { store: { driver: 'postgres', url }, extra });
+    const serve = await fleet.spawn(env);
     assert.match(serve.output(), /\(2 processes\)/);
     const workers = childrenOf(serve.pid);
     assert.equal(workers.length, 2, 'two worker processes');
 
-    const signOnce = async (label: string) => {
-      const auth = await authorize(shared.endpoints, [{ hash: sha256b64(label), label }]);
-      return callSignDoc(serve.signDocUrl, shared.endpoints, signDocBody(auth.accessToken, auth.hashes)); // a new connection each: round robin
-    };
+    // a new connection each: round robin
+    const signOnce = (label: string) =>
+      signThroughSandbox(fleet.shared, [sha256b64(label)], { signDocUrl: serve.signDocUrl });
     const first = await Promise.all(Array.from({ length: 6 }, (_, i) => signOnce(`cluster ${i}`)));
     assert.deepEqual(
       first.map((r) => r.status),

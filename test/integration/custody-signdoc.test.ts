@@ -16,14 +16,14 @@ import { readFileSync, renameSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import * as pkijs from 'pkijs';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import type { Pkcs11Custody } from '../../src/custody/pkcs11/custody.ts';
 import { SOFTHSM2_MODULE } from '../../src/custody/softhsm/token.ts';
 import { oid } from '../../src/util/der.ts';
 import { httpRequest } from '../../src/util/http-client.ts';
-import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify } from '../helpers/openssl.ts';
 import { visibleObjects } from '../helpers/softhsm.ts';
+import { signThroughSandbox } from '../helpers/signing.ts';
 
 const DOC = Buffer.from('a document signed in the token\n');
 const HASH = createHash('sha256').update(DOC).digest('base64');
@@ -58,20 +58,8 @@ function tokenSlots(): string {
   });
 }
 
-async function signDoc(level: string, extra: Record<string, unknown> = {}) {
-  const auth = await authorizeSigning(env.endpoints, {
-    documentDigests: [{ hash: HASH, label: 'document' }],
-    hashAlgorithmOID: SHA256_OID,
-  });
-  return callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [HASH], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-    conformance_level: level,
-    ...extra,
-  });
+function signDoc(level: string, extra: Record<string, unknown> = {}) {
+  return signThroughSandbox(env, [HASH], { fields: { conformance_level: level, ...extra } });
 }
 
 /** GET /health/ready on the operations listener, after a pause (readiness probes in the background) */

@@ -5,24 +5,13 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { signAndCapture } from '../helpers/evidence.ts';
 import { run } from '../helpers/openssl.ts';
-
-const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
-
-function qtsp(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [QTSP, ...args], { encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+import { qtsp } from '../helpers/qtsp-cli.ts';
 
 let env: TestEnvironment;
 before(async () => {

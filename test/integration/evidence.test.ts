@@ -6,24 +6,13 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createHash, X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { httpRequest } from '../../src/util/http-client.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { assertIsIntrospectionResponse, signAndCapture, signerSerialByOpenssl } from '../helpers/evidence.ts';
-
-const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
-
-function qtsp(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [QTSP, ...args], { encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-    });
-  });
-}
+import { qtsp } from '../helpers/qtsp-cli.ts';
 
 let env: TestEnvironment;
 before(async () => {

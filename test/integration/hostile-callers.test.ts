@@ -12,11 +12,12 @@ import { Writable } from 'node:stream';
 import * as tls from 'node:tls';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { pino } from 'pino';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { callSignDoc } from '../../src/rp/flow.ts';
 import type { QtspService } from '../../src/service.ts';
 import { freePort } from '../../src/util/free-port.ts';
 import { httpRequest } from '../../src/util/http-client.ts';
-import { PROFILE, SHA256_OID, startEnvironment, startExtraQtsp, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, startExtraQtsp, type TestEnvironment } from '../helpers/environment.ts';
+import { authorize, labelled, signDocBody } from '../helpers/signing.ts';
 
 /** Every log line of the QTSPs of this file, parsed. */
 const logs: Record<string, unknown>[] = [];
@@ -48,17 +49,8 @@ after(async () => {
 
 async function validBody(): Promise<string> {
   const hash = createHash('sha256').update(randomUUID()).digest('base64');
-  const auth = await authorizeSigning(env.endpoints, {
-    documentDigests: [{ hash, label: 'doc' }],
-    hashAlgorithmOID: SHA256_OID,
-  });
-  return JSON.stringify({
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  });
+  const auth = await authorize(env.endpoints, labelled([hash]));
+  return JSON.stringify(signDocBody(auth.accessToken, [hash]));
 }
 
 async function signDoc(url: string, body?: string): Promise<{ status: number; body: Record<string, unknown> }> {

@@ -17,15 +17,10 @@ import { fileURLToPath } from 'node:url';
 import { callSignDoc } from '../../src/rp/flow.ts';
 import { openStore } from '../../src/store/open.ts';
 import { freePort } from '../../src/util/free-port.ts';
-import { authorize, sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import {
-  alive,
-  spawnServe,
-  startSharedPartsOnFreePorts,
-  type ServeProcess,
-  type SharedParts,
-} from '../helpers/instances.ts';
+import { sha256b64, waitFor } from '../helpers/delivery.ts';
+import { alive, startServeFleet, type ServeFleet, type SharedParts } from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { authorize, signDocBody } from '../helpers/signing.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -42,27 +37,22 @@ function accepts(port: number): Promise<boolean> {
 }
 
 describe('SIGTERM of qtsp serve', () => {
+  let fleet: ServeFleet;
   let shared: SharedParts;
-  let port: number;
-  let publicationPort: number;
-  const started: ServeProcess[] = [];
 
   before(async () => {
-    ({ shared, port, publicationPort } = await startSharedPartsOnFreePorts());
+    fleet = await startServeFleet();
+    shared = fleet.shared;
   });
   after(async () => {
-    for (const s of started) if (s.child.exitCode === null && s.child.signalCode === null) s.child.kill('SIGKILL');
-    await shared.close();
+    await fleet?.close();
   });
 
   it('lets the signDoc calls in flight finish, refuses new connections, keeps every evidence row, exits 0', async () => {
-    const env = shared.instanceEnv('graceful', {
-      port,
-      publicationPort,
+    const env = fleet.instanceEnv('graceful', {
       extra: { QTSP_LIFECYCLE_DRAIN_TIMEOUT_MS: '60000', QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: '90000' },
     });
-    const serve = await spawnServe(env);
-    started.push(serve);
+    const serve = await fleet.spawn(env);
     const endpoints = shared.endpoints;
     const calls = 4;
     // one consent signs each document once: each call signs a document of its own
@@ -85,7 +75,7 @@ describe('SIGTERM of qtsp serve', () => {
     try {
       await waitFor('every call to reach the introspection', () => arrived === calls);
       serve.child.kill('SIGTERM');
-      await waitFor('the listener to refuse new connections', async () => !(await accepts(port)));
+      await waitFor('the listener to refuse new connections', async () => !(await accepts(fleet.port)));
       assert.equal(serve.child.exitCode, null, 'still running: it waits for the calls in flight');
     } finally {
       release();
@@ -120,14 +110,13 @@ describe('SIGTERM of qtsp serve', () => {
       const url = await pg.freshSchemaUrl();
       const p = await freePort();
       const pub = await freePort();
-      const env = shared.instanceEnv('gone', {
+      const env = fleet.instanceEnv('gone', {
         port: p,
         publicationPort: pub,
         store: { driver: 'postgres', url },
         extra: { QTSP_LIFECYCLE_DRAIN_TIMEOUT_MS: '1000', QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: '8000' },
       });
-      const serve = await spawnServe(env);
-      started.push(serve);
+      const serve = await fleet.spawn(env);
       await shared.redis.stop();
       await pg.stop();
       pg = undefined;

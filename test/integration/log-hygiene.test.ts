@@ -9,9 +9,10 @@ import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { callSignDoc } from '../../src/rp/flow.ts';
 import { LOG_OPTIONS } from '../../src/util/logger.ts';
-import { PROFILE, SHA256_OID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { authorize, labelled, signDocBody } from '../helpers/signing.ts';
 
 const lines: string[] = [];
 const sink = new Writable({
@@ -35,14 +36,8 @@ function digest(): string {
   return createHash('sha256').update(randomUUID()).digest('base64');
 }
 
-async function sign(sad: string, hash: string) {
-  return callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
-    SAD: sad,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  });
+function sign(sad: string, hash: string) {
+  return callSignDoc(env.qtsp.signDocUrl, env.endpoints, signDocBody(sad, [hash]));
 }
 
 describe('log hygiene', () => {
@@ -53,10 +48,7 @@ describe('log hygiene', () => {
       return p;
     };
     const hash = digest();
-    const auth = await authorizeSigning(env.endpoints, {
-      documentDigests: [{ hash, label: 'doc' }],
-      hashAlgorithmOID: SHA256_OID,
-    });
+    const auth = await authorize(env.endpoints, labelled([hash]));
     const signed = await sign(auth.accessToken, hash);
     assert.equal(signed.status, 200, JSON.stringify(signed.body));
     assert.equal((await sign(auth.accessToken, hash)).status, 200, 'a retry is answered from what was kept');
@@ -70,10 +62,7 @@ describe('log hygiene', () => {
     assert.equal((await sign(tampered, hash)).status, 401);
     const notConsented = await sign(auth.accessToken, digest());
     assert.ok([401, 403].includes(notConsented.status), JSON.stringify(notConsented.body));
-    const other = await authorizeSigning(env.endpoints, {
-      documentDigests: [{ hash: digest(), label: 'doc' }],
-      hashAlgorithmOID: SHA256_OID,
-    });
+    const other = await authorize(env.endpoints, labelled([digest()]));
     env.sandbox.controls.introspection.mode = 'http500';
     try {
       assert.ok((await sign(other.accessToken, digest())).status >= 400);

@@ -9,7 +9,6 @@ import type { HttpAgent } from '../../src/util/http-client.ts';
 import { createServer, type Server, type Socket } from 'node:net';
 import { rpAgent } from '../../src/rp/http.ts';
 import {
-  authorize,
   childEnv,
   postSignDoc,
   referenceIdsOf,
@@ -18,6 +17,7 @@ import {
   waitFor,
   type QtspChild,
 } from '../helpers/delivery.ts';
+import { authorize } from '../helpers/signing.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 
 describe('the worker process killed with SIGKILL mid-delivery', () => {

@@ -10,34 +10,16 @@ import { REFERENCE_ID_PATTERN } from '../../src/mediation/record.ts';
 import { rpAgent } from '../../src/rp/http.ts';
 import { DEFAULT_SIGNING_DOCUMENTS } from '../../src/sandbox/index.ts';
 import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
-import {
-  authorize,
-  childEnv,
-  median,
-  percentile,
-  postSignDoc,
-  referenceIdsOf,
-  runQtsp,
-  sha256b64,
-  waitFor,
-} from '../helpers/delivery.ts';
+import { childEnv, median, percentile, postSignDoc, referenceIdsOf, sha256b64, waitFor } from '../helpers/delivery.ts';
 import { QTSP_ID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { qtsp } from '../helpers/qtsp-cli.ts';
+import { authorize } from '../helpers/signing.ts';
+import { REMOTE_SIGNATURE_CREATION_FIELDS as BASE_FIELDS } from '../helpers/mediation-record.ts';
 
 let env: TestEnvironment;
 let agent: HttpAgent;
 const DOCS = [sha256b64('contract one\n'), sha256b64('contract two\n')];
 const QID_HASH = sha256b64(Buffer.from(DEFAULT_SIGNING_DOCUMENTS[1]!.text, 'utf8'));
-const BASE_FIELDS = [
-  'client_id',
-  'count',
-  'credentialID',
-  'delivery_time',
-  'issuer',
-  'owner_id',
-  'reference_id',
-  'service_provider_id',
-  'transaction_id',
-];
 
 before(async () => {
   env = await startEnvironment({
@@ -66,7 +48,7 @@ async function signAndWait(
   claims?: Record<string, null | { essential: true }>,
   hashes = documentDigests.map((d) => d.hash),
 ) {
-  const auth = await authorize(env.endpoints, documentDigests, claims);
+  const auth = await authorize(env.endpoints, documentDigests, claims ? { claims } : {});
   const res = await postSignDoc(env, agent, auth.accessToken, hashes);
   assert.equal(res.status, 200, JSON.stringify(res.body));
   const [record] = await waitFor('the record at the mediation service', () =>
@@ -188,7 +170,7 @@ describe('delivery to the mediation service', () => {
     });
     assert.equal(entry.attempts, 4);
     assert.match(entry.lastError ?? '', /HTTP 500/);
-    const status = await runQtsp(['mediation', 'status', '--json'], childEnv(env));
+    const status = await qtsp(['mediation', 'status', '--json'], childEnv(env));
     assert.equal(status.code, 0, status.output);
     const parsed = JSON.parse(status.output) as Record<
       string,
@@ -197,7 +179,7 @@ describe('delivery to the mediation service', () => {
     const counts = await env.qtsp.deps.store.outboxCounts('mediation');
     assert.deepEqual(parsed['mediation']!.outbox, counts);
     assert.ok(counts.failed >= 1 && parsed['mediation']!.queue!['failed']! >= 1);
-    const text = await runQtsp(['mediation', 'status'], childEnv(env));
+    const text = await qtsp(['mediation', 'status'], childEnv(env));
     assert.match(text.output, new RegExp(`confirmed by the mediation service: ${counts.delivered}`));
     assert.match(text.output, /failed [1-9]/);
   });

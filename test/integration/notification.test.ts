@@ -26,7 +26,9 @@ import type { ReceivedMail } from '../../src/sandbox/mail/smtp-sink.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
-import { authorize, childEnv, postSignDoc, runQtsp, sha256b64, waitFor } from '../helpers/delivery.ts';
+import { childEnv, postSignDoc, sha256b64, waitFor } from '../helpers/delivery.ts';
+import { qtsp } from '../helpers/qtsp-cli.ts';
+import { authorize } from '../helpers/signing.ts';
 import { QTSP_ID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { run } from '../helpers/openssl.ts';
 
@@ -103,7 +105,7 @@ describe('qtsp notify', () => {
     const { txn, sub } = await signedTxn();
     const message = `Ihre Signatur wurde widerrufen. Grüße, Ihre Bank\nZeile 2 (${txn})`;
     writeFileSync(join(work, 'message.txt'), message);
-    const queued = await runQtsp(['notify', '--txn', txn, '--message-file', join(work, 'message.txt')], childEnv(env));
+    const queued = await qtsp(['notify', '--txn', txn, '--message-file', join(work, 'message.txt')], childEnv(env));
     assert.equal(queued.code, 0, queued.output);
     const id = /notification (ntf-[0-9a-f-]+) queued/.exec(queued.output)?.[1];
     assert.ok(id, queued.output);
@@ -143,7 +145,7 @@ describe('qtsp notify', () => {
 
   it('refuses a txn we never signed under', async () => {
     writeFileSync(join(work, 'message.txt'), 'hello');
-    const res = await runQtsp(
+    const res = await qtsp(
       ['notify', '--txn', 'no-such-txn', '--message-file', join(work, 'message.txt')],
       childEnv(env),
     );
@@ -249,7 +251,7 @@ describe('delivery failures', () => {
     });
     assert.equal(entry.attempts, 1, 'a permanent refusal is not retried');
     assert.match(entry.lastError ?? '', /550/);
-    const status = await runQtsp(['mediation', 'status', '--json'], childEnv(env));
+    const status = await qtsp(['mediation', 'status', '--json'], childEnv(env));
     assert.ok(
       (JSON.parse(status.output) as Record<string, { outbox: { failed: number } }>)['notification']!.outbox.failed >= 1,
       status.output,

@@ -11,12 +11,12 @@ import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
 import Database from 'better-sqlite3';
 import type { ConfigInput } from '../../src/config/schema.ts';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import type { QtspService } from '../../src/service.ts';
 import { sqlitePath } from '../../src/store/open.ts';
 import { freePort } from '../../src/util/free-port.ts';
 import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
-import { PROFILE, SHA256_OID, startEnvironment, startExtraQtsp, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, startExtraQtsp, type TestEnvironment } from '../helpers/environment.ts';
+import { signThroughSandbox } from '../helpers/signing.ts';
 
 const MAX_STORE_BYTES = 4 * 1024 * 1024;
 /**
@@ -62,17 +62,7 @@ async function untilReady(qtsp: QtspService): Promise<{ ms: number; reasons: str
 
 async function signDoc(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const hash = createHash('sha256').update(randomUUID()).digest('base64');
-  const auth = await authorizeSigning(env.endpoints, {
-    documentDigests: [{ hash, label: 'doc' }],
-    hashAlgorithmOID: SHA256_OID,
-  });
-  const res = await callSignDoc(url, env.endpoints, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  });
+  const res = await signThroughSandbox(env, [hash], { signDocUrl: url });
   return { status: res.status, body: res.body as Record<string, unknown> };
 }
 

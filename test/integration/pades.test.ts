@@ -15,7 +15,6 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as pkijs from 'pkijs';
 import { hashByName, SHA256 } from '../../src/crypto/algorithms.ts';
@@ -32,9 +31,9 @@ import { toPem } from '../../src/util/base64.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
 import { assertIssuedAfter, nssTrustStore, tokenGenTime } from '../helpers/pki-oracles.ts';
+import { qtsp } from '../helpers/qtsp-cli.ts';
 
 const SAMPLE = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
-const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const SHA384 = hashByName('sha-384')!;
 const SHA384_WITH_RSA = '1.2.840.113549.1.1.12'; // RFC 4055
 const LEVELS: readonly PadesLevel[] = ['AdES-B-B', 'AdES-B-T', 'AdES-B-LT', 'AdES-B-LTA'];
@@ -460,14 +459,6 @@ describe('the oracles reject tampered input', () => {
 });
 
 describe('qtsp sign --format P', () => {
-  function qtsp(args: string[]): Promise<{ code: number; output: string }> {
-    return new Promise((resolve) => {
-      execFile(process.execPath, [QTSP, ...args], { encoding: 'utf8' }, (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
-      );
-    });
-  }
-
   it('writes doc.signed.pdf at B-LT; signing that again keeps the first signature valid', async () => {
     const doc = join(work, 'doc.pdf');
     writeFileSync(doc, SAMPLE);

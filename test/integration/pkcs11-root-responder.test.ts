@@ -36,8 +36,8 @@ import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { startQtsp } from '../../src/service.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { PROFILE, SHA256_OID, startEnvironment } from '../helpers/environment.ts';
-import { opensslCmsVerify, run } from '../helpers/openssl.ts';
-import { cmsParts, ocspOfRevocationChoice, scratch } from '../helpers/pki-oracles.ts';
+import { opensslCmsVerify, run, scratch } from '../helpers/openssl.ts';
+import { cmsParts, ocspOfRevocationChoice } from '../helpers/pki-oracles.ts';
 import { createTestToken, SOFTHSM2_MODULE, type TestToken } from '../helpers/softhsm.ts';
 
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));

@@ -23,7 +23,7 @@ import { referenceId } from '../../src/mediation/record.ts';
 import { authorizeSigning } from '../../src/rp/flow.ts';
 import { rpAgent } from '../../src/rp/http.ts';
 import { httpRequest, jsonBody, type HttpAgent } from '../../src/util/http-client.ts';
-import { sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
+import { sha256b64, waitFor } from '../helpers/delivery.ts';
 import { SHA256_OID } from '../helpers/environment.ts';
 import {
   alive,
@@ -33,6 +33,7 @@ import {
   type SharedParts,
 } from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { signDocBody } from '../helpers/signing.ts';
 
 const OUTAGES = 10;
 const CALLERS = 3;

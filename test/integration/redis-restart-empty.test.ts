@@ -9,7 +9,8 @@ import { rmSync } from 'node:fs';
 import type { HttpAgent } from '../../src/util/http-client.ts';
 import { join } from 'node:path';
 import { rpAgent } from '../../src/rp/http.ts';
-import { authorize, postSignDoc, referenceIdsOf, sha256b64, waitFor } from '../helpers/delivery.ts';
+import { postSignDoc, referenceIdsOf, sha256b64, waitFor } from '../helpers/delivery.ts';
+import { authorize } from '../helpers/signing.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 
 const RECORDS = 20;

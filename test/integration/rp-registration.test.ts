@@ -13,10 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { prepare, startSandboxProcess } from '../../src/cli/ecosystem.ts';
-import { authorizeSigning, callSignDoc, type RpFlowError, type RpEndpoints } from '../../src/rp/flow.ts';
+import { authorizeSigning, type RpFlowError, type RpEndpoints } from '../../src/rp/flow.ts';
 import { type ClientFileError, readClientFile, parseClientOption } from '../../src/sandbox/index.ts';
-import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
-import { opensslCmsVerify, run } from '../helpers/openssl.ts';
+import { startEnvironment, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
+import { opensslCmsVerify, opensslNewKey, run } from '../helpers/openssl.ts';
+import { signThroughSandbox } from '../helpers/signing.ts';
 
 const DOC = Buffer.from('a contract between a third-party RP and its customer\n');
 const HASH = createHash('sha256').update(DOC).digest('base64');
@@ -25,23 +26,7 @@ const HASH = createHash('sha256').update(DOC).digest('base64');
 async function opensslClientCertificate(dir: string, name: string): Promise<{ certFile: string; keyFile: string }> {
   const certFile = join(dir, `${name}.pem`);
   const keyFile = join(dir, `${name}.key`);
-  const made = await run('openssl', [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    keyFile,
-    '-out',
-    certFile,
-    '-subj',
-    `/CN=${name}`,
-    '-days',
-    '30',
-  ]);
+  const made = await opensslNewKey({ keyFile, out: certFile, subject: `/CN=${name}`, days: 30 });
   assert.ok(made.ok, made.output);
   return { certFile, keyFile };
 }
@@ -57,20 +42,9 @@ function endpointsFor(env: { endpoints: RpEndpoints }, rp: RpEndpoints['rp']): R
   return { ...env.endpoints, rp };
 }
 
-async function signOnce(e: RpEndpoints, claims?: Record<string, null>): Promise<{ status: number; body: unknown }> {
-  const auth = await authorizeSigning(e, {
-    documentDigests: [{ hash: HASH, label: 'contract' }],
-    hashAlgorithmOID: SHA256_OID,
-    ...(claims ? { identityAssuranceClaims: claims } : {}),
-  });
-  return callSignDoc(auth.qtsp.signDoc, e, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [HASH], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  });
-}
+/** the whole flow as the relying party of `e`, signDoc where the AS sends it */
+const signOnce = (e: RpEndpoints, claims?: Record<string, null>) =>
+  signThroughSandbox({ endpoints: e }, [HASH], claims ? { claims } : {});
 
 describe('a relying party registered from a file', () => {
   let work: string;

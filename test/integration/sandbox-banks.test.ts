@@ -15,8 +15,9 @@ import { keySetAt } from '../../src/trust/key-archive.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
-import { PROFILE, QTSP_ID, SHA256_OID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { QTSP_ID, SHA256_OID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify } from '../helpers/openssl.ts';
+import { authorize, signDocBody } from '../helpers/signing.ts';
 
 const DOC = Buffer.from('a contract signed through the second bank\n');
 const HASH = createHash('sha256').update(DOC).digest('base64');
@@ -52,21 +53,11 @@ async function getJson(url: string): Promise<unknown> {
 }
 
 async function sadFrom(endpoints: RpEndpoints): Promise<string> {
-  const auth = await authorizeSigning(endpoints, {
-    documentDigests: [{ hash: HASH, label: 'contract.txt' }],
-    hashAlgorithmOID: SHA256_OID,
-  });
-  return auth.accessToken;
+  return (await authorize(endpoints, [{ hash: HASH, label: 'contract.txt' }])).accessToken;
 }
 
 async function signDoc(SAD: string, endpoints: RpEndpoints) {
-  return callSignDoc(env.qtsp.signDocUrl, endpoints, {
-    SAD,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [HASH], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  });
+  return callSignDoc(env.qtsp.signDocUrl, endpoints, signDocBody(SAD, [HASH]));
 }
 
 function refusedWith(res: { status: number; body: unknown }, status: number, description: RegExp): void {

@@ -17,7 +17,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { referenceId } from '../../src/mediation/record.ts';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { callSignDoc } from '../../src/rp/flow.ts';
 import { refuseUnsharedRedis } from '../../src/cli/serve.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { startQtsp } from '../../src/service.ts';
@@ -26,15 +26,15 @@ import type { Store } from '../../src/store/types.ts';
 import { partsOf } from '../../src/util/der.ts';
 import { freePort } from '../../src/util/free-port.ts';
 import { httpRequest } from '../../src/util/http-client.ts';
-import { sha256b64, signDocBody, waitFor } from '../helpers/delivery.ts';
-import { PROFILE, SHA256_OID } from '../helpers/environment.ts';
+import { sha256b64, waitFor } from '../helpers/delivery.ts';
 import { alive, spawnServe, startSharedParts, type ServeProcess, type SharedParts } from '../helpers/instances.ts';
-import { run } from '../helpers/openssl.ts';
-import { cmsParts, scratch, verifyCms } from '../helpers/pki-oracles.ts';
+import { opensslCmsVerify, run, scratch } from '../helpers/openssl.ts';
+import { cmsParts } from '../helpers/pki-oracles.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { QTSP_BIN } from '../helpers/qtsp-cli.ts';
+import { authorize, signaturesOf, signDocBody } from '../helpers/signing.ts';
 
 const HAPROXY_CFG = fileURLToPath(new URL('../../docker/haproxy.cfg', import.meta.url));
-const QTSP_BIN = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 
 /** haproxy lives in /usr/sbin on Debian, outside an ordinary user's PATH */
 function haproxyBinary(): string {
@@ -189,11 +189,11 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
   /** one consent for `documents` documents; a consent signs each document once: call i signs hashes[i] */
   const authorizeAtLb = async (label: string, documents = 1) => {
     const hashes = Array.from({ length: documents }, (_, i) => sha256b64(i === 0 ? label : `${label} ${i}`));
-    const auth = await authorizeSigning(shared.endpoints, {
-      documentDigests: hashes.map((hash, i) => ({ hash, label: `${label} ${i}` })),
-      hashAlgorithmOID: SHA256_OID,
-    });
-    return { ...auth, hash: hashes[0]!, hashes };
+    const auth = await authorize(
+      shared.endpoints,
+      hashes.map((hash, i) => ({ hash, label: `${label} ${i}` })),
+    );
+    return { ...auth, hash: hashes[0]! };
   };
 
   async function signDocCount(instance: number): Promise<number> {
@@ -224,7 +224,7 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
       if (i === 0) {
         const signature = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
         assert.ok(
-          (await verifyCms(signature, Buffer.from('split'), shared.rootCaFile)).ok,
+          (await opensslCmsVerify(signature, Buffer.from('split'), shared.rootCaFile)).ok,
           'openssl cms -verify -cades',
         );
       }
@@ -237,12 +237,12 @@ describe('two qtsp serve instances behind HAProxy, sharing PostgreSQL and Redis'
   it('OCSP and CRLs agree across instances: good, then revoked by `qtsp pki revoke`; cRLNumber never goes back', async () => {
     const auth = await authorizeAtLb('revocation');
     // signed by instance 1 directly
-    const res = await callSignDoc(`https://127.0.0.1:${ports.signDoc[0]}/signDoc`, shared.endpoints, {
-      ...signDocBody(auth.accessToken, [auth.hash]),
-      profile: PROFILE,
-    });
-    assert.equal(res.status, 200, JSON.stringify(res.body));
-    const signature = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
+    const res = await callSignDoc(
+      `https://127.0.0.1:${ports.signDoc[0]}/signDoc`,
+      shared.endpoints,
+      signDocBody(auth.accessToken, [auth.hash]),
+    );
+    const signature = signaturesOf(res)[0]!;
     const leaf = (await cmsParts(signature)).certificates[0]!;
     const serialHex = partsOf(leaf).serialHex;
     const s = scratch();

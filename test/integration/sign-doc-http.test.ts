@@ -10,8 +10,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as tls from 'node:tls';
 import { gzipSync } from 'node:zlib';
-import { authorizeSigning } from '../../src/rp/flow.ts';
-import { PROFILE, SHA256_OID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { authorize, labelled, signDocBody } from '../helpers/signing.ts';
 
 let env: TestEnvironment;
 let rpTls: tls.ConnectionOptions;
@@ -240,17 +240,8 @@ describe('content types and charsets', () => {
 
   it('a UTF-16 request signs', async () => {
     const hash = createHash('sha256').update(randomUUID()).digest('base64');
-    const auth = await authorizeSigning(env.endpoints, {
-      documentDigests: [{ hash, label: 'doc' }],
-      hashAlgorithmOID: SHA256_OID,
-    });
-    const body = JSON.stringify({
-      SAD: auth.accessToken,
-      credentialID: 'qes_eidas',
-      documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
-      profile: PROFILE,
-      signature_format: 'C',
-    });
+    const auth = await authorize(env.endpoints, labelled([hash]));
+    const body = JSON.stringify(signDocBody(auth.accessToken, [hash]));
     const headers = { ...close, 'content-type': 'application/json; charset=utf-16le' };
     const answer = await one(request('POST', path, headers, Buffer.from(body, 'utf16le')));
     assert.equal(answer.status, 200, answer.body);

@@ -10,12 +10,13 @@ import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import { SignJWT } from 'jose';
 import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
-import { authorizeSigning, callSignDoc, type RpEndpoints } from '../../src/rp/flow.ts';
+import { callSignDoc, type RpEndpoints } from '../../src/rp/flow.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, tlsAgent } from '../../src/util/http-client.ts';
-import { startEnvironment, PROFILE, QTSP_ID, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, QTSP_ID, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify, run } from '../helpers/openssl.ts';
+import { authorize as authorizeAtBank, labelled, signDocBody } from '../helpers/signing.ts';
 
 let env: TestEnvironment;
 const DOCS = [Buffer.from('first document\n'), Buffer.from('second document, with ünïcödé\n')];
@@ -38,26 +39,11 @@ async function authorize(
   endpoints: RpEndpoints = env.endpoints,
   claims?: Record<string, null | { essential: true }>,
 ) {
-  return authorizeSigning(endpoints, {
-    documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
-    hashAlgorithmOID,
-    ...(claims ? { identityAssuranceClaims: claims } : {}),
-  });
+  return authorizeAtBank(endpoints, labelled(hashes), { hashAlgorithmOID, ...(claims ? { claims } : {}) });
 }
 
-function body(
-  SAD: string,
-  hashes: string[] = DOCS.map(sha256),
-  extra: Record<string, unknown> = {},
-): Record<string, unknown> {
-  return {
-    SAD,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes, hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-    ...extra,
-  };
+function body(SAD: string, hashes: string[] = DOCS.map(sha256), extra: Record<string, unknown> = {}) {
+  return signDocBody(SAD, hashes, extra);
 }
 
 async function post(payload: unknown, endpoints: RpEndpoints = env.endpoints) {
@@ -284,23 +270,19 @@ describe('signDoc refuses malformed requests with 400 (spec 2.12)', () => {
       cert: readFileSync(env.endpoints.rp.certFile),
       key: readFileSync(env.endpoints.rp.keyFile),
     });
-    try {
-      const broken = await httpRequest(env.qtsp.signDocUrl, {
+    const postAs = (contentType: string, body: string) =>
+      httpRequest(env.qtsp.signDocUrl, {
         method: 'POST',
         agent,
         timeoutMs: 5000,
-        headers: { 'content-type': 'application/json' },
-        body: '{"SAD": ',
+        headers: { 'content-type': contentType },
+        body,
       });
+    try {
+      const broken = await postAs('application/json', '{"SAD": ');
       assert.equal(broken.status, 400);
       assert.equal(JSON.parse(broken.body.toString()).error, 'invalid_request');
-      const form = await httpRequest(env.qtsp.signDocUrl, {
-        method: 'POST',
-        agent,
-        timeoutMs: 5000,
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: 'SAD=x',
-      });
+      const form = await postAs('application/x-www-form-urlencoded', 'SAD=x');
       assert.equal(form.status, 400);
       assert.match(JSON.parse(form.body.toString()).error_description, /Content-Type/);
       const get = await httpRequest(env.qtsp.signDocUrl, { method: 'GET', agent, timeoutMs: 5000 });

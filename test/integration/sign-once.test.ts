@@ -15,32 +15,20 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { MEDIATION_TOPIC } from '../../src/mediation/record.ts';
 import { pkiPaths } from '../../src/ca/material.ts';
-import { authorizeSigning, callSignDoc, type RpEndpoints } from '../../src/rp/flow.ts';
+import { callSignDoc, type RpEndpoints } from '../../src/rp/flow.ts';
 import { startQtsp, type QtspService } from '../../src/service.ts';
-import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { opensslCmsVerify } from '../helpers/openssl.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
+import { authorize, labelled, signDocBody } from '../helpers/signing.ts';
 
 const DOCS = [Buffer.from('the first document\n'), Buffer.from('the second document\n')];
 const HASHES = DOCS.map((d) => createHash('sha256').update(d).digest('base64'));
 
-function body(SAD: string, hashes: readonly string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    SAD,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes, hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-    ...extra,
-  };
-}
+const body = signDocBody;
 
 async function consent(endpoints: RpEndpoints, hashes: readonly string[] = HASHES): Promise<string> {
-  const auth = await authorizeSigning(endpoints, {
-    documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
-    hashAlgorithmOID: SHA256_OID,
-  });
-  return auth.accessToken;
+  return (await authorize(endpoints, labelled(hashes))).accessToken;
 }
 
 type Answer = {

@@ -13,7 +13,7 @@ import { openPostgresStore, openStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
-import { registerStoreContract, signing } from '../store/store-contract.ts';
+import { MIGRATIONS, registerStoreContract, signing } from '../store/store-contract.ts';
 import { registerDocumentsContract } from '../store/documents-contract.ts';
 import { registerJournalContract } from '../store/journal-contract.ts';
 import { startEnvironment } from '../helpers/environment.ts';
@@ -86,16 +86,7 @@ describe('PostgreSQL store schema', () => {
     await stores[0]!.recordSigning(signing('txn-pg-shared'));
     assert.equal((await stores[2]!.getTransaction('txn-pg-shared')).length, 1, 'every instance sees the same data');
     for (const s of stores) await s.close();
-    assert.deepEqual(await query(url, 'SELECT name FROM kysely_migration ORDER BY name'), [
-      { name: '0001_certificates_transactions_outbox' },
-      { name: '0002_signing_key_source' },
-      { name: '0003_health_probe' },
-      { name: '0004_signing_key_custody' },
-      { name: '0005_signed_documents' },
-      { name: '0006_outbox_queued_since' },
-      { name: '0007_retention' },
-      { name: '0008_journal' },
-    ]);
+    assert.deepEqual(await query(url, 'SELECT name FROM kysely_migration ORDER BY name'), MIGRATIONS);
     await query(url, "INSERT INTO kysely_migration (name, timestamp) VALUES ('0099_from_the_future', now()::text)");
     await assert.rejects(
       openPostgresStore({ url }),

@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import { openSqliteStore, openStore, sqlitePath } from '../../src/store/open.ts';
 import { CHECKPOINT_INTERVAL_MS } from '../../src/store/sqlite-checkpointer.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
-import { registerStoreContract } from '../store/store-contract.ts';
+import { MIGRATIONS, registerStoreContract } from '../store/store-contract.ts';
 import { registerDocumentsContract } from '../store/documents-contract.ts';
 import { registerJournalContract } from '../store/journal-contract.ts';
 
@@ -56,16 +56,7 @@ describe('SQLite store file', () => {
     const db = new Database(sqlitePath(dataDir), { readonly: true });
     try {
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
-      assert.deepEqual(db.prepare('SELECT name FROM kysely_migration ORDER BY name').all(), [
-        { name: '0001_certificates_transactions_outbox' },
-        { name: '0002_signing_key_source' },
-        { name: '0003_health_probe' },
-        { name: '0004_signing_key_custody' },
-        { name: '0005_signed_documents' },
-        { name: '0006_outbox_queued_since' },
-        { name: '0007_retention' },
-        { name: '0008_journal' },
-      ]);
+      assert.deepEqual(db.prepare('SELECT name FROM kysely_migration ORDER BY name').all(), MIGRATIONS);
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all();
       assert.deepEqual(tables, [
         { name: 'certificates' },

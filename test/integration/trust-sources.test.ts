@@ -6,7 +6,6 @@
  */
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,16 +14,17 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { decodeProtectedHeader } from 'jose';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
+import { callSignDoc } from '../../src/rp/flow.ts';
 import { sqlitePath } from '../../src/store/open.ts';
 import { EvidenceError, verifyEvidence } from '../../src/trust/evidence-verify.ts';
 import { keySetAt, loadSignerKeys } from '../../src/trust/key-archive.ts';
 import { x5tS256 } from '../../src/trust/fingerprint.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, jsonBody, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
-import { startEnvironment, PROFILE, QTSP_ID, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, QTSP_ID, type TestEnvironment } from '../helpers/environment.ts';
+import { qtsp } from '../helpers/qtsp-cli.ts';
+import { authorize as authorizeAtBank, labelled, signDocBody } from '../helpers/signing.ts';
 
-const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const FIXTURES = fileURLToPath(new URL('../../fixtures/documents/', import.meta.url));
 const MAX_STALE_SECONDS = 2;
 const DOC = Buffer.from('a contract the bank vouched for\n');
@@ -50,21 +50,11 @@ afterEach(async () => {
 });
 
 async function authorize(): Promise<string> {
-  const auth = await authorizeSigning(env.endpoints, {
-    documentDigests: [{ hash: HASH, label: 'contract' }],
-    hashAlgorithmOID: SHA256_OID,
-  });
-  return auth.accessToken;
+  return (await authorizeAtBank(env.endpoints, labelled([HASH]))).accessToken;
 }
 
 async function signDoc(SAD: string): Promise<{ status: number; body: Record<string, unknown>; txn: string }> {
-  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
-    SAD,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [HASH], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  });
+  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, signDocBody(SAD, [HASH]));
   return {
     status: res.status,
     body: res.body as Record<string, unknown>,
@@ -231,18 +221,7 @@ describe('key archive refusals (spec 4.7)', () => {
 });
 
 describe('qtsp evidence verify (spec 5.13)', () => {
-  function qtsp(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    return new Promise((resolve) => {
-      execFile(
-        process.execPath,
-        [QTSP, ...args],
-        { encoding: 'utf8', env: { ...process.env, QTSP_LOG_LEVEL: 'silent' } },
-        (err, stdout, stderr) => {
-          resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-        },
-      );
-    });
-  }
+  const quietQtsp = (args: string[]) => qtsp(args, { QTSP_LOG_LEVEL: 'silent' });
 
   it('refuses a stored response re-headed to alg none or HS256 keyed with the archived public key', async () => {
     const [evidence] = await env.qtsp.deps.store.getTransaction(await expectStatus(await authorize(), 200));
@@ -272,12 +251,12 @@ describe('qtsp evidence verify (spec 5.13)', () => {
     try {
       const file = join(work, 'contract.txt');
       copyFileSync(join(FIXTURES, 'contract.txt'), file);
-      const signed = await qtsp(['sign', file, '--data-dir', env.dataDir]);
+      const signed = await quietQtsp(['sign', file, '--data-dir', env.dataDir]);
       assert.equal(signed.code, 0, signed.stdout + signed.stderr);
       const txn = /\(txn ([\w-]+)\)/.exec(signed.stdout)?.[1];
       assert.ok(txn, signed.stdout);
 
-      const ok = await qtsp(['evidence', 'verify', txn, '--data-dir', env.dataDir]);
+      const ok = await quietQtsp(['evidence', 'verify', txn, '--data-dir', env.dataDir]);
       assert.equal(ok.code, 0, ok.stdout + ok.stderr);
       const fileHash = createHash('sha256').update(readFileSync(file)).digest('base64');
       assert.match(ok.stdout, new RegExp(`evidence for txn ${txn} verifies`));
@@ -297,7 +276,7 @@ describe('qtsp evidence verify (spec 5.13)', () => {
       } finally {
         db.close();
       }
-      const bad = await qtsp(['evidence', 'verify', txn, '--data-dir', env.dataDir]);
+      const bad = await quietQtsp(['evidence', 'verify', txn, '--data-dir', env.dataDir]);
       assert.equal(bad.code, 1, bad.stdout + bad.stderr);
       assert.match(bad.stderr, new RegExp(`evidence for txn ${txn} does NOT verify: .*the stored JWT was altered`));
       assert.doesNotMatch(bad.stdout, /verifies/);

@@ -8,29 +8,36 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { HASH_ALGORITHMS } from '../../src/crypto/algorithms.ts';
 import { assertRootOffline, ceremonyRootKeyFile, legacyRootKeyFile, pkiPaths } from '../../src/ca/material.ts';
 import { ConfigError } from '../../src/config/load.ts';
 import { pkiInit } from '../../src/ca/init.ts';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, type HttpResponse, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
-import { startEnvironment, PROFILE, SHA256_OID, type TestEnvironment } from '../helpers/environment.ts';
-import { run } from '../helpers/openssl.ts';
-import { cmsParts, ATTR, scratch, sha, tamper, verifyCms, verifyCrl, verifyToken } from '../helpers/pki-oracles.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { opensslCmsVerify, opensslNewKey, run, scratch } from '../helpers/openssl.ts';
+import {
+  ATTR,
+  cmsParts,
+  pkiFiles,
+  type PkiFiles,
+  sha,
+  tamper,
+  verifyCrl,
+  verifyToken,
+} from '../helpers/pki-oracles.ts';
+import { qtsp } from '../helpers/qtsp-cli.ts';
+import { signaturesOf, signThroughSandbox } from '../helpers/signing.ts';
 
-const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const DOC = Buffer.from('a document to time-stamp\n');
 
 let env: TestEnvironment;
 let agent: HttpAgent;
 let work: ReturnType<typeof scratch>;
-let files: { root: string; issuing: string; tsa: string; rootAndIssuing: string; doc: string };
+let files: PkiFiles & { doc: string };
 /** signer certificates minted by signDoc: one left alone, one revoked by `qtsp pki revoke` (keyCompromise) */
 let good: { file: string; serial: string };
 let revoked: { file: string; serial: string };
@@ -45,17 +52,7 @@ before(async () => {
     key: readFileSync(env.endpoints.rp.keyFile),
   });
   work = scratch();
-  const p = pkiPaths(env.dataDir);
-  files = {
-    root: p.rootCert,
-    issuing: p.issuingCert,
-    tsa: p.tsaCert,
-    rootAndIssuing: work.file(
-      'root-and-issuing.pem',
-      readFileSync(p.rootCert, 'utf8') + readFileSync(p.issuingCert, 'utf8'),
-    ),
-    doc: work.file('doc.txt', DOC),
-  };
+  files = { ...pkiFiles(env.dataDir, work), doc: work.file('doc.txt', DOC) };
   good = await signerCertificate('good');
   revoked = await signerCertificate('revoked');
   revokeRun = await qtspCli(['pki', 'revoke', revoked.serial, '--reason', 'keyCompromise']);
@@ -76,45 +73,26 @@ function post(path: string, body: Buffer, contentType: string): Promise<HttpResp
   });
 }
 
-function qtspCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [QTSP, ...args, '--data-dir', env.dataDir],
-      { encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      },
-    );
-  });
-}
+const qtspCli = (args: string[]) => qtsp([...args, '--data-dir', env.dataDir]);
+
+/** `openssl ts -verify` of a reply against our root: over `subject` (-queryfile Q or -data D), -untrusted U */
+const tsVerify = (reply: string, subject: string[], untrusted?: string) =>
+  run('openssl', [
+    'ts',
+    '-verify',
+    '-in',
+    reply,
+    ...subject,
+    '-CAfile',
+    files.root,
+    ...(untrusted ? ['-untrusted', untrusted] : []),
+  ]);
 
 /** a signer certificate minted by signDoc (B-B), written as PEM; returns its file and serial (hex) */
 async function signerCertificate(name: string): Promise<{ file: string; serial: string }> {
-  const hash = sha('sha256', DOC).toString('base64');
-  const auth = await authorizeSigning(env.endpoints, {
-    documentDigests: [{ hash, label: 'd' }],
-    hashAlgorithmOID: SHA256_OID,
-  });
-  const res = await callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
-    profile: PROFILE,
-    signature_format: 'C',
-  });
-  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const [signature] = signaturesOf(await signThroughSandbox(env, [sha('sha256', DOC).toString('base64')]));
   const file = work.file(`${name}.pem`);
-  assert.ok(
-    (
-      await verifyCms(
-        Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64'),
-        DOC,
-        files.root,
-        file,
-      )
-    ).ok,
-  );
+  assert.ok((await opensslCmsVerify(signature!, DOC, files.root, file)).ok);
   const serial = /serial=([0-9A-F]+)/.exec(
     (await run('openssl', ['x509', '-in', file, '-noout', '-serial'])).output,
   )![1]!;
@@ -198,31 +176,11 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
       assert.match(text, /Accuracy: 0x01 seconds/);
       assert.match(text, /Nonce: 0x[0-9A-F]+/);
       // -queryfile: same imprint, the request's nonce, certReq honoured
-      const ok = await run('openssl', [
-        'ts',
-        '-verify',
-        '-in',
-        reply,
-        '-queryfile',
-        query,
-        '-CAfile',
-        files.root,
-        '-untrusted',
-        files.tsa,
-      ]);
+      const ok = await tsVerify(reply, ['-queryfile', query], files.tsa);
       assert.ok(ok.ok, ok.output);
-      const data = await run('openssl', ['ts', '-verify', '-in', reply, '-data', files.doc, '-CAfile', files.root]);
+      const data = await tsVerify(reply, ['-data', files.doc]);
       assert.ok(data.ok, data.output);
-      const other = await run('openssl', [
-        'ts',
-        '-verify',
-        '-in',
-        reply,
-        '-data',
-        work.file('other.txt', 'another document'),
-        '-CAfile',
-        files.root,
-      ]);
+      const other = await tsVerify(reply, ['-data', work.file('other.txt', 'another document')]);
       assert.equal(other.ok, false, 'openssl accepted a token over other data');
     });
   }
@@ -234,26 +192,8 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
       'r-nocert.tsr',
       (await post('/tsa', readFileSync(query), 'application/timestamp-query')).body,
     );
-    assert.ok(
-      (
-        await run('openssl', [
-          'ts',
-          '-verify',
-          '-in',
-          reply,
-          '-queryfile',
-          query,
-          '-CAfile',
-          files.root,
-          '-untrusted',
-          files.tsa,
-        ])
-      ).ok,
-    );
-    assert.equal(
-      (await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok,
-      false,
-    );
+    assert.ok((await tsVerify(reply, ['-queryfile', query], files.tsa)).ok);
+    assert.equal((await tsVerify(reply, ['-queryfile', query])).ok, false);
   });
 
   it('a token with a flipped byte is rejected by openssl ts -verify', async () => {
@@ -261,10 +201,7 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
     assert.ok((await run('openssl', ['ts', '-query', '-data', files.doc, '-sha256', '-cert', '-out', query])).ok);
     const res = await post('/tsa', readFileSync(query), 'application/timestamp-query');
     const reply = work.file('r-tamper.tsr', tamper(res.body, -10));
-    assert.equal(
-      (await run('openssl', ['ts', '-verify', '-in', reply, '-queryfile', query, '-CAfile', files.root])).ok,
-      false,
-    );
+    assert.equal((await tsVerify(reply, ['-queryfile', query])).ok, false);
   });
 
   const rejections: [string, () => Promise<HttpResponse>, RegExp][] = [
@@ -305,11 +242,11 @@ describe('POST /tsa (RFC 3161) with openssl ts', () => {
 });
 
 describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
-  const ocsp = (args: string[]) =>
+  /** openssl ocsp about a certificate of our issuing CA: asked at `from` (-url U, or -respin F), verified */
+  const ocspFrom = (from: string[], args: string[]) =>
     run('openssl', [
       'ocsp',
-      '-url',
-      `${env.qtsp.publicationUrl}/ocsp`,
+      ...from,
       '-CAfile',
       files.root,
       '-verify_other',
@@ -318,6 +255,7 @@ describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
       files.issuing,
       ...args,
     ]);
+  const ocsp = (args: string[]) => ocspFrom(['-url', `${env.qtsp.publicationUrl}/ocsp`], args);
 
   for (const digest of ['-sha1', '-sha256']) {
     it(`good, nonce echoed, signed by the delegated responder (${digest} CertID)`, async () => {
@@ -371,38 +309,12 @@ describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
     assert.equal(res.status, 200);
     assert.equal(res.headers['content-type'], 'application/ocsp-response');
     assert.match(String(res.headers['cache-control']), /max-age=\d+/);
-    const resp = work.file('ocsp-get.der', res.body);
-    const check = await run('openssl', [
-      'ocsp',
-      '-respin',
-      resp,
-      '-CAfile',
-      files.root,
-      '-verify_other',
-      files.issuing,
-      '-issuer',
-      files.issuing,
-      '-cert',
-      good.file,
-      '-no_nonce',
-    ]);
+    const respin = (response: string) => ocspFrom(['-respin', response], ['-cert', good.file, '-no_nonce']);
+    const check = await respin(work.file('ocsp-get.der', res.body));
     assert.ok(check.ok && check.output.includes(`${good.file}: good`), check.output);
     // a flipped byte in producedAt: the responder's signature no longer verifies
     const at = res.body.indexOf(Buffer.from([0x18, 0x0f]));
-    const broken = await run('openssl', [
-      'ocsp',
-      '-respin',
-      work.file('ocsp-bad.der', tamper(res.body, at + 2 + 13)),
-      '-CAfile',
-      files.root,
-      '-verify_other',
-      files.issuing,
-      '-issuer',
-      files.issuing,
-      '-cert',
-      good.file,
-      '-no_nonce',
-    ]);
+    const broken = await respin(work.file('ocsp-bad.der', tamper(res.body, at + 2 + 13)));
     assert.doesNotMatch(broken.output, /Response verify OK/);
   });
 
@@ -419,23 +331,12 @@ describe('/ocsp (RFC 6960) with openssl ocsp -url', () => {
     assert.match(badText.output, /malformedrequest/i);
     // a certificate of a CA that is not ours
     const other = work.file('other-ca.pem');
-    const made = await run('openssl', [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-subj',
-      '/CN=not our CA',
-      '-days',
-      '1',
-      '-keyout',
-      work.file('other-ca.key'),
-      '-out',
-      other,
-    ]);
+    const made = await opensslNewKey({
+      keyFile: work.file('other-ca.key'),
+      out: other,
+      subject: '/CN=not our CA',
+      days: 1,
+    });
     assert.ok(made.ok, made.output);
     const res = await run('openssl', [
       'ocsp',
@@ -554,29 +455,15 @@ describe('an external TSA (tsa.url)', () => {
     await new Promise((resolve) => proxy.close(resolve));
   });
 
-  async function signB_T(): Promise<{ status: number; body: Record<string, unknown> }> {
-    const hash = sha('sha256', DOC).toString('base64');
-    const auth = await authorizeSigning(env2.endpoints, {
-      documentDigests: [{ hash, label: 'd' }],
-      hashAlgorithmOID: SHA256_OID,
-    });
-    const res = await callSignDoc(env2.qtsp.signDocUrl, env2.endpoints, {
-      SAD: auth.accessToken,
-      credentialID: 'qes_eidas',
-      documentDigests: { hashes: [hash], hashAlgorithmOID: SHA256_OID },
-      profile: PROFILE,
-      signature_format: 'C',
-      conformance_level: 'AdES-B-T',
-    });
-    return { status: res.status, body: res.body as Record<string, unknown> };
-  }
+  const signB_T = () =>
+    signThroughSandbox(env2, [sha('sha256', DOC).toString('base64')], { fields: { conformance_level: 'AdES-B-T' } });
 
   it('B-T with the external TSA: the token verifies against that TSA root', async () => {
     mode = 'forward';
     const res = await signB_T();
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const signature = Buffer.from((res.body['SignatureObject'] as string[])[0]!, 'base64');
-    assert.ok((await verifyCms(signature, DOC, pkiPaths(env2.dataDir).rootCert)).ok);
+    assert.ok((await opensslCmsVerify(signature, DOC, pkiPaths(env2.dataDir).rootCert)).ok);
     const parts = await cmsParts(signature);
     const token = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!.values[0]!;
     const ok = await verifyToken(token, { data: parts.signatureValue }, files.root);

@@ -15,12 +15,12 @@ import { join } from 'node:path';
 import * as asn1js from 'asn1js';
 import { hashByName, type HashAlgorithm } from '../../src/crypto/algorithms.ts';
 import { rsaPssParams } from '../../src/crypto/signature.ts';
-import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { toPem } from '../../src/util/base64.ts';
-import { startEnvironment, PROFILE, type TestEnvironment } from '../helpers/environment.ts';
+import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { run } from '../helpers/openssl.ts';
 import { externalReferenceUris, xmlsecVerify } from '../helpers/xmlsec.ts';
+import { signaturesOf, signThroughSandbox } from '../helpers/signing.ts';
 
 let env: TestEnvironment;
 let dir: string;
@@ -46,26 +46,15 @@ async function certificatesIssued(): Promise<number> {
 }
 
 /** PAR -> authorize -> token for these documents, then signDoc with signature_format X. */
-async function signX(alg: HashAlgorithm, docs: readonly Buffer[], extra: Record<string, unknown> = {}) {
-  const hashes = docs.map((d) => hashOf(alg, d));
-  const auth = await authorizeSigning(env.endpoints, {
-    documentDigests: hashes.map((hash, i) => ({ hash, label: `document ${i + 1}` })),
-    hashAlgorithmOID: alg.oid,
-  });
-  return callSignDoc(env.qtsp.signDocUrl, env.endpoints, {
-    SAD: auth.accessToken,
-    credentialID: 'qes_eidas',
-    documentDigests: { hashes, hashAlgorithmOID: alg.oid },
-    profile: PROFILE,
-    signature_format: 'X',
-    ...extra,
-  });
+function signX(alg: HashAlgorithm, docs: readonly Buffer[], extra: Record<string, unknown> = {}) {
+  return signThroughSandbox(
+    env,
+    docs.map((d) => hashOf(alg, d)),
+    { hashAlgorithmOID: alg.oid, fields: { signature_format: 'X', ...extra } },
+  );
 }
 
-function signatures(res: { status: number; body: unknown }): Buffer[] {
-  assert.equal(res.status, 200, JSON.stringify(res.body));
-  return (res.body as { SignatureObject: string[] }).SignatureObject.map((s) => Buffer.from(s, 'base64'));
-}
+const signatures = signaturesOf;
 
 const verify = (xml: Buffer, doc: Buffer) =>
   xmlsecVerify(xml, doc, { trustedPem: env.rootCaFile, untrustedPem: pkiPaths(env.dataDir).issuingCert });

@@ -25,6 +25,18 @@ const ISSUER = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
 const OTHER_ISSUER = '00112233445566778899aabbccddeeff00112233';
 const JWT = 'eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJpc3MiOiJodHRwczovL2Jhbmsuc2FuZGJveCIsInR4biI6InQxIn0.c2lnbmF0dXJl';
 
+/** The rows of kysely_migration in a store this release made or migrated, in order: both drivers apply them all. */
+export const MIGRATIONS = [
+  { name: '0001_certificates_transactions_outbox' },
+  { name: '0002_signing_key_source' },
+  { name: '0003_health_probe' },
+  { name: '0004_signing_key_custody' },
+  { name: '0005_signed_documents' },
+  { name: '0006_outbox_queued_since' },
+  { name: '0007_retention' },
+  { name: '0008_journal' },
+] as const;
+
 /** whole milliseconds, as both drivers keep them */
 function now(offsetMs = 0): Date {
   return new Date(Date.now() + offsetMs);

@@ -22,7 +22,7 @@ import { pkiInit } from '../../../src/ca/init.ts';
 import type { TimestampProvider } from '../../../src/timestamping/provider.ts';
 import { mintSignerCertificate, signerProfile } from '../../../src/ca/signer-certificate.ts';
 import { toPem } from '../../../src/util/base64.ts';
-import { run } from '../../helpers/openssl.ts';
+import { opensslNewKey, opensslOk, run } from '../../helpers/openssl.ts';
 import { xmlsecVerify } from '../../helpers/xmlsec.ts';
 
 const DS = 'http://www.w3.org/2000/09/xmldsig#';
@@ -245,23 +245,12 @@ describe('xmlsec1 rejects what it must', () => {
 
   test('a trust anchor that is not our root', async () => {
     const foreign = join(dir, 'foreign-root.pem');
-    const made = await run('openssl', [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      join(dir, 'foreign.key'),
-      '-subj',
-      '/CN=foreign root',
-      '-days',
-      '1',
-      '-out',
-      foreign,
-    ]);
+    const made = await opensslNewKey({
+      keyFile: join(dir, 'foreign.key'),
+      out: foreign,
+      subject: '/CN=foreign root',
+      days: 1,
+    });
     assert.ok(made.ok, made.output);
     const result = await xmlsecVerify(good, DOCUMENT, { trustedPem: foreign });
     assert.equal(result.ok, false, result.output);
@@ -363,7 +352,7 @@ const opensslTsa: TimestampProvider & { calls: number } = {
     this.calls++;
     const query = join(tsaDir, 'q.tsq');
     const token = join(tsaDir, 't.tst');
-    const q = await run('openssl', [
+    await opensslOk([
       'ts',
       '-query',
       '-digest',
@@ -373,8 +362,7 @@ const opensslTsa: TimestampProvider & { calls: number } = {
       '-out',
       query,
     ]);
-    assert.ok(q.ok, q.output);
-    const r = await run('openssl', [
+    await opensslOk([
       'ts',
       '-reply',
       '-config',
@@ -389,7 +377,6 @@ const opensslTsa: TimestampProvider & { calls: number } = {
       '-out',
       token,
     ]);
-    assert.ok(r.ok, r.output);
     return readFileSync(token);
   },
 };
@@ -428,63 +415,39 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
     mkdirSync(tsaDir);
     writeFileSync(join(tsaDir, 'tsa.cnf'), tsaConfig(tsaDir));
     writeFileSync(join(tsaDir, 'serial'), '01\n');
-    const steps: string[][] = [
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        join(tsaDir, 'root.key'),
-        '-subj',
-        '/CN=OpenSSL TSA root',
-        '-days',
-        '1',
-        '-out',
-        join(tsaDir, 'root.pem'),
-      ],
-      [
-        'req',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:P-256',
-        '-nodes',
-        '-keyout',
-        join(tsaDir, 'tsa.key'),
-        '-subj',
-        '/CN=OpenSSL TSA',
-        '-out',
-        join(tsaDir, 'tsa.csr'),
-      ],
-      [
-        'x509',
-        '-req',
-        '-in',
-        join(tsaDir, 'tsa.csr'),
-        '-CA',
-        join(tsaDir, 'root.pem'),
-        '-CAkey',
-        join(tsaDir, 'root.key'),
-        '-set_serial',
-        '2',
-        '-days',
-        '1',
-        '-extfile',
-        join(tsaDir, 'tsa.cnf'),
-        '-extensions',
-        'v3_tsa',
-        '-out',
-        join(tsaDir, 'tsa.pem'),
-      ],
-    ];
-    for (const args of steps) {
-      const r = await run('openssl', args);
-      assert.ok(r.ok, r.output);
-    }
+    const root = await opensslNewKey({
+      keyFile: join(tsaDir, 'root.key'),
+      out: join(tsaDir, 'root.pem'),
+      subject: '/CN=OpenSSL TSA root',
+      days: 1,
+    });
+    assert.ok(root.ok, root.output);
+    const request = await opensslNewKey({
+      keyFile: join(tsaDir, 'tsa.key'),
+      out: join(tsaDir, 'tsa.csr'),
+      subject: '/CN=OpenSSL TSA',
+    });
+    assert.ok(request.ok, request.output);
+    await opensslOk([
+      'x509',
+      '-req',
+      '-in',
+      join(tsaDir, 'tsa.csr'),
+      '-CA',
+      join(tsaDir, 'root.pem'),
+      '-CAkey',
+      join(tsaDir, 'root.key'),
+      '-set_serial',
+      '2',
+      '-days',
+      '1',
+      '-extfile',
+      join(tsaDir, 'tsa.cnf'),
+      '-extensions',
+      'v3_tsa',
+      '-out',
+      join(tsaDir, 'tsa.pem'),
+    ]);
   });
 
   for (const hashAlgorithm of SHA2) {

@@ -10,6 +10,7 @@ import {
   remoteSignatureCreationRecord,
   type SignatureReport,
 } from '../../../src/mediation/record.ts';
+import { REMOTE_SIGNATURE_CREATION_FIELDS as BASE_FIELDS } from '../../helpers/mediation-record.ts';
 
 const QTSP = {
   qtspId: 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31',
@@ -18,17 +19,6 @@ const QTSP = {
 const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
 const CUSTOM = digest('contract.pdf');
 const DEFAULT_DOC = digest('I confirm my identity herewith.');
-const BASE_FIELDS = [
-  'client_id',
-  'count',
-  'credentialID',
-  'delivery_time',
-  'issuer',
-  'owner_id',
-  'reference_id',
-  'service_provider_id',
-  'transaction_id',
-];
 
 function report(over: Partial<SignatureReport> = {}): SignatureReport {
   return {

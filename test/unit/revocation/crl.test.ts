@@ -9,8 +9,7 @@ import { CrlIssuer, crlNumber } from '../../../src/revocation/crl.ts';
 import { createRootCa } from '../../../src/ca/authority.ts';
 import { OID } from '../../../src/ca/x509.ts';
 import type { RevokedCertificate } from '../../../src/store/types.ts';
-import { run } from '../../helpers/openssl.ts';
-import { scratch } from '../../helpers/pki-oracles.ts';
+import { run, scratch } from '../../helpers/openssl.ts';
 
 describe('cRLNumber', () => {
   it('never goes back: later seconds and more revocations give larger numbers', () => {

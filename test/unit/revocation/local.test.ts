@@ -22,8 +22,8 @@ import { mintTestSignerCertificate } from '../../helpers/signer.ts';
 import { LocalRevocation } from '../../../src/revocation/local.ts';
 import { DomainError } from '../../../src/domain-error.ts';
 import { toPem } from '../../../src/util/base64.ts';
-import { assertIssuedAfter, crlThisUpdate, ocspTimes, scratch, verifyOcsp } from '../../helpers/pki-oracles.ts';
-import { run } from '../../helpers/openssl.ts';
+import { assertIssuedAfter, crlThisUpdate, ocspTimes, verifyOcsp } from '../../helpers/pki-oracles.ts';
+import { run, scratch } from '../../helpers/openssl.ts';
 
 let dir: string;
 let ca: CaMaterial;
