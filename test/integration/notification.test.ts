@@ -11,15 +11,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTlsCertificate, saveKeyed } from '../../src/ca/authority.ts';
 import { generateKeyPairSync } from 'node:crypto';
-import {
-  basicConstraintsExtension,
-  buildName,
-  extKeyUsageExtension,
-  issueCertificate,
-  keyUsageExtension,
-  OID,
-  spkiOf,
-} from '../../src/ca/x509.ts';
 import { recipientCertDir, recipientCertificateFile } from '../../src/notification/deliver.ts';
 import { rpAgent } from '../../src/rp/http.ts';
 import type { ReceivedMail } from '../../src/sandbox/mail/smtp-sink.ts';
@@ -30,6 +21,7 @@ import { childEnv, postSignDoc, sha256b64, waitFor } from '../helpers/delivery.t
 import { qtsp } from '../helpers/qtsp-cli.ts';
 import { authorize } from '../helpers/signing.ts';
 import { QTSP_ID, startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { endEntityCertificate } from '../helpers/certificates.ts';
 import { run } from '../helpers/openssl.ts';
 
 const BANK_ADDRESS = 'notify@bank.sandbox.localhost';
@@ -157,17 +149,13 @@ describe('qtsp notify', () => {
 /** An encryption certificate of the bank (RSA, as most S/MIME recipients), issued by a CA of its own. */
 function bankEncryptionCertificate(): { certFile: string; keyFile: string } {
   const keys = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const { der } = issueCertificate({
-    subject: buildName([{ type: OID.commonName, value: BANK_ADDRESS }]),
-    publicKey: spkiOf(keys.publicKey),
+  const der = endEntityCertificate({
+    commonName: BANK_ADDRESS,
+    publicKey: keys.publicKey,
     selfSignKey: keys.privateKey,
-    notBefore: new Date(Date.now() - 3600_000),
-    notAfter: new Date(Date.now() + 24 * 3600_000),
-    extensions: [
-      basicConstraintsExtension(false),
-      keyUsageExtension(['keyEncipherment']),
-      extKeyUsageExtension(['1.3.6.1.5.5.7.3.4']),
-    ],
+    validHours: 24,
+    keyUsage: ['keyEncipherment'],
+    extKeyUsage: ['1.3.6.1.5.5.7.3.4'],
   });
   const certFile = recipientCertificateFile(recipientCertDir(env.config), env.sandbox.issuer);
   mkdirSync(recipientCertDir(env.config), { recursive: true });

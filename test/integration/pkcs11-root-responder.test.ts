@@ -20,15 +20,6 @@ import { fileURLToPath } from 'node:url';
 import { loadCeremonyRoot } from '../../src/ca/init.ts';
 import { custodyMarkerFile, pkiPaths } from '../../src/ca/material.ts';
 import { ocspNoCheckExtension, PKIX_OID } from '../../src/ca/publication.ts';
-import {
-  basicConstraintsExtension,
-  buildName,
-  extKeyUsageExtension,
-  issueCertificate,
-  keyUsageExtension,
-  OID,
-  spkiOf,
-} from '../../src/ca/x509.ts';
 import { ConfigError } from '../../src/config/load.ts';
 import type { Config } from '../../src/config/schema.ts';
 import { generateKeyPair } from '../../src/crypto/keys.ts';
@@ -36,6 +27,7 @@ import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { startQtsp } from '../../src/service.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { PROFILE, SHA256_OID, startEnvironment } from '../helpers/environment.ts';
+import { endEntityCertificate } from '../helpers/certificates.ts';
 import { opensslCmsVerify, run, scratch } from '../helpers/openssl.ts';
 import { cmsParts, ocspOfRevocationChoice } from '../helpers/pki-oracles.ts';
 import { createTestToken, SOFTHSM2_MODULE, type TestToken } from '../helpers/softhsm.ts';
@@ -161,19 +153,14 @@ function asMadeBefore(): void {
   if (token.listObjects().includes(LABEL)) token.deleteKeyPair(LABEL);
   const root = loadCeremonyRoot({ dataDir });
   const pair = generateKeyPair('P-256');
-  const { der } = issueCertificate({
-    subject: buildName([{ type: OID.commonName, value: 'qtsp Sandbox Root OCSP Responder' }]),
-    publicKey: spkiOf(pair.publicKey),
+  const der = endEntityCertificate({
+    commonName: 'qtsp Sandbox Root OCSP Responder',
+    publicKey: pair.publicKey,
     issuer: root.issuer,
-    notBefore: new Date(Date.now() - 3600_000),
-    notAfter: new Date(Date.now() + 2 * 365 * 24 * 3600_000),
-    extensions: [
-      basicConstraintsExtension(false),
-      keyUsageExtension(['digitalSignature']),
-      extKeyUsageExtension([PKIX_OID.ocspSigning]),
-      ocspNoCheckExtension(),
-    ],
-    keyIdentifiers: true,
+    validHours: 2 * 365 * 24,
+    keyUsage: ['digitalSignature'],
+    extKeyUsage: [PKIX_OID.ocspSigning],
+    extra: [ocspNoCheckExtension()],
   });
   writeFileSync(p.rootOcspCert, toPem(der, 'CERTIFICATE'));
   writeFileSync(p.rootOcspKey, pair.privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
