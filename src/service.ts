@@ -16,6 +16,7 @@ import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import { startRetention, type RetentionJob } from './retention/purge.ts';
 import { startSealing, type SealingJob } from './journal/seal.ts';
+import { startRenewalCheck, type RenewalJob } from './journal/renewal.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
@@ -209,6 +210,8 @@ interface Running {
   readonly retention: RetentionJob;
   /** sealing the journal into time-stamped batches (journal/seal.ts) */
   readonly sealing: SealingJob;
+  /** the scheduled check for a due time-stamp renewal of the evidence records (journal/renewal.ts) */
+  readonly renewal: RenewalJob;
 }
 
 interface Listeners {
@@ -257,6 +260,8 @@ async function startWithCustody(
   const retention = options.relayElsewhere ? { close: async () => undefined } : startRetention(config, store, logger);
   // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
   const sealing = startSealing(store, pki.tsa, config.journal.sealIntervalSeconds, logger);
+  // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
+  const renewal = startRenewalCheck(store, pki.tsa, config.journal, logger);
   const running: Running = {
     config,
     logger,
@@ -270,6 +275,7 @@ async function startWithCustody(
     readiness,
     retention,
     sealing,
+    renewal,
   };
   const listeners = await listenOrStop(running, deps);
   logger.info(
@@ -507,6 +513,7 @@ function stopSteps(running: Running, listeners: Listeners): Parameters<typeof ru
       'flush and close the store',
       async () => {
         await running.retention.close(); // a purge under way finishes its batch first
+        await running.renewal.close(); // a renewal under way finishes
         await running.sealing.close().catch(() => undefined); // seals what the drained calls wrote
         running.storeHealth.stop();
         await store.close();

@@ -4,12 +4,17 @@
  * time-stamped by our TSA and the CA certificates come from our publication server (server.publicBaseUrl, or
  * --publication-url), so the QTSP must be running; with tsa.url set, that external TSA time-stamps instead and
  * the archive carries its tsa.chainFile. Run it before the purge deletes the period (config `retention`).
+ * `qtsp evidence renew`: an RFC 4998 renewal of the journal's evidence records (journal/renewal.ts) with the
+ * same TSA: a time-stamp renewal when due (journal.renewMarginDays) or with --force, a hash-tree renewal
+ * with --hash.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
 import { loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
+import { hashByName } from '../crypto/algorithms.ts';
+import { renewHashTree, renewTimeStamps } from '../journal/renewal.ts';
 import { exportEvidence } from '../retention/export.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
 import { RemoteTsa } from '../timestamping/tsa.ts';
@@ -94,8 +99,7 @@ export async function runExport(args: string[], usage: string): Promise<number> 
     return 1;
   }
   const base = parsed.publicationUrl ?? publicBaseUrl(config);
-  const tsaUrl = parsed.tsaUrl ?? config.tsa.url ?? pkiUrls(base).tsa;
-  const tsa = new RemoteTsa({ url: tsaUrl, timeoutMs: config.tsa.timeoutMs, retries: config.tsa.retries, chain: [] });
+  const tsa = cliTsa(config, parsed.tsaUrl, base);
   const store = await openStore(config);
   try {
     const summary = await exportEvidence(store, {
@@ -113,6 +117,64 @@ export async function runExport(args: string[], usage: string): Promise<number> 
     return 0;
   } catch (err) {
     process.stderr.write(`export failed: ${(err as Error).message}\n`);
+    return 1;
+  } finally {
+    await store.close();
+  }
+}
+
+/** the TSA that time-stamps for the CLI: the configured external one, else ours behind the publication server */
+function cliTsa(config: Config, tsaUrl: string | undefined, publicationUrl: string | undefined): RemoteTsa {
+  const url = tsaUrl ?? config.tsa.url ?? pkiUrls(publicationUrl ?? publicBaseUrl(config)).tsa;
+  return new RemoteTsa({ url, timeoutMs: config.tsa.timeoutMs, retries: config.tsa.retries, chain: [] });
+}
+
+/** `renew [--force] [--hash NAME]`: 0 when renewed or nothing was due, 1 on a failure */
+export async function runRenew(args: string[], usage: string): Promise<number> {
+  let values: { force?: boolean; hash?: string; 'data-dir'?: string; 'tsa-url'?: string; 'publication-url'?: string };
+  try {
+    values = parseArgs({
+      args,
+      options: {
+        force: { type: 'boolean' },
+        hash: { type: 'string' },
+        'data-dir': { type: 'string' },
+        'tsa-url': { type: 'string' },
+        'publication-url': { type: 'string' },
+      },
+    }).values;
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n${usage}`);
+    return 2;
+  }
+  const hash = values.hash === undefined ? undefined : hashByName(values.hash);
+  if (values.hash !== undefined && !hash) {
+    process.stderr.write(`--hash: unknown hash algorithm ${values.hash} (SHA-512, SHA3-512, ...)\n${usage}`);
+    return 2;
+  }
+  const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
+  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
+    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
+    return 1;
+  }
+  const tsa = cliTsa(config, values['tsa-url'], values['publication-url']);
+  const store = await openStore(config);
+  try {
+    const renewed = hash
+      ? [await renewHashTree(store, tsa, hash)].filter((r) => r !== undefined)
+      : await renewTimeStamps(store, tsa, {
+          force: values.force === true,
+          marginMs: config.journal.renewMarginDays * 86_400_000,
+        });
+    for (const r of renewed)
+      process.stdout.write(
+        `renewal ${r.renewalNo}: ${r.kind}, ${r.leaves.length} ${r.kind === 'timestamp' ? 'chain(s)' : 'entries'}, ` +
+          `time-stamped ${r.renewedAt.toISOString()}\n`,
+      );
+    if (renewed.length === 0) process.stdout.write('nothing to renew\n');
+    return 0;
+  } catch (err) {
+    process.stderr.write(`renewal failed: ${(err as Error).message}\n`);
     return 1;
   } finally {
     await store.close();

@@ -29,13 +29,14 @@ import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 import { auditJournal, describeFinding } from '../journal/audit.ts';
 import { recordFileNames, recordsOf } from '../journal/records.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
-import { runExport } from './evidence-export.ts';
+import { runExport, runRenew } from './evidence-export.ts';
 
 const USAGE =
   'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n' +
   '       qtsp evidence verify TXN [--data-dir DIR]\n' +
   '       qtsp evidence record TXN --out DIR [--data-dir DIR]\n' +
   '       qtsp evidence audit [--from DATE] [--to DATE] [--data-dir DIR] [--json]\n' +
+  '       qtsp evidence renew [--force] [--hash SHA-512] [--data-dir DIR] [--tsa-url URL] [--publication-url URL]\n' +
   '       qtsp evidence export --from DATE --to DATE --out DIR [--data-dir DIR] [--tsa-url URL]\n' +
   '                            [--publication-url URL]\n';
 
@@ -235,6 +236,7 @@ async function runAudit(args: string[]): Promise<number> {
 export async function runEvidence(args: string[]): Promise<number> {
   if (args[0] === 'export') return runExport(args.slice(1), USAGE);
   if (args[0] === 'audit') return runAudit(args.slice(1));
+  if (args[0] === 'renew') return runRenew(args.slice(1), USAGE);
   const split = splitArgs(args);
   const { positionals, values } = parseArgs({
     args: split.rest,

@@ -419,6 +419,13 @@ export const configSchema = z
          * (docs/evidence.md). Also sealed at shutdown; 0: only then.
          */
         sealIntervalSeconds: z.coerce.number().int().min(0).default(60),
+        /**
+         * Time-stamp renewal of the evidence records (RFC 4998 5.2, docs/evidence.md): renewed when the TSA
+         * certificate of a chain's newest time-stamp ends within this many days.
+         */
+        renewMarginDays: positiveInt.default(365),
+        /** How often that is checked (seconds), the first time one interval after the start; 0: never. */
+        renewCheckIntervalSeconds: z.coerce.number().int().min(0).default(86400),
       })
       .prefault({}),
     retention: z

@@ -9,14 +9,18 @@
  *   leaf of another seq); deleted (gone, no tombstone); purged by policy (gone, a retention tombstone with
  *   that leaf hash); inserted (in a sealed range without a leaf, or recorded at a time before the batch ahead
  *   of it was sealed, which an entry written then would have been part of);
- * - signing evidence rows against their sealed entry (the introspection JWT, the digests, the certificate).
+ * - signing evidence rows against their sealed entry (the introspection JWT, the digests, the certificate);
+ * - each RFC 4998 renewal (renewal.ts): its root, its token, and its leaves recomputed from the batches, the
+ *   renewals before it and the entries present.
  */
 import { verify, X509Certificate } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { digest, hashByOid, SHA256 } from '../crypto/algorithms.ts';
-import type { JournalBatch, Store, StoredJournalEntry } from '../store/types.ts';
-import { sha256, treeRoot } from './hash-tree.ts';
+import type { JournalBatch, JournalRenewal, RenewalLeaf, Store, StoredJournalEntry } from '../store/types.ts';
+import { hashOf, hashRenewalLeaf, recordChains } from './evidence-record.ts';
+import { nodeHash, sha256, treeRoot } from './hash-tree.ts';
+import { allBatches, currentChains, timeStampLeaves } from './renewal.ts';
 import { batchLeaves } from './seal.ts';
 
 export type Finding =
@@ -25,10 +29,13 @@ export type Finding =
   | { readonly kind: 'moved'; readonly seq: number; readonly batch: number; readonly sealedAs: number }
   | { readonly kind: 'deleted'; readonly seq: number; readonly batch: number }
   | { readonly kind: 'inserted'; readonly seq: number; readonly batch: number | null; readonly detail: string }
-  | { readonly kind: 'purged'; readonly seq: number; readonly batch: number; readonly by: string };
+  | { readonly kind: 'purged'; readonly seq: number; readonly batch: number; readonly by: string }
+  | { readonly kind: 'renewal'; readonly renewal: number; readonly detail: string };
 
 export interface AuditReport {
   readonly batches: number;
+  /** RFC 4998 renewals checked (renewal.ts) */
+  readonly renewals: number;
   readonly entries: number;
   /** entries after the last batch, waiting for the next seal */
   readonly unsealed: number;
@@ -45,23 +52,22 @@ export interface AuditOptions {
   readonly toleranceMs?: number;
 }
 
-const PAGE = 1000;
 const DEFAULT_TOLERANCE_MS = 300_000;
 
 const MESSAGE_DIGEST = '1.2.840.113549.1.9.4';
 
 /**
  * The token's signature verifies with the certificate it carries (RFC 5652 5.4: over the signed attributes,
- * whose message-digest is the hash of the TSTInfo), and its imprint is SHA-256 `root` (RFC 3161 2.4.2).
- * pkijs parses; node:crypto verifies (pkijs' own verify wants the time-stamped data, not its hash).
+ * whose message-digest is the hash of the TSTInfo), and its imprint is `root` hashed with `imprintOid`
+ * (RFC 3161 2.4.2). pkijs parses; node:crypto verifies (pkijs' own verify wants the time-stamped data).
  */
-export function checkToken(token: Buffer, root: Buffer): string | undefined {
+export function checkToken(token: Buffer, root: Buffer, imprintOid = SHA256.oid): string | undefined {
   try {
     const signed = new pkijs.SignedData({ schema: pkijs.ContentInfo.fromBER(new Uint8Array(token)).content });
     const tstInfo = Buffer.from(signed.encapContentInfo.eContent!.getValue());
     const tst = pkijs.TSTInfo.fromBER(new Uint8Array(tstInfo));
     const imprint = Buffer.from(tst.messageImprint.hashedMessage.valueBlock.valueHexView);
-    if (tst.messageImprint.hashAlgorithm.algorithmId !== SHA256.oid || !imprint.equals(root))
+    if (tst.messageImprint.hashAlgorithm.algorithmId !== imprintOid || !imprint.equals(root))
       return 'the time-stamp covers another hash than the root';
     const signer = signed.signerInfos[0]!;
     const hash = hashByOid(signer.digestAlgorithm.algorithmId);
@@ -86,13 +92,66 @@ export function checkToken(token: Buffer, root: Buffer): string | undefined {
   }
 }
 
-async function allBatches(store: Store): Promise<JournalBatch[]> {
-  const batches: JournalBatch[] = [];
-  for (;;) {
-    const page = await store.journal.batches(batches.length + 1, PAGE);
-    batches.push(...page);
-    if (page.length < PAGE) return batches;
+const sameLeaves = (a: readonly RenewalLeaf[], b: readonly RenewalLeaf[]) =>
+  a.length === b.length && a.every((l, i) => l.key === b[i]!.key && l.hash.equals(b[i]!.hash));
+
+/** A hash-tree renewal's leaves against the entries present and intact in the batches it covers. */
+async function hashRenewalProblems(
+  store: Store,
+  renewal: JournalRenewal,
+  batches: readonly JournalBatch[],
+  before: readonly JournalRenewal[],
+): Promise<string[]> {
+  const hash = hashOf(renewal.hashOid);
+  const leaves = new Map(renewal.leaves.map((l) => [l.key, l.hash]));
+  const problems: string[] = [];
+  for (const batch of batches.filter((b) => b.batchNo <= renewal.throughBatch)) {
+    const entries = await store.journal.entries(batch.firstSeq - 1, batch.throughSeq);
+    const sealed = new Map(batch.leaves.map((l) => [l.seq, l.hash]));
+    for (const entry of entries) {
+      // an entry that is not as sealed is named by the entry checks
+      if (!sealed.get(entry.seq)?.equals(nodeHash(hashOf(batch.hashOid))(entry.body))) continue;
+      const leaf = leaves.get(entry.seq);
+      if (!leaf) problems.push(`entry ${entry.seq} has no leaf`);
+      else if (!leaf.equals(hashRenewalLeaf(hash, entry.body, recordChains(batch, entry.seq, before))))
+        problems.push(`the leaf of entry ${entry.seq} is not H(entry, its chains before)`);
+    }
   }
+  return problems;
+}
+
+/** Each renewal: numbered in turn, its root the tree of its leaves, its token over that root, its leaves right. */
+async function renewalFindings(
+  store: Store,
+  batches: readonly JournalBatch[],
+  renewals: readonly JournalRenewal[],
+): Promise<Finding[]> {
+  const findings: Finding[] = [];
+  for (const [i, renewal] of renewals.entries()) {
+    const before = renewals.slice(0, i);
+    const hash = hashOf(renewal.hashOid);
+    const problems: string[] = [];
+    if (renewal.renewalNo !== i + 1) problems.push(`renewal ${i + 1} is missing`);
+    if (
+      !treeRoot(
+        nodeHash(hash),
+        renewal.leaves.map((l) => l.hash),
+      ).equals(renewal.root)
+    )
+      problems.push('its root is not the hash tree of its leaves');
+    const tokenProblem = checkToken(renewal.token, renewal.root, renewal.hashOid);
+    if (tokenProblem) problems.push(tokenProblem);
+    const covered = batches.filter((b) => b.batchNo <= renewal.throughBatch);
+    if (renewal.kind === 'timestamp') {
+      const chains = currentChains(covered, before).filter(
+        (c) => c.hash.oid === renewal.hashOid && c.chainOf === renewal.chainOf,
+      );
+      if (!sameLeaves(renewal.leaves, timeStampLeaves(chains)))
+        problems.push("its leaves are not the current chains' time-stamps");
+    } else problems.push(...(await hashRenewalProblems(store, renewal, covered, before)));
+    findings.push(...problems.map((detail) => ({ kind: 'renewal' as const, renewal: renewal.renewalNo, detail })));
+  }
+  return findings;
 }
 
 /** the chain's findings for one batch given the one before it */
@@ -238,8 +297,11 @@ export async function auditJournal(store: Store, options: AuditOptions = {}): Pr
   }
   const unsealed = options.to ? { count: 0, findings: [] } : await unsealedFindings(store, batches.at(-1), toleranceMs);
   findings.push(...unsealed.findings);
+  const renewals = await store.journal.renewals();
+  findings.push(...(await renewalFindings(store, batches, renewals)));
   return {
     batches: batches.length,
+    renewals: renewals.length,
     entries,
     unsealed: unsealed.count,
     findings,
@@ -262,5 +324,7 @@ export function describeFinding(f: Finding): string {
       return `entry ${f.seq} (batch ${f.batch ?? 'not sealed yet'}): inserted: ${f.detail}`;
     case 'purged':
       return `entry ${f.seq} (batch ${f.batch}): purged by policy (${f.by})`;
+    case 'renewal':
+      return `renewal ${f.renewal}: ${f.detail}`;
   }
 }

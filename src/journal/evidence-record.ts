@@ -1,6 +1,8 @@
 /**
  * RFC 4998 EvidenceRecords for journal entries: the entry's canonical JSON bytes are the data object, its batch's
- * hash tree gives the reduced hash tree, and the batch's time-stamp the ArchiveTimeStamp's timeStamp.
+ * hash tree gives the reduced hash tree, and the batch's time-stamp the ArchiveTimeStamp's timeStamp. Renewals
+ * (renewal.ts, section 5) add ArchiveTimeStamps to the chain (time-stamp renewal) or new chains (hash-tree
+ * renewal); a record carries every one that covers its entry.
  *
  *   EvidenceRecord ::= SEQUENCE { version INTEGER { v1(1) }, digestAlgorithms SEQUENCE OF AlgorithmIdentifier,
  *     cryptoInfos [0] OPTIONAL, encryptionInfo [1] OPTIONAL, archiveTimeStampSequence ArchiveTimeStampSequence }
@@ -10,64 +12,127 @@
  *     reducedHashtree [2] SEQUENCE OF PartialHashtree OPTIONAL, timeStamp ContentInfo }
  *   PartialHashtree ::= SEQUENCE OF OCTET STRING
  *
- * The module's tags are IMPLICIT (RFC 4998 appendix A). Neither pkijs nor any other library here has these
- * structures, so they are written by hand with asn1js's element types; the time-stamp token is parsed by
- * asn1js and re-encoded, and refused if that would change one byte of it.
+ * The module's tags are IMPLICIT (RFC 4998 appendix A). No library here has these structures: they are written
+ * as DER by util/der.ts; the time-stamp token is embedded byte for byte.
  */
-import * as asn1js from 'asn1js';
-import { hashByOid } from '../crypto/algorithms.ts';
-import type { JournalBatch } from '../store/types.ts';
-import { recoverRoot, reducedHashtree, sha256 } from './hash-tree.ts';
+import { digest, hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
+import type { JournalBatch, JournalRenewal } from '../store/types.ts';
+import { algorithmIdentifier, integer, octetString, oid, readWhole, sequence, tlv } from '../util/der.ts';
+import { HashTree, nodeHash, pathRoot } from './hash-tree.ts';
 import { batchLeaves } from './seal.ts';
 
-const contextTag = (tagNumber: number, value: asn1js.AsnType[]) =>
-  new asn1js.Constructed({ idBlock: { tagClass: 3, tagNumber }, value });
-
-/** AlgorithmIdentifier without parameters (RFC 5754 for the SHA-2 family) */
-const algorithm = (oid: string) => new asn1js.Sequence({ value: [new asn1js.ObjectIdentifier({ value: oid })] });
-
-/** the token as an asn1js element that encodes to exactly its bytes */
-function tokenElement(token: Buffer): asn1js.AsnType {
-  const parsed = asn1js.fromBER(new Uint8Array(token));
-  if (parsed.offset !== token.length) throw new Error('journal: the batch time-stamp is not one DER element');
-  if (!Buffer.from(parsed.result.toBER()).equals(token))
-    throw new Error('journal: the batch time-stamp does not re-encode to its own bytes');
-  return parsed.result;
+export function hashOf(oidText: string): HashAlgorithm {
+  const hash = hashByOid(oidText);
+  if (!hash) throw new Error(`journal: unknown hash ${oidText}`);
+  return hash;
 }
 
 /** ArchiveTimeStamp over a reduced hash tree (omitted for a one-leaf tree: the token then covers the leaf) */
-function archiveTimeStamp(hashOid: string, path: readonly (readonly Buffer[])[], token: Buffer): asn1js.Sequence {
-  const tree = path.map(
-    (group) =>
-      new asn1js.Sequence({ value: group.map((h) => new asn1js.OctetString({ valueHex: new Uint8Array(h) })) }),
-  );
-  return new asn1js.Sequence({
-    value: [
-      contextTag(0, [new asn1js.ObjectIdentifier({ value: hashOid })]),
-      ...(tree.length > 0 ? [contextTag(2, tree)] : []),
-      tokenElement(token),
-    ],
-  });
+function archiveTimeStamp(hashOid: string, path: readonly (readonly Buffer[])[], token: Buffer): Buffer {
+  readWhole(token); // one DER element, embedded as it is
+  const tree = path.map((group) => sequence(...group.map((h) => octetString(h))));
+  return sequence(tlv(0xa0, oid(hashOid)), ...(tree.length > 0 ? [tlv(0xa2, ...tree)] : []), token);
 }
 
-/** The DER EvidenceRecord of entry `seq` of `batch` (whose leaf hash is `leafHash`, the data object's hash). */
-export function evidenceRecord(batch: JournalBatch, seq: number): Buffer {
-  if (!hashByOid(batch.hashOid)) throw new Error(`journal: unknown hash ${batch.hashOid}`);
-  const index = batch.leaves.findIndex((l) => l.seq === seq);
-  if (index < 0) throw new Error(`journal: entry ${seq} is not in batch ${batch.batchNo}`);
-  const leaves = batchLeaves(batch.prevRoot, batch.leaves);
-  const at = index + (batch.prevRoot ? 1 : 0);
-  const path = reducedHashtree(sha256, leaves, at);
-  if (!recoverRoot(sha256, leaves[at]!, path).equals(batch.root))
-    throw new Error(`journal: batch ${batch.batchNo} does not lead to its root`);
-  const record = new asn1js.Sequence({
-    value: [
-      new asn1js.Integer({ value: 1 }),
-      new asn1js.Sequence({ value: [algorithm(batch.hashOid)] }),
-      new asn1js.Sequence({
-        value: [new asn1js.Sequence({ value: [archiveTimeStamp(batch.hashOid, path, batch.token)] })],
-      }),
-    ],
-  });
-  return Buffer.from(record.toBER());
+/** Trees and leaf indexes built once per batch or renewal: an export asks for one path per entry. */
+const trees = new WeakMap<object, { tree: HashTree; index: Map<number, number> }>();
+
+function treeOf(owner: JournalBatch | JournalRenewal): { tree: HashTree; index: Map<number, number> } {
+  let built = trees.get(owner);
+  if (!built) {
+    if ('batchNo' in owner) {
+      const offset = owner.prevRoot ? 1 : 0;
+      built = {
+        tree: new HashTree(nodeHash(hashOf(owner.hashOid)), batchLeaves(owner.prevRoot, owner.leaves)),
+        index: new Map(owner.leaves.map((l, i) => [l.seq, i + offset])),
+      };
+    } else {
+      built = {
+        tree: new HashTree(
+          nodeHash(hashOf(owner.hashOid)),
+          owner.leaves.map((l) => l.hash),
+        ),
+        index: new Map(owner.leaves.map((l, i) => [l.key, i])),
+      };
+    }
+    if (!built.tree.root.equals(owner.root)) throw new Error('journal: a tree does not lead to its stored root');
+    trees.set(owner, built);
+  }
+  return built;
+}
+
+/** the ArchiveTimeStamp of `key` in `owner`'s tree (a data group when `group` has several values) */
+function atsOf(owner: JournalBatch | JournalRenewal, key: number, group?: readonly Buffer[]): Buffer {
+  const { tree, index } = treeOf(owner);
+  const at = index.get(key);
+  if (at === undefined) throw new Error(`journal: ${key} is not a leaf of this tree`);
+  const path = tree.path(at, group);
+  if (path.length > 0 && !pathRoot(nodeHash(hashOf(owner.hashOid)), path).equals(owner.root))
+    throw new Error('journal: a reduced hash tree does not lead to its root');
+  return archiveTimeStamp(owner.hashOid, path, owner.token);
+}
+
+/** a renewal's leaf index, built once */
+export function renewalCovers(renewal: JournalRenewal, key: number): boolean {
+  return treeOf(renewal).index.has(key);
+}
+
+/** the group of a time-stamp renewal's leaf: the hashes of the chain's time-stamps so far (section 5.2) */
+export function timeStampGroup(hash: HashAlgorithm, tokens: readonly Buffer[]): Buffer[] {
+  return tokens.map((t) => digest(hash, t));
+}
+
+/** One ArchiveTimeStampChain under construction: its time-stamps, then its time-stamp renewals. */
+function chainWithRenewals(
+  first: Buffer,
+  firstToken: Buffer,
+  hash: HashAlgorithm,
+  renewals: readonly JournalRenewal[],
+  chainOf: number | null,
+  key: number,
+): Buffer {
+  const stamps = [first];
+  const tokens = [firstToken];
+  for (const r of renewals) {
+    if (r.kind !== 'timestamp' || r.chainOf !== chainOf || r.hashOid !== hash.oid || !renewalCovers(r, key)) continue;
+    stamps.push(atsOf(r, key, timeStampGroup(hash, tokens)));
+    tokens.push(r.token);
+  }
+  return sequence(...stamps);
+}
+
+/**
+ * The ArchiveTimeStampChains (DER, oldest first) of entry `seq` of `batch` under `renewals` (by number): the
+ * batch's chain with its time-stamp renewals, then one chain per hash-tree renewal that covers the entry.
+ */
+export function recordChains(batch: JournalBatch, seq: number, renewals: readonly JournalRenewal[]): Buffer[] {
+  const batchHash = hashOf(batch.hashOid);
+  const chains = [chainWithRenewals(atsOf(batch, seq), batch.token, batchHash, renewals, null, batch.batchNo)];
+  for (const r of renewals) {
+    if (r.kind !== 'hashtree' || !renewalCovers(r, seq)) continue;
+    chains.push(chainWithRenewals(atsOf(r, seq), r.token, hashOf(r.hashOid), renewals, r.renewalNo, r.renewalNo));
+  }
+  return chains;
+}
+
+/**
+ * A hash-tree renewal's leaf for one entry (RFC 4998 5.3, as BouncyCastle's ERSEvidenceRecord checks it):
+ * H(H(data object) || H(DER of the SEQUENCE of the chains so far)), H the new algorithm.
+ */
+export function hashRenewalLeaf(hash: HashAlgorithm, body: Buffer, chains: readonly Buffer[]): Buffer {
+  return digest(hash, Buffer.concat([digest(hash, body), digest(hash, sequence(...chains))]));
+}
+
+/** The DER EvidenceRecord of entry `seq` of `batch`, with every renewal (by number) that covers it. */
+export function evidenceRecord(batch: JournalBatch, seq: number, renewals: readonly JournalRenewal[] = []): Buffer {
+  const chains = recordChains(batch, seq, renewals);
+  const algorithms = [
+    batch.hashOid,
+    ...renewals.filter((r) => r.kind === 'hashtree' && renewalCovers(r, seq)).map((r) => r.hashOid),
+  ];
+  return sequence(
+    integer(1),
+    sequence(...[...new Set(algorithms)].map((a) => algorithmIdentifier(a))),
+    sequence(...chains),
+  );
 }

@@ -6,10 +6,17 @@
  * where there is one. Verification (section 4.3) sorts, concatenates and hashes the way back up.
  */
 import { createHash } from 'node:crypto';
+import type { HashAlgorithm } from '../crypto/algorithms.ts';
 
 export type NodeHash = (data: Buffer) => Buffer;
 
 export const sha256: NodeHash = (data) => createHash('sha256').update(data).digest();
+
+/** the node hash of an algorithm */
+export const nodeHash =
+  (alg: HashAlgorithm): NodeHash =>
+  (data) =>
+    createHash(alg.node).update(data).digest();
 
 /** the hash of two nodes: sorted, concatenated, hashed */
 export function branch(hash: NodeHash, a: Buffer, b: Buffer): Buffer {
@@ -53,10 +60,49 @@ export function reducedHashtree(hash: NodeHash, leaves: readonly Buffer[], index
   return path;
 }
 
+/**
+ * A tree built once, for many reduced hash trees (an export asks for one per entry). A leaf may be a data group
+ * (RFC 4998 4.2): then its value is the group's hash, and its reduced hash tree starts with the group's
+ * values, the partner following in the next PartialHashtree.
+ */
+export class HashTree {
+  readonly #hash: NodeHash;
+  readonly #levels: Buffer[][];
+
+  constructor(hash: NodeHash, leaves: readonly Buffer[]) {
+    this.#hash = hash;
+    this.#levels = levels(hash, leaves);
+  }
+
+  get root(): Buffer {
+    return this.#levels.at(-1)![0]!;
+  }
+
+  /** the reduced hash tree of leaf `index`; `group`: the values whose group hash that leaf is */
+  path(index: number, group?: readonly Buffer[]): Buffer[][] {
+    const grouped = group !== undefined && group.length > 1;
+    if (grouped && !groupHash(this.#hash, group).equals(this.#levels[0]![index]!))
+      throw new Error('the group does not hash to its leaf');
+    const path: Buffer[][] = grouped ? [[...group]] : [];
+    let at = index;
+    for (const level of this.#levels.slice(0, -1)) {
+      const partner = at % 2 === 0 ? at + 1 : at - 1;
+      if (partner < level.length) path.push(path.length === 0 ? [level[at]!, level[partner]!] : [level[partner]!]);
+      at = Math.floor(at / 2);
+    }
+    return path;
+  }
+}
+
 /** The root a reduced hash tree leads to (RFC 4998 4.3), or `leaf` itself when the tree is empty. */
 export function recoverRoot(hash: NodeHash, leaf: Buffer, path: readonly (readonly Buffer[])[]): Buffer {
   if (path.length === 0) return leaf;
   if (!path[0]!.some((v) => v.equals(leaf))) throw new Error('the leaf is not in the first partial hash tree');
+  return pathRoot(hash, path);
+}
+
+/** The root of a non-empty reduced hash tree: the first PartialHashtree's group hash, then up (RFC 4998 4.3). */
+export function pathRoot(hash: NodeHash, path: readonly (readonly Buffer[])[]): Buffer {
   let node = groupHash(hash, path[0]!);
   for (const group of path.slice(1)) node = branch(hash, node, groupHash(hash, group));
   return node;

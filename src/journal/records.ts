@@ -2,7 +2,7 @@
  * The evidence records of a signing: each journal entry about it (its certificate serial) as the data object
  * (the canonical JSON bytes) with its RFC 4998 EvidenceRecord, once its batch is sealed.
  */
-import type { Store, StoredJournalEntry } from '../store/types.ts';
+import type { JournalRenewal, Store, StoredJournalEntry } from '../store/types.ts';
 import { evidenceRecord } from './evidence-record.ts';
 
 export interface EntryRecord {
@@ -11,12 +11,21 @@ export interface EntryRecord {
   readonly record: Buffer | undefined;
 }
 
-export async function recordsOf(store: Store, certificateSerialHex: string): Promise<EntryRecord[]> {
+/**
+ * `renewals`: the journal's renewals (store.journal.renewals()), read once by a caller that asks for many
+ * signings' records (an export); read here when not given.
+ */
+export async function recordsOf(
+  store: Store,
+  certificateSerialHex: string,
+  renewals?: readonly JournalRenewal[],
+): Promise<EntryRecord[]> {
   const entries = await store.journal.entriesOf(certificateSerialHex);
+  const all = renewals ?? (await store.journal.renewals());
   const out: EntryRecord[] = [];
   for (const entry of entries) {
     const batch = await store.journal.batchOf(entry.seq);
-    out.push({ entry, record: batch ? evidenceRecord(batch, entry.seq) : undefined });
+    out.push({ entry, record: batch ? evidenceRecord(batch, entry.seq, all) : undefined });
   }
   return out;
 }

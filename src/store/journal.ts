@@ -17,14 +17,16 @@ import { canonicalJson } from '../util/canonical-json.ts';
 import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
 import { columns, prepare } from './prepared.ts';
-import type { JournalBatchesTable, JournalEntriesTable } from './schema.ts';
+import type { JournalBatchesTable, JournalEntriesTable, JournalRenewalsTable } from './schema.ts';
 import type {
   JournalBatch,
   JournalEntryInput,
   JournalLeaf,
+  JournalRenewal,
   JournalStore,
   KeptSignature,
   RecordSigningInput,
+  RenewalLeaf,
   StoredJournalEntry,
 } from './types.ts';
 
@@ -120,19 +122,68 @@ function toEntry(row: Selectable<JournalEntriesTable>): StoredJournalEntry {
 }
 
 export function encodeLeaves(leaves: readonly JournalLeaf[]): Buffer {
-  const out = Buffer.alloc(leaves.length * LEAF_BYTES);
+  return encodeKeyed(leaves.map((l) => ({ key: l.seq, hash: l.hash })));
+}
+
+function decodeLeaves(bytes: Buffer): JournalLeaf[] {
+  return decodeKeyed(bytes, LEAF_BYTES - 8).map((l) => ({ seq: l.key, hash: l.hash }));
+}
+
+/** leaves as stored: per leaf its key (8 bytes, big-endian) and its hash, all hashes of one length */
+function encodeKeyed(leaves: readonly RenewalLeaf[]): Buffer {
+  const size = 8 + (leaves[0]?.hash.length ?? 0);
+  const out = Buffer.alloc(leaves.length * size);
   leaves.forEach((leaf, i) => {
-    out.writeBigUInt64BE(BigInt(leaf.seq), i * LEAF_BYTES);
-    leaf.hash.copy(out, i * LEAF_BYTES + 8);
+    if (leaf.hash.length !== size - 8) throw new Error('journal: leaves of one tree have hashes of one length');
+    out.writeBigUInt64BE(BigInt(leaf.key), i * size);
+    leaf.hash.copy(out, i * size + 8);
   });
   return out;
 }
 
-function decodeLeaves(bytes: Buffer): JournalLeaf[] {
-  const leaves: JournalLeaf[] = [];
-  for (let at = 0; at + LEAF_BYTES <= bytes.length; at += LEAF_BYTES)
-    leaves.push({ seq: Number(bytes.readBigUInt64BE(at)), hash: Buffer.from(bytes.subarray(at + 8, at + LEAF_BYTES)) });
+function decodeKeyed(bytes: Buffer, hashLength: number): RenewalLeaf[] {
+  const size = 8 + hashLength;
+  const leaves: RenewalLeaf[] = [];
+  for (let at = 0; at + size <= bytes.length; at += size)
+    leaves.push({ key: Number(bytes.readBigUInt64BE(at)), hash: Buffer.from(bytes.subarray(at + 8, at + size)) });
   return leaves;
+}
+
+function toRenewal(row: Selectable<JournalRenewalsTable>): JournalRenewal {
+  if (row.kind !== 'timestamp' && row.kind !== 'hashtree') throw new Error(`journal: renewal kind ${row.kind}`);
+  return {
+    renewalNo: Number(row.renewal_no),
+    kind: row.kind,
+    hashOid: row.hash_oid,
+    chainOf: row.chain_of === null ? null : Number(row.chain_of),
+    throughBatch: Number(row.through_batch),
+    leaves: decodeKeyed(Buffer.from(row.leaves), row.root.length), // the root's algorithm hashed the leaves
+    root: Buffer.from(row.root),
+    token: Buffer.from(row.token),
+    renewedAt: new Date(row.renewed_at),
+  };
+}
+
+/** inserts a renewal unless its number is taken: true when this call inserted it */
+async function addRenewal(a: StoreAccess, r: JournalRenewal): Promise<boolean> {
+  a.ensureOpen();
+  const [changed] = await a.write([
+    a.db
+      .insertInto('journal_renewals')
+      .values({
+        renewal_no: r.renewalNo,
+        kind: r.kind,
+        hash_oid: r.hashOid,
+        chain_of: r.chainOf,
+        through_batch: r.throughBatch,
+        leaves: encodeKeyed(r.leaves),
+        root: r.root,
+        token: r.token,
+        renewed_at: a.time(r.renewedAt),
+      })
+      .onConflict((oc) => oc.doNothing()),
+  ]);
+  return changed === 1;
 }
 
 function toBatch(row: Selectable<JournalBatchesTable>): JournalBatch {
@@ -238,6 +289,12 @@ export function journal(a: StoreAccess, driver: 'sqlite' | 'postgres'): JournalS
       return rows.map(toBatch);
     },
     addBatch: (b) => addBatch(a, b),
+    addRenewal: (r) => addRenewal(a, r),
+    async renewals() {
+      a.ensureOpen();
+      const rows = await a.db.selectFrom('journal_renewals').selectAll().orderBy('renewal_no').execute();
+      return rows.map(toRenewal);
+    },
     async tombstones(afterSeq, throughSeq) {
       a.ensureOpen();
       const rows = await a.db

@@ -122,8 +122,24 @@ export interface JournalPurgedTable {
   purged_by: string;
 }
 
+/** RFC 4998 renewals of the batches' evidence records (journal.ts; JournalRenewal in types.ts) */
+export interface JournalRenewalsTable {
+  renewal_no: number;
+  /** 'timestamp' or 'hashtree' */
+  kind: string;
+  hash_oid: string;
+  chain_of: number | null;
+  through_batch: number;
+  /** per leaf its key (8 bytes, big-endian) and its hash (the length of hash_oid) */
+  leaves: Buffer;
+  root: Buffer;
+  token: Buffer;
+  renewed_at: Time;
+}
+
 export interface Tables {
   journal_entries: JournalEntriesTable;
+  journal_renewals: JournalRenewalsTable;
   journal_batches: JournalBatchesTable;
   journal_purged: JournalPurgedTable;
   certificates: CertificatesTable;
@@ -219,6 +235,8 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
     },
     // the sealed journal (journal.ts): entries, batches, and the leaf hashes of what retention purged
     '0008_journal': { up: (db) => createJournal(db, types) },
+    // renewals of the journal's evidence records (RFC 4998 section 5): time-stamp and hash-tree renewals
+    '0009_journal_renewals': { up: (db) => createJournalRenewals(db, types) },
   };
 }
 
@@ -355,6 +373,21 @@ async function createJournal(db: Kysely<unknown>, { time, bytes, seq }: ColumnTy
     .addColumn('seq', 'bigint', (c) => c.primaryKey().notNull())
     .addColumn('leaf_hash', 'text', (c) => c.notNull())
     .addColumn('purged_by', 'text', (c) => c.notNull())
+    .execute();
+}
+
+async function createJournalRenewals(db: Kysely<unknown>, { time, bytes }: ColumnTypes): Promise<void> {
+  await db.schema
+    .createTable('journal_renewals')
+    .addColumn('renewal_no', 'bigint', (c) => c.primaryKey().notNull())
+    .addColumn('kind', 'text', (c) => c.notNull().check(sql`kind IN ('timestamp', 'hashtree')`))
+    .addColumn('hash_oid', 'text', (c) => c.notNull())
+    .addColumn('chain_of', 'bigint')
+    .addColumn('through_batch', 'bigint', (c) => c.notNull())
+    .addColumn('leaves', bytes, (c) => c.notNull())
+    .addColumn('root', bytes, (c) => c.notNull())
+    .addColumn('token', bytes, (c) => c.notNull())
+    .addColumn('renewed_at', time, (c) => c.notNull())
     .execute();
 }
 

@@ -343,6 +343,35 @@ export interface JournalBatch {
   readonly sealedAt: Date;
 }
 
+/**
+ * A renewal of the evidence records (RFC 4998 section 5), one time-stamp over a hash tree.
+ * - `timestamp` (5.2): a new ArchiveTimeStamp at the end of each current ArchiveTimeStampChain of algorithm
+ *   `hashOid`; one leaf per chain (`key`: the batch the chain starts at, or the hash-tree renewal it starts at,
+ *   `chainOf`), the group hash of the chain's time-stamps so far.
+ * - `hashtree` (5.3): a new ArchiveTimeStampChain for every entry present in batches 1..`throughBatch`, with
+ *   another hash algorithm; one leaf per entry (`key`: its seq), H(H(entry) || H(its chains so far)).
+ */
+export interface JournalRenewal {
+  readonly renewalNo: number;
+  readonly kind: 'timestamp' | 'hashtree';
+  readonly hashOid: string;
+  /** timestamp renewals: null when the chains renewed start at batches, else the hash-tree renewal they start at */
+  readonly chainOf: number | null;
+  /** the newest batch covered */
+  readonly throughBatch: number;
+  readonly leaves: readonly RenewalLeaf[];
+  readonly root: Buffer;
+  /** RFC 3161 TimeStampToken over root, imprint algorithm hashOid */
+  readonly token: Buffer;
+  /** the token's genTime */
+  readonly renewedAt: Date;
+}
+
+export interface RenewalLeaf {
+  readonly key: number;
+  readonly hash: Buffer;
+}
+
 /** An entry retention deleted: its seq and leaf hash, and which purge. */
 export interface JournalTombstone {
   readonly seq: number;
@@ -375,6 +404,10 @@ export interface JournalStore {
   batches(fromNo: number, limit: number): Promise<JournalBatch[]>;
   /** inserts the batch; false when its number or first seq is taken (another sealer was first) */
   addBatch(batch: JournalBatch): Promise<boolean>;
+  /** inserts the renewal; false when its number is taken (another instance renewed first) */
+  addRenewal(renewal: JournalRenewal): Promise<boolean>;
+  /** every renewal, by number */
+  renewals(): Promise<JournalRenewal[]>;
   /** tombstones with afterSeq < seq <= throughSeq */
   tombstones(afterSeq: number, throughSeq: number): Promise<JournalTombstone[]>;
 }

@@ -64,6 +64,7 @@ describe('SQLite store file', () => {
         { name: 'journal_batches' },
         { name: 'journal_entries' },
         { name: 'journal_purged' },
+        { name: 'journal_renewals' },
         { name: 'kysely_migration' },
         { name: 'kysely_migration_lock' },
         { name: 'outbox' },

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../../src/util/canonical-json.ts';
-import type { JournalBatch, Store } from '../../src/store/types.ts';
+import type { JournalBatch, JournalRenewal, Store } from '../../src/store/types.ts';
 import { signing, storeOpener, type StoreFactory } from './store-contract.ts';
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest();
@@ -114,6 +114,31 @@ export function registerJournalContract(name: string, factory: StoreFactory): vo
       assert.deepEqual(await store.journal.lastBatch(), first);
       assert.deepEqual(await store.journal.batchOf(horizon), first);
       assert.deepEqual(await store.journal.batches(1, 10), [first]);
+    });
+
+    it('renewals: inserted once per number, read back by number with their leaves', async () => {
+      const store = await open();
+      assert.deepEqual(await store.journal.renewals(), []);
+      const renewal = (no: number, kind: 'timestamp' | 'hashtree', bytes: number): JournalRenewal => ({
+        renewalNo: no,
+        kind,
+        hashOid: bytes === 64 ? '2.16.840.1.101.3.4.2.3' : '2.16.840.1.101.3.4.2.1',
+        chainOf: kind === 'timestamp' && bytes === 64 ? 1 : null,
+        throughBatch: 7,
+        leaves: [
+          { key: 3, hash: randomBytes(bytes) },
+          { key: 2 ** 40, hash: randomBytes(bytes) },
+        ],
+        root: randomBytes(bytes),
+        token: randomBytes(100),
+        renewedAt: new Date(Math.floor(Date.now() / 1000) * 1000),
+      });
+      const first = renewal(1, 'hashtree', 64);
+      const second = renewal(2, 'timestamp', 64);
+      assert.equal(await store.journal.addRenewal(first), true);
+      assert.equal(await store.journal.addRenewal(renewal(1, 'timestamp', 32)), false, 'renewal 1 exists');
+      assert.equal(await store.journal.addRenewal(second), true);
+      assert.deepEqual(await store.journal.renewals(), [first, second]);
     });
   });
 }

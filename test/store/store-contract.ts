@@ -35,6 +35,7 @@ export const MIGRATIONS = [
   { name: '0006_outbox_queued_since' },
   { name: '0007_retention' },
   { name: '0008_journal' },
+  { name: '0009_journal_renewals' },
 ] as const;
 
 /** whole milliseconds, as both drivers keep them */
