@@ -14,7 +14,8 @@
  * (docs/evidence.md).
  *
  * Layout: signings/<created, UTC>-<certificate serial>/{signing.json, introspection.jwt, certificate.pem,
- * signature-<n>.p7s|.xml, journal-<seq>-<kind>.json|.ers}; ca/<name>.pem; manifest.json; manifest.tsr.
+ * signature-<n>.p7s|.xml, journal-<seq>-<kind>.json|.ers}; journal/{batches.json, batch-<n>.tst} (the chain of
+ * batches sealed in the period, writeBatchChain); ca/<name>.pem; manifest.json; manifest.tsr.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
@@ -22,7 +23,7 @@ import { dirname, join } from 'node:path';
 import { SHA256 } from '../crypto/algorithms.ts';
 import type { TimestampProvider } from '../timestamping/provider.ts';
 import { timeStampResp } from '../timestamping/tsa.ts';
-import type { SigningTransaction, Store, StoredDocument } from '../store/types.ts';
+import type { JournalBatch, JournalRenewal, SigningTransaction, Store, StoredDocument } from '../store/types.ts';
 import { toPem } from '../util/base64.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import { signaturesOf } from './signatures.ts';
@@ -83,6 +84,7 @@ async function writeSigning(
   archive: ArchiveWriter,
   signing: SigningTransaction,
   consentOf: (s: SigningTransaction) => Promise<{ signings: SigningTransaction[]; documents: StoredDocument[] }>,
+  renewals: readonly JournalRenewal[],
 ): Promise<number> {
   const dir = `signings/${compactTime(signing.createdAt)}-${signing.certificateSerialHex}`;
   const consent = await consentOf(signing);
@@ -105,12 +107,49 @@ async function writeSigning(
   };
   archive.write(`${dir}/signing.json`, `${JSON.stringify(record, null, 2)}\n`);
   // the journal entries of the signing with their RFC 4998 evidence records (journal/records.ts)
-  for (const { entry, record: ers } of await recordsOf(store, signing.certificateSerialHex)) {
+  for (const { entry, record: ers } of await recordsOf(store, signing.certificateSerialHex, renewals)) {
     const names = recordFileNames(entry);
     archive.write(`${dir}/${names.data}`, entry.body);
     if (ers) archive.write(`${dir}/${names.record}`, ers);
   }
   return kept.length;
+}
+
+/**
+ * The chain of batches sealed in the period, and the one before them, which links this archive to the one
+ * before it: an archive missing from a series shows as a gap in batch numbers. Per batch its seq range, leaves,
+ * previous root, root and genTime in journal/batches.json, and its token (DER TimeStampToken) in
+ * journal/batch-<n>.tst, which `openssl ts -verify -digest <root> -token_in` checks.
+ */
+async function writeBatchChain(store: Store, archive: ArchiveWriter, from: Date, to: Date): Promise<number> {
+  const chain: JournalBatch[] = [];
+  let before: JournalBatch | undefined;
+  for (let next = 1; ; ) {
+    const page = await store.journal.batches(next, PAGE);
+    for (const b of page) {
+      if (b.sealedAt < from) before = b;
+      else if (b.sealedAt < to) chain.push(b);
+    }
+    if (page.length < PAGE) break;
+    next += page.length;
+  }
+  if (before) chain.unshift(before);
+  const batches = chain.map((b) => {
+    archive.write(`journal/batch-${b.batchNo}.tst`, b.token);
+    return {
+      batchNo: b.batchNo,
+      firstSeq: b.firstSeq,
+      throughSeq: b.throughSeq,
+      hashOid: b.hashOid,
+      sealedAt: b.sealedAt.toISOString(),
+      prevRoot: b.prevRoot?.toString('hex') ?? null,
+      root: b.root.toString('hex'),
+      leaves: b.leaves.map((l) => [l.seq, l.hash.toString('hex')]),
+      token: `batch-${b.batchNo}.tst`,
+    };
+  });
+  archive.write('journal/batches.json', `${JSON.stringify({ batches }, null, 2)}\n`);
+  return batches.length;
 }
 
 /** every signing and document of a consent, read once per consent */
@@ -156,16 +195,18 @@ export async function exportEvidence(store: Store, options: ExportOptions): Prom
   const archive = new ArchiveWriter(options.out);
   for (const ca of options.caCertificates) archive.write(`ca/${ca.name}.pem`, toPem(ca.der, 'CERTIFICATE'));
   const consentOf = consentReader(store);
+  const renewals = await store.journal.renewals(); // read once: every record carries those covering it
   let signings = 0;
   let signatures = 0;
   let after: SigningTransaction | undefined;
   for (;;) {
     const page = await store.signingsBetween(options.from, options.to, PAGE, after);
-    for (const signing of page) signatures += await writeSigning(store, archive, signing, consentOf);
+    for (const signing of page) signatures += await writeSigning(store, archive, signing, consentOf, renewals);
     signings += page.length;
     after = page.at(-1);
     if (page.length < PAGE) break;
   }
+  await writeBatchChain(store, archive, options.from, options.to);
   const counts = { signings, signatures, files: archive.files.length + 2 };
   await sealManifest(archive, options, counts);
   await store.journal.append({

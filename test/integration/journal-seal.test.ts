@@ -5,18 +5,21 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadCaMaterial } from '../../src/ca/material.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkToken } from '../../src/journal/audit.ts';
 import { evidenceRecord } from '../../src/journal/evidence-record.ts';
 import { recoverRoot, reducedHashtree, sha256, treeRoot } from '../../src/journal/hash-tree.ts';
 import { batchLeaves, sealJournal } from '../../src/journal/seal.ts';
+import { exportEvidence } from '../../src/retention/export.ts';
 import { openSqliteStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
 import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
 import { signing } from '../store/store-contract.ts';
+import { run } from '../helpers/openssl.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'qtsp-journal-'));
 let tsa: LocalTsa;
@@ -84,6 +87,40 @@ describe('sealing and evidence records', () => {
       changed[at] = changed[at]! ^ 0x01;
       const bad = await verdict(entries[3]!.seq, changed);
       assert.equal(bad.valid, false, `byte ${at} changed: ${bad.output}`);
+    }
+  });
+});
+
+describe('the export carries the chain of batches', () => {
+  it('journal/batches.json: the batches of the period and the one before, each token checked by openssl', async () => {
+    const from = new Date();
+    await store.recordSigning(signing('txn-export'));
+    const [sealed] = await sealJournal(store, tsa);
+    const out = join(dir, 'export');
+    const root = loadCaMaterial(join(dir, 'pki')).root.der;
+    await exportEvidence(store, {
+      from: new Date(from.getTime() - 1000),
+      to: new Date(Date.now() + 60_000),
+      out,
+      tsa,
+      caCertificates: [{ name: 'root', der: root }],
+      qtspId: 'qtsp-journal-test',
+    });
+    const { batches } = JSON.parse(readFileSync(join(out, 'journal', 'batches.json'), 'utf8')) as {
+      batches: { batchNo: number; prevRoot: string | null; root: string; token: string }[];
+    };
+    assert.deepEqual(
+      batches.map((b) => b.batchNo),
+      [sealed!.batchNo - 1, sealed!.batchNo],
+      'the batch before the period links this archive to the one before',
+    );
+    assert.equal(batches[1]!.prevRoot, batches[0]!.root);
+    for (const b of batches) {
+      const verified = await run('openssl', [
+        ...['ts', '-verify', '-digest', b.root, '-token_in', '-in', join(out, 'journal', b.token)],
+        ...['-CAfile', join(out, 'ca', 'root.pem')],
+      ]);
+      assert.ok(verified.ok, `batch ${b.batchNo}: ${verified.output}`);
     }
   });
 });
