@@ -11,6 +11,7 @@
  *   qtsp evidence export          the evidence of a period as an archive with a time-stamped manifest
  *   qtsp evidence record TXN      the RFC 4998 evidence records of a txn's journal entries
  *   qtsp evidence audit           recompute the sealed journal and name what changed
+ *   qtsp evidence renew           renew the evidence records' time-stamps or hash trees (RFC 4998 section 5)
  *   qtsp worker                   deliver mediation records and notifications (outbox -> queue -> receivers)
  *   qtsp mediation status         outbox and queue depth, records confirmed by the mediation service
  *   qtsp notify --txn --message-file   queue an end-user notification (spec 6.3)
@@ -56,6 +57,9 @@ const USAGE = `usage:
   qtsp evidence audit [--from DATE] [--to DATE] [--data-dir DIR] [--json]
                                    recompute every sealed batch: the chain, each time-stamp, and each entry
                                    altered, deleted, inserted, moved (or purged by policy); exit 1 on a finding
+  qtsp evidence renew [--force] [--hash SHA-512] [--data-dir DIR] [--tsa-url URL]
+                                   RFC 4998 renewal of the records: a time-stamp renewal when the TSA
+                                   certificate nears its end (or --force), a hash-tree renewal with --hash
   qtsp worker                      deliver mediation records and notifications (beside QTSP instances started
                                    with QTSP_DELIVERY_IN_PROCESS_WORKER=false)
   qtsp mediation status [--json]   outbox depth, queue depth, records the mediation service confirmed
