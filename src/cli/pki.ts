@@ -1,5 +1,6 @@
 /** `qtsp pki ceremony` (= `qtsp pki init`), `qtsp pki root` and `qtsp pki revoke SERIAL --reason R`. */
-import { readFileSync } from 'node:fs';
+import { createHash, X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
@@ -9,6 +10,7 @@ import { CrlIssuer } from '../revocation/crl.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
 import type { Config } from '../config/schema.ts';
+import type { CanonicalValue } from '../util/canonical-json.ts';
 
 const USAGE =
   'usage: qtsp pki ceremony|init [--rsa] [--force] [--pkcs11] [--migrate] [--ceremony-dir DIR]\n' +
@@ -54,6 +56,55 @@ async function revoke(config: Config, serialText: string | undefined, reasonText
   }
 }
 
+/**
+ * What the ceremony left among the service's files: per certificate its subject, serial, validity and SHA-256
+ * (of the DER), and the SHA-256 of the root CRL; the private keys are never read.
+ */
+function issuedMaterial(dataDir: string, custody: string): { [key: string]: CanonicalValue } {
+  const p = pkiPaths(dataDir);
+  const files = {
+    root: p.rootCert,
+    rootOcspResponder: p.rootOcspCert,
+    mailCa: p.mailCaCert,
+    issuingCa: p.issuingCert,
+    qtspClient: p.clientCert,
+    tsa: p.tsaCert,
+    ocspResponder: p.ocspCert,
+  };
+  const certificates = Object.entries(files)
+    .filter(([, file]) => existsSync(file))
+    .map(([name, file]) => {
+      const cert = new X509Certificate(readFileSync(file));
+      return {
+        name,
+        subject: cert.subject,
+        serialHex: cert.serialNumber.toLowerCase(),
+        notBefore: new Date(cert.validFrom).toISOString(),
+        notAfter: new Date(cert.validTo).toISOString(),
+        sha256: createHash('sha256').update(cert.raw).digest('hex'),
+      };
+    });
+  const crl = existsSync(p.rootCrl) ? createHash('sha256').update(readFileSync(p.rootCrl)).digest('hex') : null;
+  return { keyCustody: custody, certificates, rootCrlSha256: crl };
+}
+
+/**
+ * Journals a CA event (docs/evidence.md). The ceremony may run where the store is out of reach (offline): a
+ * failure is a warning naming the event, to be journaled by hand, not a failed ceremony.
+ */
+async function journalCaEvent(config: Config, kind: string, data: { [key: string]: CanonicalValue }): Promise<void> {
+  try {
+    const store = await openStore(config);
+    try {
+      await store.journal.append({ kind, ref: null, at: new Date(), data });
+    } finally {
+      await store.close();
+    }
+  } catch (err) {
+    process.stderr.write(`warning: ${kind} not journaled, the store is out of reach: ${(err as Error).message}\n`);
+  }
+}
+
 interface CeremonyFlags {
   readonly rsa: boolean;
   readonly force: boolean;
@@ -78,6 +129,7 @@ async function ceremony(config: Config, options: CeremonyFlags): Promise<number>
     ...(ceremonyDir ? { ceremonyDir } : {}),
   });
   const dir = pkiPaths(config.dataDir).dir;
+  if (created) await journalCaEvent(config, 'pki.ceremony', issuedMaterial(config.dataDir, config.keys.provider));
   process.stdout.write(
     created ? `created CA material in ${dir}\n` : `CA material exists in ${dir} (use --force to replace it)\n`,
   );
@@ -102,7 +154,17 @@ async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Pr
       validitySeconds: ROOT_CRL_VALIDITY_SECONDS,
       refreshSeconds: 0,
     });
-    writeRootCrl(config.dataDir, await issuer.current());
+    const crl = await issuer.current();
+    writeRootCrl(config.dataDir, crl);
+    await store.journal.append({
+      kind: 'pki.root_crl_renewed',
+      ref: null,
+      at: new Date(),
+      data: {
+        sha256: createHash('sha256').update(crl).digest('hex'),
+        validitySeconds: ROOT_CRL_VALIDITY_SECONDS,
+      },
+    });
   } finally {
     await store.close();
   }
