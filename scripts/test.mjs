@@ -21,9 +21,13 @@ const SKIP = new Set(['.git', TREE]);
 /** copied, not linked: node runs a linked main module from where the link points */
 const COPIED = new Set(['bin']);
 
+/** run only when named: test/container needs podman and builds images (`npm run test:container`) */
+const ON_REQUEST = new Set([join('test', 'container')]);
+
 function find(dir) {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
+    if (ON_REQUEST.has(path)) return [];
     if (statSync(path).isDirectory()) return find(path);
     return name.endsWith('.test.ts') ? [path] : [];
   });
