@@ -42,8 +42,12 @@ rootfs() {
     debootstrap --variant=minbase bookworm "$ROOTFS" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >"$WORK/debootstrap.log" 2>&1 \
       || { tail -20 "$WORK/debootstrap.log" >&2; exit 1; }
     # the host's sources (its mirror and security updates) so apt-get in the image reaches what the host reaches
-    cp /etc/apt/sources.list "$ROOTFS/etc/apt/sources.list" 2>/dev/null || true
-    cp -r /etc/apt/sources.list.d/. "$ROOTFS/etc/apt/sources.list.d/" 2>/dev/null || true
+    if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
+      : >"$ROOTFS/etc/apt/sources.list"
+      cp /etc/apt/sources.list.d/*.sources "$ROOTFS/etc/apt/sources.list.d/"
+    elif [ -f /etc/apt/sources.list ]; then
+      cp /etc/apt/sources.list "$ROOTFS/etc/apt/sources.list"
+    fi
     cp -r /etc/apt/trusted.gpg.d/. "$ROOTFS/etc/apt/trusted.gpg.d/" 2>/dev/null || true
     # as the official images: no apt caches, no docs
     rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/*
@@ -143,13 +147,28 @@ redis_image() {
   exists redis:7-bookworm && return 0
   base
   mkdir -p "$WORK/redis"
+  # the official image's redis-server leaves protected mode off (it answers other containers without a
+  # password); Debian's keeps it on, so the entrypoint turns it off after the config file, if one is given
+  cat >"$WORK/redis/entrypoint.sh" <<'SH'
+#!/bin/sh
+set -e
+if [ "$1" = redis-server ]; then
+  shift
+  if [ -n "${1:-}" ] && [ "${1#-}" = "$1" ]; then conf="$1"; shift; set -- redis-server "$conf" --protected-mode no "$@"
+  else set -- redis-server --protected-mode no "$@"; fi
+fi
+exec "$@"
+SH
+  chmod +x "$WORK/redis/entrypoint.sh"
   cat >"$WORK/redis/Containerfile" <<'CF'
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends redis-server \
  && rm -rf /var/lib/apt/lists/* && mkdir -p /data && chown redis:redis /data
+COPY entrypoint.sh /usr/local/bin/docker-entrypoint.sh
 WORKDIR /data
 VOLUME /data
 USER redis
+ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]
 CMD ["redis-server"]
 CF
   log "building redis:7-bookworm (Debian's redis-server 7.0)"
