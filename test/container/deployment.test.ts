@@ -18,6 +18,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { containerName, loadCompose, networkName, runArgs, startOrder, volumeName } from './compose.ts';
@@ -94,6 +95,21 @@ async function removeAll(compose: ReturnType<typeof loadCompose>): Promise<void>
   for (const v of Object.keys(compose.volumes)) await podman(['volume', 'rm', '-f', volumeName(compose, v)]);
 }
 
+/** compose.yaml publishes fixed host ports: a clear message when something else holds one */
+async function refuseBusyPorts(compose: ReturnType<typeof loadCompose>): Promise<void> {
+  for (const [service, s] of Object.entries(compose.services))
+    for (const spec of s.ports ?? []) {
+      const port = Number(spec.split(':')[0]);
+      const server = createServer();
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', (err: NodeJS.ErrnoException) =>
+          reject(new Error(`port ${port}, which compose.yaml publishes for ${service}, is in use: ${err.code}`)),
+        );
+        server.listen(port, () => server.close(() => resolve()));
+      });
+    }
+}
+
 const psql = (compose: ReturnType<typeof loadCompose>, query: string) =>
   must(['exec', containerName(compose, 'postgres'), 'psql', '-U', 'qtsp', '-d', 'qtsp', '-Atc', query]).then((s) =>
     s.trim(),
@@ -108,6 +124,7 @@ describe('docker/: the image built and the compose deployment run with podman', 
 
   before(async () => {
     await removeAll(compose);
+    await refuseBusyPorts(compose);
     mkdirSync(OUT, { recursive: true });
     const started = Date.now();
     const build = await podman(['build', '--network=host', '-t', IMAGE, '-f', 'docker/Dockerfile', '.'], {
