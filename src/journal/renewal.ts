@@ -21,6 +21,7 @@ import type { JournalBatch, JournalRenewal, RenewalLeaf, Store } from '../store/
 import type { TimestampProvider } from '../timestamping/provider.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
 import type { Logger } from '../util/logger.ts';
+import { type PeriodicTask, runEvery } from '../util/periodic.ts';
 import { hashOf, hashRenewalLeaf, recordChains, renewalCovers, timeStampGroup } from './evidence-record.ts';
 import { groupHash, nodeHash, treeRoot } from './hash-tree.ts';
 
@@ -251,10 +252,8 @@ export async function renewHashTree(
   });
 }
 
-export interface RenewalJob {
-  /** stops the timer and waits for a check under way */
-  close(): Promise<void>;
-}
+/** close(): stops the timer and waits for a check under way */
+export type RenewalJob = PeriodicTask;
 
 /**
  * Checks every `intervalSeconds` whether a time-stamp renewal is due (margin `marginDays`), the first time one
@@ -268,9 +267,7 @@ export function startRenewalCheck(
   logger: Logger,
 ): RenewalJob {
   if (settings.renewCheckIntervalSeconds === 0) return { close: async () => undefined };
-  let running: Promise<void> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  const run = async () => {
+  return runEvery(settings.renewCheckIntervalSeconds * 1000, async () => {
     try {
       const renewed = await renewTimeStamps(store, tsa, { marginMs: settings.renewMarginDays * 86_400_000 });
       for (const r of renewed)
@@ -284,22 +281,5 @@ export function startRenewalCheck(
         'evidence renewal failed; tried again later',
       );
     }
-  };
-  const schedule = () => {
-    timer = setTimeout(() => {
-      running = run().finally(() => {
-        running = undefined;
-        if (timer) schedule();
-      });
-    }, settings.renewCheckIntervalSeconds * 1000);
-    timer.unref();
-  };
-  schedule();
-  return {
-    async close() {
-      clearTimeout(timer);
-      timer = undefined;
-      await running;
-    },
-  };
+  });
 }

@@ -13,6 +13,7 @@ import type { JournalBatch, JournalLeaf, Store } from '../store/types.ts';
 import type { TimestampProvider } from '../timestamping/provider.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
 import type { Logger } from '../util/logger.ts';
+import { runEvery } from '../util/periodic.ts';
 import { sha256, treeRoot } from './hash-tree.ts';
 
 /** at most this many entries per batch: the leaves row and an audit's reads stay bounded */
@@ -79,8 +80,6 @@ export function startSealing(
   intervalSeconds: number,
   logger: Logger,
 ): SealingJob {
-  let running: Promise<void> = Promise.resolve();
-  let timer: NodeJS.Timeout | undefined;
   const seal = async () => {
     try {
       const batches = await sealJournal(store, tsa);
@@ -93,20 +92,10 @@ export function startSealing(
       logger.warn({ event: 'journal.seal_failed', error: (err as Error).message }, 'sealing failed; tried again later');
     }
   };
-  const schedule = () => {
-    timer = setTimeout(() => {
-      running = seal().finally(() => {
-        if (timer) schedule();
-      });
-    }, intervalSeconds * 1000);
-    timer.unref();
-  };
-  if (intervalSeconds > 0) schedule();
+  const periodic = intervalSeconds > 0 ? runEvery(intervalSeconds * 1000, seal) : undefined;
   return {
     async close() {
-      clearTimeout(timer);
-      timer = undefined;
-      await running;
+      await periodic?.close();
       await seal();
     },
   };

@@ -13,6 +13,7 @@ import type { Config } from '../config/schema.ts';
 import { referenceId } from '../mediation/record.ts';
 import type { Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
+import { type PeriodicTask, runEvery } from '../util/periodic.ts';
 
 const DAY_MS = 86_400_000;
 
@@ -100,10 +101,8 @@ async function journalPurge(store: Store, cut: PurgeCutoffs, purged: Purged): Pr
   });
 }
 
-export interface RetentionJob {
-  /** stops the timer and waits for a purge under way */
-  close(): Promise<void>;
-}
+/** close(): stops the timer and waits for a purge under way */
+export type RetentionJob = PeriodicTask;
 
 /**
  * Purges every `purgeIntervalSeconds`, the first time one interval after the start (a restart loop does not
@@ -112,9 +111,7 @@ export interface RetentionJob {
 export function startRetention(config: Config, store: Store, logger: Logger): RetentionJob {
   const settings = config.retention;
   if (settings.evidenceDays === 0 && settings.outboxDeliveredDays === 0) return { close: async () => undefined };
-  let running: Promise<void> | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  const run = async () => {
+  return runEvery(settings.purgeIntervalSeconds * 1000, async () => {
     try {
       const cut = cutoffs(settings, new Date());
       const purged = await purgeExpired(store, cut);
@@ -128,22 +125,5 @@ export function startRetention(config: Config, store: Store, logger: Logger): Re
         'purge failed; tried again later',
       );
     }
-  };
-  const schedule = () => {
-    timer = setTimeout(() => {
-      running = run().finally(() => {
-        running = undefined;
-        if (timer) schedule();
-      });
-    }, settings.purgeIntervalSeconds * 1000);
-    timer.unref();
-  };
-  schedule();
-  return {
-    async close() {
-      clearTimeout(timer);
-      timer = undefined;
-      await running;
-    },
-  };
+  });
 }
