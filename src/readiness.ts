@@ -7,6 +7,8 @@
  * - the IDP directory has answered at least once and its last answer still serves (step 3, spec 4.6);
  * - the introspection response's key can be resolved: the key archive has a verified state, or, when it has
  *   none, every active AS's jwks_uri answers with RS256 keys (spec 4.7: archive first, then jwks_uri).
+ * - nothing a signature depends on has ended (ca/calendar.ts): an expired root CRL, OCSP responder or TSA
+ *   certificate makes signatures validators reject; the reason names the object and what renews it.
  * The body names every reason, also those that do not make the service unready (an archive that fails while
  * the AS key sources serve; a directory failing within its maximum staleness).
  *
@@ -15,6 +17,8 @@
  * again every RECHECK_MS instead, so readiness follows a dependency that answers again within a second; one
  * round at a time, each a single cheap request per dependency, so a dependency that is down is not hammered.
  */
+import type { CalendarWatch } from './ca/calendar-watch.ts';
+import { endedReason } from './ca/calendar.ts';
 import type { SigningKey } from './crypto/signature.ts';
 import type { KeyCustody } from './custody/types.ts';
 import type { StoreHealth } from './store/open.ts';
@@ -45,6 +49,8 @@ export interface ReadinessParts {
   readonly keys: KeyCustody;
   /** the key that signs signer certificates */
   readonly issuingKey: SigningKey;
+  /** the ends of the long-lived material, kept in memory */
+  readonly calendar: Pick<CalendarWatch, 'endedForSigning'>;
   readonly intervalMs: number;
   readonly logger: Logger;
 }
@@ -156,6 +162,8 @@ function currentReport(parts: ReadinessParts, signing: Outcome, asKeys: Outcome)
   const { health, driver } = parts.store;
   if (!health.healthy) reasons.push(`evidence store (${driver}) does not accept a write: ${health.reason}`);
   reasons.push(...signing.reasons);
+  const ended = parts.calendar.endedForSigning();
+  reasons.push(...ended.map(endedReason));
   const idps = parts.idps.readiness();
   reasons.push(...idps.reasons);
   const archive = parts.keyArchive.readiness();
@@ -166,5 +174,5 @@ function currentReport(parts: ReadinessParts, signing: Outcome, asKeys: Outcome)
     reasons.push(asKeys.ok ? AS_KEYS_SERVE : NO_AS_KEYS);
     if (!asKeys.ok) reasons.push(...asKeys.reasons);
   }
-  return { ready: health.healthy && signing.ok && idps.ready && keySources, reasons };
+  return { ready: health.healthy && signing.ok && ended.length === 0 && idps.ready && keySources, reasons };
 }

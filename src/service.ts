@@ -10,7 +10,7 @@ import { createApp } from './http/app.ts';
 import { listenPublication } from './http/publication.ts';
 import { listen, type RunningServer } from './http/tls-listener.ts';
 import { pkiRouter } from './http/pki-routes.ts';
-import { createMetrics, operationalGauges, type OperationalSnapshot } from './http/metrics.ts';
+import { createMetrics, operationalGauges, pkiCalendarGauges, type OperationalSnapshot } from './http/metrics.ts';
 import { listenOps } from './http/ops.ts';
 import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
@@ -20,6 +20,8 @@ import { startRenewalCheck, type RenewalJob } from './journal/renewal.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
+import { pkiCalendar } from './ca/calendar.ts';
+import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
 import { describeCustody, type KeyCustody } from './custody/types.ts';
@@ -53,6 +55,8 @@ export interface QtspService extends RunningServer {
   readonly refreshReadiness: () => Promise<void>;
   /** outbox relay and (delivery.inProcessWorker) the workers of mediation records and notifications */
   readonly delivery: Delivery;
+  /** the ends of the long-lived material (ca/calendar.ts) */
+  readonly calendar: CalendarWatch;
 }
 
 /** `promise`, or a rejection after `ms`: a scrape never waits on a dead store or Redis for longer */
@@ -206,6 +210,7 @@ interface Running {
   readonly pki: TrustServices;
   readonly delivery: Delivery;
   readonly readiness: Readiness;
+  readonly calendar: CalendarWatch;
   /** the purge of what is past its retention period (retention/purge.ts) */
   readonly retention: RetentionJob;
   /** sealing the journal into time-stamped batches (journal/seal.ts) */
@@ -246,12 +251,15 @@ async function startWithCustody(
     workers: config.delivery.inProcessWorker,
     ...(options.relayElsewhere ? { relayElsewhere: options.relayElsewhere } : {}),
   });
-  const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger }, options);
+  const calendar = watchMaterialCalendar(config, logger);
+  const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger, calendar }, options);
+  pkiCalendarGauges(deps.metrics.registry, () => calendar.entries());
   const readiness = watchReadiness({
     store: { driver: store.driver, health: storeHealth },
     ...trust,
     keys,
     issuingKey: pki.issuing.key,
+    calendar,
     intervalMs: config.store.pingIntervalMs,
     logger,
   });
@@ -273,6 +281,7 @@ async function startWithCustody(
     pki,
     delivery,
     readiness,
+    calendar,
     retention,
     sealing,
     renewal,
@@ -353,10 +362,26 @@ async function journalStart(config: Config, store: Store, keys: KeyCustody): Pro
   });
 }
 
+/** The calendar of the material in <dataDir>/pki, watched against calendar.warnDays. */
+function watchMaterialCalendar(config: Config, logger: Logger): CalendarWatch {
+  const sources = {
+    dataDir: config.dataDir,
+    clientCertFile: config.client.certFile,
+    signerValiditySeconds: config.signer.validitySeconds,
+    tsuKeyUsageDays: config.calendar.tsuKeyUsageDays,
+  };
+  return watchCalendar({
+    read: () => pkiCalendar(sources),
+    warnDays: config.calendar.warnDays,
+    intervalMs: config.calendar.checkIntervalSeconds * 1000,
+    logger,
+  });
+}
+
 /** What the signDoc pipeline needs, from the configuration and the started parts. */
 function signDocDeps(
   config: Config,
-  parts: Pick<Running, 'trust' | 'agents' | 'pki' | 'keys' | 'store' | 'delivery' | 'logger'>,
+  parts: Pick<Running, 'trust' | 'agents' | 'pki' | 'keys' | 'store' | 'delivery' | 'logger' | 'calendar'>,
   options: StartOptions,
 ): SignDocDeps {
   const { trust, agents, pki, delivery } = parts;
@@ -379,6 +404,7 @@ function signDocDeps(
     defaultAlgorithm: config.signer.defaultAlgorithm,
     store: parts.store,
     mediation: { ownerId: config.mediation.ownerId, recorded: (entries) => delivery.wake(entries) },
+    calendar: parts.calendar,
     logger: parts.logger,
     metrics: instanceMetrics(config, options.defaultMetrics ?? true),
   };
@@ -456,6 +482,7 @@ async function listenOrStop(running: Running, deps: SignDocDeps): Promise<Listen
 /** A start that failed after everything but the listeners was up. */
 async function stopAfterFailedStart(running: Running): Promise<void> {
   running.readiness.stop();
+  running.calendar.stop();
   running.trust.idps.stop();
   await running.trust.keyArchive.stop();
   await running.delivery.close();
@@ -475,6 +502,7 @@ function serviceOf(running: Running, listeners: Listeners, deps: SignDocDeps): Q
     deps,
     trust: { idps: trust.idps, servers: trust.servers, keyArchive: trust.keyArchive },
     delivery: running.delivery,
+    calendar: running.calendar,
     close: () => stop(running, listeners),
   };
 }
@@ -503,6 +531,7 @@ function stopSteps(running: Running, listeners: Listeners): Parameters<typeof ru
       'stop the trust sources',
       async () => {
         running.readiness.stop();
+        running.calendar.stop();
         trust.idps.stop();
         await trust.keyArchive.stop();
       },

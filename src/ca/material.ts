@@ -34,6 +34,9 @@ export interface PkiPaths {
   readonly rootOcspKey: string;
   readonly mailCaCert: string;
   readonly mailCaKey: string;
+  /** our S/MIME mail certificate, made by the service from the mail CA (notification/mail-certificate.ts) */
+  readonly mailCert: string;
+  readonly mailKey: string;
   readonly issuingCert: string;
   readonly issuingKey: string;
   readonly clientCert: string;
@@ -54,6 +57,8 @@ export function pkiPaths(dataDir: string): PkiPaths {
     rootOcspKey: join(dir, 'root-ocsp-responder.key.pem'),
     mailCaCert: join(dir, 'mail-ca.pem'),
     mailCaKey: join(dir, 'mail-ca.key.pem'),
+    mailCert: join(dir, 'qtsp-mail.pem'),
+    mailKey: join(dir, 'qtsp-mail.key.pem'),
     issuingCert: join(dir, 'issuing-ca.pem'),
     issuingKey: join(dir, 'issuing-ca.key.pem'),
     clientCert: join(dir, 'qtsp-client.pem'),

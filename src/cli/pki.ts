@@ -1,10 +1,14 @@
-/** `qtsp pki ceremony` (= `qtsp pki init`), `qtsp pki root` and `qtsp pki revoke SERIAL --reason R`. */
+/**
+ * `qtsp pki ceremony` (= `qtsp pki init`), `qtsp pki root`, `qtsp pki status` and
+ * `qtsp pki revoke SERIAL --reason R`.
+ */
 import { createHash, X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../ca/material.ts';
+import { daysLeft, endedForSigning, pkiCalendar, type CalendarEntry } from '../ca/calendar.ts';
 import { keyCeremony, loadCeremonyRoot, ROOT_CRL_VALIDITY_SECONDS, writeRootCrl } from '../ca/init.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
 import { openStore } from '../store/open.ts';
@@ -14,7 +18,8 @@ import type { CanonicalValue } from '../util/canonical-json.ts';
 
 const USAGE =
   'usage: qtsp pki ceremony|init [--rsa] [--force] [--pkcs11] [--migrate] [--ceremony-dir DIR]\n' +
-  '       qtsp pki ceremony --renew-crl [--ceremony-dir DIR] | qtsp pki root | qtsp pki revoke SERIAL [--reason R]\n';
+  '       qtsp pki ceremony --renew-crl [--ceremony-dir DIR] | qtsp pki root | qtsp pki revoke SERIAL [--reason R]\n' +
+  '       qtsp pki status [--json]\n';
 
 /** A serial as `openssl x509 -serial` prints it (hex, any case, optional colons or 0x): the store's lowercase hex. */
 function normaliseSerial(text: string | undefined): string | undefined {
@@ -172,6 +177,52 @@ async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Pr
   return 0;
 }
 
+/** The calendar of the material in the configuration's data directory (ca/calendar.ts). */
+export function materialCalendar(config: Config): CalendarEntry[] {
+  return pkiCalendar({
+    dataDir: config.dataDir,
+    clientCertFile: config.client.certFile,
+    signerValiditySeconds: config.signer.validitySeconds,
+    tsuKeyUsageDays: config.calendar.tsuKeyUsageDays,
+  });
+}
+
+const day = (d: Date) => d.toISOString().slice(0, 16).replace('T', ' ');
+
+/** One line per object (end, days left, key usage end, who renews it), then its issuer and how it is renewed. */
+function statusText(entries: readonly CalendarEntry[], now: Date): string {
+  const rows = entries.map((e) => [
+    e.object,
+    `${e.endField} ${day(e.endsAt)}`,
+    e.endsAt <= now ? 'EXPIRED' : `${daysLeft(e.endsAt, now)} days`,
+    e.keyUsageEndsAt ? `key usage until ${day(e.keyUsageEndsAt)} (${daysLeft(e.keyUsageEndsAt, now)} days)` : '',
+    `renewed by ${e.renewedBy}`,
+  ]);
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return entries
+    .map((e, n) => {
+      const line = rows[n]!.map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd();
+      return `${line}\n    ${e.title}; issuer ${e.issuer}\n    renew: ${e.renew}\n`;
+    })
+    .join('');
+}
+
+/**
+ * `qtsp pki status`: every long-lived object with its end and days left. Exit 1 when one a signature depends on
+ * has ended (the service then refuses to sign), else 0.
+ */
+function status(config: Config, json: boolean): number {
+  const now = new Date();
+  const entries = materialCalendar(config);
+  if (json) process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
+  else process.stdout.write(statusText(entries, now));
+  const ended = endedForSigning(entries, now);
+  if (ended.length && !json) process.stdout.write(`not signing: ${ended.map((e) => e.object).join(', ')} ended\n`);
+  return ended.length ? 1 : 0;
+}
+
 export async function runPki(args: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args,
@@ -185,6 +236,7 @@ export async function runPki(args: string[]): Promise<number> {
       'ceremony-dir': { type: 'string' },
       'data-dir': { type: 'string' },
       reason: { type: 'string', default: 'unspecified' },
+      json: { type: 'boolean', default: false },
     },
   });
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
@@ -199,6 +251,8 @@ export async function runPki(args: string[]): Promise<number> {
       return 0;
     case 'revoke':
       return revoke(config, positionals[1], values.reason);
+    case 'status':
+      return status(config, values.json);
     default:
       process.stderr.write(USAGE);
       return 2;

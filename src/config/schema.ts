@@ -310,6 +310,24 @@ export const configSchema = z
         crlRefreshSeconds: positiveInt.default(300),
       })
       .prefault({}),
+    calendar: z
+      .strictObject({
+        /**
+         * Days before a certificate, CRL or key usage period of the long-lived material ends at which the log
+         * warns (event pki.expiry_warning), comma-separated in the environment.
+         */
+        warnDays: z
+          .preprocess((v) => (typeof v === 'string' ? v.split(',').map((s) => s.trim()) : v), z.array(positiveInt))
+          .default([90, 30, 7]),
+        /** How often the service checks those thresholds (seconds). */
+        checkIntervalSeconds: positiveInt.default(3600),
+        /**
+         * How long a TSU key is used after its certificate's notBefore (days; EN 319 421 7.6: well before the
+         * certificate ends, so that its time-stamps still verify). A ceremony renews it with a fresh key.
+         */
+        tsuKeyUsageDays: positiveInt.default(365),
+      })
+      .prefault({}),
     store: z
       .strictObject({
         /**

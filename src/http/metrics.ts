@@ -8,6 +8,7 @@
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Aggregator } from 'prom-client';
 import type { Metrics } from '../util/metrics.ts';
+import type { CalendarEntry } from '../ca/calendar.ts';
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
@@ -132,6 +133,38 @@ export function operationalGauges(
       optional(pullAge, s.keyArchiveLastPullAgeSeconds);
     },
   };
+}
+
+/**
+ * The calendar of the long-lived material (ca/calendar.ts) as gauges, read at each scrape from the entries the
+ * service keeps: one series per object, its end (notAfter, a CRL's nextUpdate) and, where it ends earlier, its
+ * key's usage period, as Unix time (alert on `qtsp_pki_end_timestamp_seconds - time()`). Across workers the
+ * earliest counts (min).
+ */
+export function pkiCalendarGauges(registry: Registry, entries: () => readonly CalendarEntry[]): void {
+  new Gauge({
+    name: 'qtsp_pki_end_timestamp_seconds',
+    help: 'end of a long-lived certificate (notAfter) or CRL (nextUpdate), Unix time, by object',
+    labelNames: ['object', 'renewed_by'],
+    aggregator: 'min',
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const e of entries()) this.set({ object: e.object, renewed_by: e.renewedBy }, e.endsAt.getTime() / 1000);
+    },
+  });
+  new Gauge({
+    name: 'qtsp_pki_key_usage_end_timestamp_seconds',
+    help: 'end of the usage period of a long-lived key, where it ends before its certificate, Unix time, by object',
+    labelNames: ['object'],
+    aggregator: 'min',
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const e of entries())
+        if (e.keyUsageEndsAt) this.set({ object: e.object }, e.keyUsageEndsAt.getTime() / 1000);
+    },
+  });
 }
 
 /** One process's metrics as prom-client reads them (`Registry.getMetricsAsJSON`): what a worker sends over IPC. */

@@ -9,7 +9,6 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import * as pkijs from 'pkijs';
 import { fromPem } from '../util/base64.ts';
 import { SoftwareSigningKey } from '../crypto/signature.ts';
@@ -37,8 +36,8 @@ const EMAIL_PROTECTION = '1.3.6.1.5.5.7.3.4';
 const YEARS = 2;
 
 export function mailCertificatePaths(dataDir: string): { cert: string; key: string } {
-  const dir = pkiPaths(dataDir).dir;
-  return { cert: join(dir, 'qtsp-mail.pem'), key: join(dir, 'qtsp-mail.key.pem') };
+  const p = pkiPaths(dataDir);
+  return { cert: p.mailCert, key: p.mailKey };
 }
 
 /** rfc822Name entries of the subjectAltName extension */

@@ -18,6 +18,7 @@ import { validateSad, type SadContext } from '../trust/sad.ts';
 import type { Logger } from '../util/logger.ts';
 import type { Metrics } from '../util/metrics.ts';
 import { checkConsent } from './consent.ts';
+import { requireCurrentMaterial, type MaterialCalendar } from './material-gate.ts';
 import { recordEvidence } from './evidence.ts';
 import { claimDocuments, releaseDocuments } from './once.ts';
 import { report } from './report.ts';
@@ -43,6 +44,8 @@ export interface SignDocDeps {
   readonly store: Store;
   /** mediation records (spec 6.2): our owner_id, and the relay to wake once a record is stored */
   readonly mediation: MediationReporting;
+  /** the ends of the long-lived material: nothing is signed while one a signature depends on has ended */
+  readonly calendar: MaterialCalendar;
   readonly logger: Logger;
   readonly metrics: Metrics;
 }
@@ -70,6 +73,7 @@ export async function signDoc(
 ): Promise<SignDocResult> {
   const request = parseSignDocRequest(body); // 1 parse
   const choice = choose(request, deps); // offer
+  requireCurrentMaterial(deps.calendar); // material: nothing a signature depends on has ended
   const fingerprint = clientFingerprint(clientCertDer); // 2 client
   const sad = await validateSad(request.body.SAD, fingerprint, deps.sad); // 3 sad
   const introspection = await introspect(sad, deps.introspection); // 4 introspect
@@ -94,6 +98,7 @@ export async function signConsented(
     try {
       await recordEvidence(introspection, consent, request, choice, signer, deps); // 6 evidence
       const signed = await inCustody(() => signHashes(request, choice, signer, deps), deps); // 8 sign
+      requireCurrentMaterial(deps.calendar); // still nothing ended while it was signed
       await report(introspection, consent, request, signer, once.claim, signed, deps); // 10 report, keep
       return { ...signed, txn: consent.txn };
     } finally {

@@ -63,6 +63,7 @@ function standIns(switches: Switches): { parts: ReadinessParts; events: string[]
     servers: { probeKeySources: async () => ({ usable: true, reasons: [] }) },
     keys,
     issuingKey: { sign },
+    calendar: { endedForSigning: () => [] },
     intervalMs: INTERVAL_MS,
     logger: logger as unknown as Logger,
   } as unknown as ReadinessParts;

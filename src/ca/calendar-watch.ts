@@ -1,0 +1,102 @@
+/**
+ * The running service's watch over the calendar (calendar.ts): the entries read once and kept, so that a
+ * signDoc checks them with one comparison (no file, no parsing); a warning in the log when an object comes
+ * within a threshold of its end (calendar.warnDays), once per object, end and threshold; an error once it has
+ * ended. reload() reads the files again (after a ceremony renewed something).
+ */
+import type { Logger } from '../util/logger.ts';
+import { daysLeft, endedForSigning, endedReason, type CalendarEntry } from './calendar.ts';
+
+export interface CalendarWatchOptions {
+  /** reads the calendar from the files */
+  readonly read: () => CalendarEntry[];
+  /** days before an end at which a warning is logged, e.g. [90, 30, 7] */
+  readonly warnDays: readonly number[];
+  /** how often the thresholds are checked (ms) */
+  readonly intervalMs: number;
+  readonly logger: Logger;
+}
+
+export interface CalendarWatch {
+  /** the entries as last read */
+  entries(): readonly CalendarEntry[];
+  /** the entries a signature depends on that have ended now; no I/O, one comparison while none has */
+  endedForSigning(): CalendarEntry[];
+  /** reads the files again and checks the thresholds; keeps the last entries when the files cannot be read */
+  reload(): void;
+  stop(): void;
+}
+
+/** The earlier of the object's end and its key's usage end: what the warnings count down to. */
+function deadline(entry: CalendarEntry): { at: Date; what: string } {
+  return entry.keyUsageEndsAt && entry.keyUsageEndsAt < entry.endsAt
+    ? { at: entry.keyUsageEndsAt, what: 'key usage period' }
+    : { at: entry.endsAt, what: entry.endField };
+}
+
+export function watchCalendar(options: CalendarWatchOptions): CalendarWatch {
+  const { logger } = options;
+  const thresholds = [...options.warnDays].sort((a, b) => a - b);
+  const said = new Set<string>();
+  let entries: CalendarEntry[] = options.read();
+  let firstSigningEnd = earliestSigningEnd(entries);
+
+  const check = () => {
+    const now = new Date();
+    for (const entry of entries) {
+      const { at, what } = deadline(entry);
+      const days = daysLeft(at, now);
+      if (entry.endsAt <= now) {
+        once(`${entry.object} ${entry.endsAt.toISOString()} ended`, () =>
+          logger.error(
+            { event: 'pki.expired', object: entry.object, endsAt: entry.endsAt.toISOString(), renew: entry.renew },
+            endedReason(entry),
+          ),
+        );
+        continue;
+      }
+      const threshold = thresholds.find((t) => days < t);
+      if (threshold === undefined) continue;
+      once(`${entry.object} ${at.toISOString()} ${threshold}`, () =>
+        logger.warn(
+          {
+            event: 'pki.expiry_warning',
+            object: entry.object,
+            [what === 'key usage period' ? 'keyUsageEndsAt' : 'endsAt']: at.toISOString(),
+            daysLeft: days,
+            thresholdDays: threshold,
+            renew: entry.renew,
+          },
+          `${entry.object} (${entry.title}): ${what} ends ${at.toISOString()}, in ${days} days; renew: ${entry.renew}`,
+        ),
+      );
+    }
+  };
+  const once = (key: string, log: () => void) => {
+    if (said.has(key)) return;
+    said.add(key);
+    log();
+  };
+
+  check();
+  const timer = setInterval(check, options.intervalMs);
+  timer.unref();
+  return {
+    entries: () => entries,
+    endedForSigning: () => (Date.now() < firstSigningEnd ? [] : endedForSigning(entries, new Date())),
+    reload() {
+      try {
+        entries = options.read();
+        firstSigningEnd = earliestSigningEnd(entries);
+      } catch (err) {
+        logger.error({ event: 'pki.calendar_unreadable', error: (err as Error).message }, 'PKI files unreadable');
+      }
+      check();
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
+function earliestSigningEnd(entries: readonly CalendarEntry[]): number {
+  return Math.min(...entries.filter((e) => e.signing).map((e) => e.endsAt.getTime()));
+}

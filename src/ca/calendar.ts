@@ -1,0 +1,200 @@
+/**
+ * The calendar of the long-lived material (EN 319 411-1 6.3, 6.4; EN 319 421 7.6): every certificate and CRL
+ * in <dataDir>/pki that ends on a fixed date, with its issuer, its end (notAfter, or a CRL's nextUpdate), the
+ * end of its key's usage period where one applies, how it is renewed, and whether a signature depends on it.
+ * Read from the files alone (no key, no custody), so `qtsp pki status` works beside a running service and the
+ * service can read it again after a ceremony (calendar-watch.ts).
+ */
+import { X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import * as pkijs from 'pkijs';
+import { fromPem } from '../util/base64.ts';
+import { pkiPaths } from './material.ts';
+
+/** Who renews an object: the running service, a key ceremony with the root key, or the operator by hand. */
+export type RenewedBy = 'service' | 'ceremony' | 'operator';
+
+export interface CalendarEntry {
+  /** stable name: the metrics label and what `qtsp pki status` prints first */
+  readonly object: string;
+  /** what it is, in words */
+  readonly title: string;
+  readonly file: string;
+  readonly issuer: string;
+  /** a certificate's notAfter, a CRL's nextUpdate */
+  readonly endsAt: Date;
+  readonly endField: 'notAfter' | 'nextUpdate';
+  /** the end of the key's usage period, where it ends before the certificate does */
+  readonly keyUsageEndsAt?: Date;
+  readonly renewedBy: RenewedBy;
+  /** the command (or the operator's action) that renews it */
+  readonly renew: string;
+  /** a signature we return depends on it: once it has ended, the service is not ready and signDoc refuses */
+  readonly signing: boolean;
+}
+
+/** What the calendar reads besides <dataDir>/pki. */
+export interface CalendarSources {
+  readonly dataDir: string;
+  /** our TLS client certificate toward the banks (client.certFile) */
+  readonly clientCertFile: string;
+  /** how long a signer certificate is valid (signer.validitySeconds): the issuing CA signs none that outlives it */
+  readonly signerValiditySeconds: number;
+  /** how long a TSU key is used after its certificate's notBefore (calendar.tsuKeyUsageDays) */
+  readonly tsuKeyUsageDays: number;
+}
+
+const DAY_MS = 24 * 3600 * 1000;
+
+/** A renewal at a key ceremony (the root key is needed). */
+export const CEREMONY_RENEW = 'a new certificate at a key ceremony with the root key';
+
+/** An X.509 certificate file as a calendar entry. */
+function certificateEntry(file: string, fields: CertificateFields, keyUsage?: KeyUsageEnd): CalendarEntry {
+  const der = fromPem(readFileSync(file, 'utf8'))[0];
+  if (!der) throw new Error(`no certificate in ${file}`);
+  const x = new X509Certificate(der);
+  const endsAt = new Date(x.validTo);
+  const keyUsageEndsAt = keyUsage?.(new Date(x.validFrom), endsAt);
+  return {
+    ...fields,
+    file,
+    issuer: oneLine(x.issuer),
+    endsAt,
+    endField: 'notAfter',
+    ...(keyUsageEndsAt && keyUsageEndsAt < endsAt ? { keyUsageEndsAt } : {}),
+  };
+}
+
+/** The root CRL of the ceremony (DER): its nextUpdate; the issuer is the root certificate's subject. */
+function crlEntry(file: string, rootCertFile: string): CalendarEntry {
+  const crl = pkijs.CertificateRevocationList.fromBER(new Uint8Array(readFileSync(file)));
+  const nextUpdate = crl.nextUpdate?.value;
+  if (!nextUpdate) throw new Error(`the CRL ${file} has no nextUpdate`);
+  const root = fromPem(readFileSync(rootCertFile, 'utf8'))[0];
+  return {
+    object: 'root-crl',
+    title: 'root CRL (status of the issuing CA, TSA and mail CA)',
+    file,
+    issuer: root ? oneLine(new X509Certificate(root).subject) : 'the root CA',
+    endsAt: nextUpdate,
+    endField: 'nextUpdate',
+    renewedBy: 'ceremony',
+    renew: 'qtsp pki ceremony --renew-crl --ceremony-dir DIR',
+    signing: true,
+  };
+}
+
+const oneLine = (name: string) => name.split('\n').join(', ');
+
+type CertificateFields = Omit<CalendarEntry, 'file' | 'issuer' | 'endsAt' | 'endField' | 'keyUsageEndsAt'>;
+
+/** The certificates of the material above the root CRL: file, what it is, and its key usage end where it has one. */
+function hierarchy(sources: CalendarSources): [string, CertificateFields, KeyUsageEnd?][] {
+  const p = pkiPaths(sources.dataDir);
+  return [
+    [
+      p.rootCert,
+      {
+        object: 'root-ca',
+        title: 'root CA',
+        renewedBy: 'ceremony',
+        renew: 'a new root at a ceremony, distributed to relying parties and trust lists',
+        signing: true,
+      },
+    ],
+    [
+      p.issuingCert,
+      {
+        object: 'issuing-ca',
+        title: 'issuing CA (signer certificates)',
+        renewedBy: 'ceremony',
+        renew: 'issuing CA rollover at a ceremony',
+        signing: true,
+      },
+      // no signer certificate may outlive its CA
+      (_, notAfter) => new Date(notAfter.getTime() - sources.signerValiditySeconds * 1000),
+    ],
+    [
+      p.tsaCert,
+      { object: 'tsa', title: 'TSA certificate (time-stamping unit)', ...atCeremony },
+      // EN 319 421 7.6: the TSU key's usage period ends well before its certificate, which must still verify
+      (notBefore) => new Date(notBefore.getTime() + sources.tsuKeyUsageDays * DAY_MS),
+    ],
+    [p.ocspCert, { object: 'ocsp-responder', title: "issuing CA's delegated OCSP responder", ...atCeremony }],
+    [p.rootOcspCert, { object: 'root-ocsp-responder', title: "root's delegated OCSP responder", ...atCeremony }],
+  ];
+}
+
+type KeyUsageEnd = (notBefore: Date, notAfter: Date) => Date;
+
+const atCeremony = { renewedBy: 'ceremony', renew: CEREMONY_RENEW, signing: true } as const;
+
+/** The certificates below the root CRL: our TLS client certificate and the mail side. */
+function beside(sources: CalendarSources): [string, CertificateFields][] {
+  const p = pkiPaths(sources.dataDir);
+  const listed: [string, CertificateFields][] = [
+    [
+      sources.clientCertFile,
+      {
+        object: 'tls-client',
+        title: 'our TLS client certificate (introspection at the banks)',
+        renewedBy: 'operator',
+        renew: 'a new client.certFile registered in our SP directory record',
+        // the banks refuse an expired client certificate: no introspection, no signature
+        signing: true,
+      },
+    ],
+    [
+      p.mailCaCert,
+      {
+        object: 'mail-ca',
+        title: 'mail CA (S/MIME notifications)',
+        renewedBy: 'ceremony',
+        renew: 'a new mail CA at a ceremony',
+        signing: false,
+      },
+    ],
+  ];
+  // made by the service at its first notification
+  if (existsSync(p.mailCert))
+    listed.push([
+      p.mailCert,
+      {
+        object: 'mail-certificate',
+        title: 'S/MIME mail certificate',
+        renewedBy: 'service',
+        renew: 'the service, on the first notification within a day of its end',
+        signing: false,
+      },
+    ]);
+  return listed;
+}
+
+/** Every long-lived object of the material, in the order of the hierarchy. */
+export function pkiCalendar(sources: CalendarSources): CalendarEntry[] {
+  const p = pkiPaths(sources.dataDir);
+  return [
+    ...hierarchy(sources).map(([file, fields, keyUsage]) => certificateEntry(file, fields, keyUsage)),
+    crlEntry(p.rootCrl, p.rootCert),
+    ...beside(sources).map(([file, fields]) => certificateEntry(file, fields)),
+  ];
+}
+
+/** Whole days from `now` until `at` (negative once past). */
+export function daysLeft(at: Date, now: Date): number {
+  return Math.floor((at.getTime() - now.getTime()) / DAY_MS);
+}
+
+/** The entries a signature depends on that have ended at `now`. */
+export function endedForSigning(entries: readonly CalendarEntry[], now: Date): CalendarEntry[] {
+  return entries.filter((e) => e.signing && e.endsAt.getTime() <= now.getTime());
+}
+
+/** One line naming an ended object and what renews it (readiness reasons, the signDoc log detail). */
+export function endedReason(entry: CalendarEntry): string {
+  return (
+    `expired: ${entry.object} (${entry.title}) ${entry.endField} ${entry.endsAt.toISOString()}; ` +
+    `renew: ${entry.renew}`
+  );
+}

@@ -1,0 +1,142 @@
+/**
+ * The calendar of the long-lived material: every object of a fresh key ceremony listed with the end openssl
+ * reads from its file; what has ended for signing at a later time; the watch's warnings at its thresholds
+ * (once each) and its one-comparison check; the gauges with one series per object; and signDoc's gate.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Registry } from 'prom-client';
+import { pkiInit } from '../../../src/ca/init.ts';
+import { pkiPaths } from '../../../src/ca/material.ts';
+import { endedForSigning, pkiCalendar, type CalendarEntry } from '../../../src/ca/calendar.ts';
+import { watchCalendar } from '../../../src/ca/calendar-watch.ts';
+import { pkiCalendarGauges } from '../../../src/http/metrics.ts';
+import { requireCurrentMaterial } from '../../../src/signing/material-gate.ts';
+import { SignDocError } from '../../../src/errors.ts';
+import type { Logger } from '../../../src/util/logger.ts';
+import { run } from '../../helpers/openssl.ts';
+
+const DAY = 24 * 3600 * 1000;
+const QTSP_ID = 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31';
+
+describe('the calendar of a fresh ceremony', () => {
+  let dir: string;
+  let entries: CalendarEntry[];
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'qtsp-calendar-'));
+    pkiInit({ dataDir: dir, qtspId: QTSP_ID });
+    const p = pkiPaths(dir);
+    entries = pkiCalendar({
+      dataDir: dir,
+      clientCertFile: p.clientCert,
+      signerValiditySeconds: 3600,
+      tsuKeyUsageDays: 365,
+    });
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('lists every long-lived object, with the end openssl reads from its file', async () => {
+    assert.deepEqual(
+      entries.map((e) => e.object),
+      ['root-ca', 'issuing-ca', 'tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client', 'mail-ca'],
+    );
+    for (const e of entries) {
+      const args =
+        e.endField === 'nextUpdate'
+          ? ['crl', '-inform', 'DER', '-in', e.file, '-noout', '-nextupdate']
+          : ['x509', '-in', e.file, '-noout', '-enddate'];
+      const out = (await run('openssl', args)).output;
+      const text = /(?:notAfter|nextUpdate)=(.*)/.exec(out)?.[1];
+      assert.ok(text, out);
+      assert.equal(new Date(text).getTime(), Math.floor(e.endsAt.getTime() / 1000) * 1000, e.object);
+      assert.ok(e.renew.length > 0 && e.issuer.length > 0, e.object);
+    }
+    const tsa = entries.find((e) => e.object === 'tsa')!;
+    assert.ok(tsa.keyUsageEndsAt && tsa.keyUsageEndsAt < tsa.endsAt, 'the TSU key usage ends before its certificate');
+  });
+
+  test('a year and a day on, the root CRL has ended; two years and a day on, the responders and client too', () => {
+    const now = Date.now();
+    assert.deepEqual(endedForSigning(entries, new Date(now)), []);
+    assert.deepEqual(
+      endedForSigning(entries, new Date(now + 366 * DAY)).map((e) => e.object),
+      ['root-crl'],
+    );
+    assert.deepEqual(
+      endedForSigning(entries, new Date(now + 731 * DAY)).map((e) => e.object),
+      ['ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'],
+    );
+  });
+
+  test('gauges: one series per object, its end as Unix time', async () => {
+    const registry = new Registry();
+    pkiCalendarGauges(registry, () => entries);
+    const text = await registry.metrics();
+    for (const e of entries) {
+      const line = new RegExp(
+        `qtsp_pki_end_timestamp_seconds\\{object="${e.object}",renewed_by="${e.renewedBy}"\\} (\\S+)`,
+      );
+      assert.equal(Number(line.exec(text)?.[1]), e.endsAt.getTime() / 1000, e.object);
+    }
+    assert.match(text, /qtsp_pki_key_usage_end_timestamp_seconds\{object="tsa"\} \d+/);
+  });
+});
+
+function entry(object: string, endsInDays: number, signing = true): CalendarEntry {
+  return {
+    object,
+    title: object,
+    file: `/nowhere/${object}`,
+    issuer: 'CN=test',
+    endsAt: new Date(Date.now() + endsInDays * DAY),
+    endField: 'notAfter',
+    renewedBy: 'ceremony',
+    renew: `renew ${object}`,
+    signing,
+  };
+}
+
+function capture(): { logger: Logger; lines: { level: string; fields: Record<string, unknown> }[] } {
+  const lines: { level: string; fields: Record<string, unknown> }[] = [];
+  const at = (level: string) => (fields: Record<string, unknown>) => lines.push({ level, fields });
+  return { logger: { info: at('info'), warn: at('warn'), error: at('error') } as unknown as Logger, lines };
+}
+
+describe('the calendar watch', () => {
+  test('warns once per object and threshold, errors once when ended, reloads', () => {
+    let read = [entry('a', 100), entry('b', 20), entry('c', 5), entry('d', -1, false)];
+    const { logger, lines } = capture();
+    const watch = watchCalendar({ read: () => read, warnDays: [90, 30, 7], intervalMs: 3600_000, logger });
+    try {
+      const seen = () => lines.map((l) => `${l.level} ${l.fields['object']} ${l.fields['thresholdDays'] ?? ''}`);
+      assert.deepEqual(seen(), ['warn b 30', 'warn c 7', 'error d ']);
+      watch.reload();
+      assert.equal(lines.length, 3, 'the same warnings are not repeated');
+      assert.deepEqual(watch.endedForSigning(), [], 'd has ended, but no signature depends on it');
+      read = [entry('a', 100), entry('b', 6), entry('c', -0.001)];
+      watch.reload();
+      assert.deepEqual(seen().slice(3), ['warn b 7', 'error c ']);
+      assert.deepEqual(
+        watch.endedForSigning().map((e) => e.object),
+        ['c'],
+      );
+    } finally {
+      watch.stop();
+    }
+  });
+
+  test('signDoc gate: 503 naming the ended object; nothing when none has ended', () => {
+    requireCurrentMaterial({ endedForSigning: () => [] });
+    assert.throws(
+      () => requireCurrentMaterial({ endedForSigning: () => [entry('root-crl', -1)] }),
+      (err: unknown) =>
+        err instanceof SignDocError &&
+        err.status === 503 &&
+        /root-crl/.test(err.description) &&
+        /renew root-crl/.test(err.detail ?? ''),
+    );
+  });
+});
