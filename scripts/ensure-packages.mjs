@@ -56,6 +56,10 @@ const PACKAGES = {
     why: 'tests: BouncyCastle checks our RFC 4998 evidence records (test/oracles/ErsChecker.java)',
   },
   'default-jdk-headless': { present: () => onPath('java'), why: 'tests: runs the BouncyCastle evidence-record check' },
+  faketime: {
+    present: () => onPath('faketime'),
+    why: 'tests: the service and the validators with the clock moved years on (libfaketime)',
+  },
   haproxy: {
     present: () => onPath('haproxy', SBIN),
     why: 'tests: the layer-4 load balancer in front of several instances',

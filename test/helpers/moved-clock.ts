@@ -1,0 +1,97 @@
+/**
+ * Processes on a moved clock (libfaketime, Debian `faketime`): an offset file that every process started with
+ * env() reads again at most once a second, so one started ecosystem moves through the years without a restart.
+ * The monotonic clock stays real, so timers and timeouts keep their lengths. Commands (openssl, pdfsig, `qtsp`)
+ * run on the same clock with run().
+ */
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
+import { extname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { ConfigInput } from '../../src/config/schema.ts';
+import type { RpEndpoints } from '../../src/rp/flow.ts';
+import type { ToolResult } from './openssl.ts';
+
+/** libfaketime's library where Debian installs it (multiarch directory) */
+function faketimeLibrary(): string {
+  const dir = readdirSync('/usr/lib').find((d) => existsSync(join('/usr/lib', d, 'faketime', 'libfaketime.so.1')));
+  if (!dir) throw new Error('libfaketime is not installed (Debian package faketime)');
+  return join('/usr/lib', dir, 'faketime', 'libfaketime.so.1');
+}
+
+export class MovedClock {
+  readonly #file: string;
+  constructor(dir: string) {
+    this.#file = join(dir, 'faketime-offset');
+    this.set(0);
+  }
+
+  /** moves the clock of every process on it to `days` after the real time */
+  set(days: number): void {
+    writeFileSync(this.#file, `+${days}d\n`);
+  }
+
+  env(): Record<string, string> {
+    return {
+      LD_PRELOAD: faketimeLibrary(),
+      FAKETIME_TIMESTAMP_FILE: this.#file,
+      FAKETIME_CACHE_DURATION: '1',
+      FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    };
+  }
+
+  /** a command on this clock; `code` its exit status */
+  run(cmd: string, args: readonly string[]): Promise<ToolResult & { code: number }> {
+    return new Promise((resolve) => {
+      execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...this.env() } }, (err, stdout, stderr) =>
+        resolve({
+          ok: !err,
+          code: err ? ((err as { code?: number }).code ?? 1) : 0,
+          output: `${stdout}${stderr}`,
+        }),
+      );
+    });
+  }
+}
+
+export interface MovedEcosystem {
+  readonly signDocUrl: string;
+  readonly opsUrl: string;
+  readonly publicationUrl: string;
+  readonly endpoints: RpEndpoints;
+  stop(): Promise<void>;
+}
+
+const own = extname(fileURLToPath(import.meta.url));
+const CHILD = fileURLToPath(new URL(`./clock-child${own}`, import.meta.url));
+
+/** The sandbox and the QTSP of `config` in a child process on `clock` (test/helpers/clock-child.ts). */
+export async function startMovedEcosystem(clock: MovedClock, config: ConfigInput): Promise<MovedEcosystem> {
+  const child = spawn(
+    process.execPath,
+    [...(own === '.ts' ? ['--import', 'tsx'] : []), CHILD, JSON.stringify(config)],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, ...clock.env(), QTSP_LOG_LEVEL: 'silent', QTSP_LIFECYCLE_EXIT_WITH_PARENT: 'true' },
+    },
+  );
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
+  try {
+    const info = await new Promise<Omit<MovedEcosystem, 'stop'>>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        if (line.startsWith('CLOCK_READY ')) resolve(JSON.parse(line.slice('CLOCK_READY '.length)));
+      });
+      child.once('exit', (code) => reject(new Error(`the ecosystem on the moved clock exited with ${code}`)));
+    });
+    return { ...info, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

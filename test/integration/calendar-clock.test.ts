@@ -1,0 +1,135 @@
+/**
+ * The service on a moved clock (libfaketime), without renewals: one ecosystem started at the key ceremony, then
+ * moved a year and a day on (the root CRL has ended) and two years and a day on (the delegated OCSP responders
+ * have ended). Each time: readiness is not ready naming the object and what renews it, signDoc answers 503
+ * naming it and returns no signature, and `qtsp pki status` on the same clock shows it expired.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomUUID, createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { provideRedis, type ProvidedRedis } from '../../src/util/redis-server.ts';
+import { authorizeSigning, callSignDoc, signDocRequest } from '../../src/rp/flow.ts';
+import { MovedClock, startMovedEcosystem, type MovedEcosystem } from '../helpers/moved-clock.ts';
+import { QTSP_ID, SHA256_OID, TEST_KEY_CUSTODY } from '../helpers/environment.ts';
+
+const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+const OBJECTS = ['root-ca', 'issuing-ca', 'tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'];
+
+interface Ready {
+  readonly status: number;
+  readonly reasons: string[];
+}
+
+describe('the long-lived material on a moved clock, without renewals', () => {
+  let dir: string;
+  let clock: MovedClock;
+  let eco: MovedEcosystem;
+  let redis: ProvidedRedis;
+  let sad: string;
+  const hash = createHash('sha256').update('a contract signed years on').digest('base64');
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'qtsp-clock-'));
+    clock = new MovedClock(dir);
+    // redis-server (jemalloc) does not start under libfaketime: it keeps the real clock, as the queues may
+    redis = await provideRedis(undefined, process.env, dir);
+    eco = await startMovedEcosystem(clock, {
+      dataDir: join(dir, 'data'),
+      qtspId: QTSP_ID,
+      keys: { provider: TEST_KEY_CUSTODY },
+      server: { port: 0, publicationPort: 0 },
+      ops: { port: 0 },
+      signer: { rsaPoolSize: 0 },
+      trust: { jwksCooldownSeconds: 0 },
+      redis: { url: redis.url, prefix: `qtsp-clock-${randomUUID().slice(0, 8)}` },
+    });
+  });
+  after(async () => {
+    await eco?.stop();
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const ready = async (): Promise<Ready> => {
+    const res = await fetch(`${eco.opsUrl}/health/ready`);
+    return { status: res.status, reasons: ((await res.json()) as { reasons: string[] }).reasons };
+  };
+  /** readiness once it names `object` as expired (the moved clock reaches the service within a second or so) */
+  const notReadyNaming = async (object: string): Promise<Ready> => {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const r = await ready();
+      if (r.reasons.some((reason) => reason.startsWith(`expired: ${object} `))) return r;
+      assert.ok(Date.now() < deadline, `readiness never named ${object}: ${JSON.stringify(r)}`);
+      await sleep(250);
+    }
+  };
+  const status = (...args: string[]) =>
+    clock.run(process.execPath, [QTSP, 'pki', 'status', '--data-dir', join(dir, 'data'), ...args]);
+  const signDoc = () =>
+    callSignDoc(
+      eco.signDocUrl,
+      eco.endpoints,
+      signDocRequest(
+        { accessToken: sad },
+        { hashes: [hash], hashAlgorithmOID: SHA256_OID, format: 'C', level: 'AdES-B-LT' },
+      ),
+    );
+
+  it('at the ceremony: ready; status and metrics list every object with its end', async () => {
+    const r = await ready();
+    assert.equal(r.status, 200, JSON.stringify(r));
+    const s = await status();
+    assert.equal(s.code, 0, s.output);
+    for (const object of OBJECTS) assert.match(s.output, new RegExp(`^${object} +\\S+ \\S+ \\S+ +\\d+ days`, 'm'));
+    const metrics = await (await fetch(`${eco.opsUrl}/metrics`)).text();
+    for (const object of OBJECTS)
+      assert.match(metrics, new RegExp(`qtsp_pki_end_timestamp_seconds\\{object="${object}",[^}]*\\} \\d+`));
+    const auth = await authorizeSigning(eco.endpoints, {
+      documentDigests: [{ hash, label: 'contract' }],
+      hashAlgorithmOID: SHA256_OID,
+    });
+    sad = auth.accessToken;
+  });
+
+  it('a year and a day on: the root CRL has ended; not ready and signDoc 503, both naming it', async () => {
+    clock.set(366);
+    const r = await notReadyNaming('root-crl');
+    assert.equal(r.status, 503);
+    assert.match(r.reasons.join('\n'), /expired: root-crl .*nextUpdate .*renew: qtsp pki ceremony/);
+    const res = await signDoc();
+    assert.equal(res.status, 503, JSON.stringify(res.body));
+    const body = res.body as { error: string; error_description: string; SignatureObject?: unknown };
+    assert.equal(body.error, 'temporarily_unavailable');
+    assert.match(body.error_description, /root-crl/);
+    assert.equal(body.SignatureObject, undefined);
+    const s = await status();
+    assert.equal(s.code, 1, s.output);
+    assert.match(s.output, /^root-crl +nextUpdate \S+ \S+ +EXPIRED/m);
+    assert.match(s.output, /^ocsp-responder +notAfter \S+ \S+ +\d+ days/m);
+  });
+
+  it('two years and a day on: the OCSP responders have ended too; not ready and signDoc 503 naming them', async () => {
+    clock.set(731);
+    const r = await notReadyNaming('ocsp-responder');
+    assert.equal(r.status, 503);
+    const reasons = r.reasons.join('\n');
+    assert.match(reasons, /expired: root-ocsp-responder .*notAfter/);
+    assert.match(reasons, /expired: root-crl /);
+    const res = await signDoc();
+    assert.equal(res.status, 503, JSON.stringify(res.body));
+    const description = (res.body as { error_description: string }).error_description;
+    assert.match(description, /ocsp-responder .*root-ocsp-responder/);
+    const s = await status('--json');
+    assert.equal(s.code, 1, s.output);
+    const ended = (JSON.parse(s.output) as { object: string; endsAt: string; signing: boolean }[])
+      .filter((e) => e.signing && new Date(e.endsAt).getTime() < Date.now() + 731 * 24 * 3600_000)
+      .map((e) => e.object);
+    assert.deepEqual(ended, ['ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client']);
+  });
+});
