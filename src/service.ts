@@ -3,7 +3,7 @@
  * dependencies from the frozen configuration, and starts the HTTPS server.
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, unwatchFile, watchFile, type Stats } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
 import { createApp } from './http/app.ts';
@@ -22,6 +22,7 @@ import { adminRouter } from './notification/admin.ts';
 import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
 import { pkiCalendar } from './ca/calendar.ts';
 import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
+import { renewalMarkerFile } from './ca/renewal.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
 import { describeCustody, type KeyCustody } from './custody/types.ts';
@@ -211,6 +212,8 @@ interface Running {
   readonly delivery: Delivery;
   readonly readiness: Readiness;
   readonly calendar: CalendarWatch;
+  /** the watch for renewals a ceremony marked */
+  readonly renewals: { stop(): void };
   /** the purge of what is past its retention period (retention/purge.ts) */
   readonly retention: RetentionJob;
   /** sealing the journal into time-stamped batches (journal/seal.ts) */
@@ -264,6 +267,7 @@ async function startWithCustody(
     logger,
   });
   await readiness.refresh(); // the first report at start reflects real probes
+  const renewals = watchRenewals(config, { pki, calendar, readiness }, logger);
   // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
   const retention = options.relayElsewhere ? { close: async () => undefined } : startRetention(config, store, logger);
   // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
@@ -282,6 +286,7 @@ async function startWithCustody(
     delivery,
     readiness,
     calendar,
+    renewals,
     retention,
     sealing,
     renewal,
@@ -376,6 +381,36 @@ function watchMaterialCalendar(config: Config, logger: Logger): CalendarWatch {
     intervalMs: config.calendar.checkIntervalSeconds * 1000,
     logger,
   });
+}
+
+/**
+ * A ceremony that renewed material marks it last (ca/renewal.ts): this instance then serves the renewed TSA,
+ * OCSP responders and root CRL and reads the calendar again, without a restart. Polled (fs.watchFile), one
+ * reload at a time.
+ */
+function watchRenewals(
+  config: Config,
+  parts: Pick<Running, 'pki' | 'calendar' | 'readiness'>,
+  logger: Logger,
+): { stop(): void } {
+  const file = renewalMarkerFile(config.dataDir);
+  let reloading = Promise.resolve();
+  const reload = async () => {
+    try {
+      await parts.pki.reload();
+      parts.calendar.reload();
+      await parts.readiness.refresh();
+      logger.info({ event: 'pki.reloaded', marker: file }, 'renewed PKI material in use');
+    } catch (err) {
+      logger.error({ event: 'pki.reload_failed', error: (err as Error).message }, 'renewed PKI material not loaded');
+    }
+  };
+  const changed = (now: Stats, before: Stats) => {
+    if (now.mtimeMs === before.mtimeMs && now.ino === before.ino) return;
+    reloading = reloading.then(reload);
+  };
+  watchFile(file, { interval: config.calendar.reloadCheckSeconds * 1000, persistent: false }, changed);
+  return { stop: () => unwatchFile(file, changed) };
 }
 
 /** What the signDoc pipeline needs, from the configuration and the started parts. */
@@ -483,6 +518,7 @@ async function listenOrStop(running: Running, deps: SignDocDeps): Promise<Listen
 async function stopAfterFailedStart(running: Running): Promise<void> {
   running.readiness.stop();
   running.calendar.stop();
+  running.renewals.stop();
   running.trust.idps.stop();
   await running.trust.keyArchive.stop();
   await running.delivery.close();
@@ -532,6 +568,7 @@ function stopSteps(running: Running, listeners: Listeners): Parameters<typeof ru
       async () => {
         running.readiness.stop();
         running.calendar.stop();
+        running.renewals.stop();
         trust.idps.stop();
         await trust.keyArchive.stop();
       },

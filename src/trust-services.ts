@@ -42,6 +42,12 @@ export interface TrustServices {
   readonly rootOcspResponderDer: Buffer;
   readonly crls: { readonly root: CeremonyCrl; readonly issuing: CrlIssuer };
   readonly revocation: RevocationProvider;
+  /**
+   * Reads the material again after a ceremony renewed some of it (ca/renewal.ts): the TSA, both delegated OCSP
+   * responders and the root CRL serve the files' certificates, keys and CRL from now on; new certificates are
+   * registered in the store. The CAs themselves do not change here.
+   */
+  reload(): Promise<void>;
 }
 
 function issuedRecord(der: Buffer, issuerKeyId: string): IssuedCertificate {
@@ -107,19 +113,32 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
         ...(options.agent && config.tsa.url.startsWith('https:') ? { agent: options.agent } : {}),
       })
     : tsa;
-  const { ocsp, revocation, crls } = revocationServices(config, store, material);
-  return {
+  const { ocsp, revocation, crls, responders } = revocationServices(config, store, material);
+  const services: TrustServices = {
     urls,
     root,
     issuing: { ...issuing, signerPointers: issuingCaPointers(urls) },
     tsa,
     timestamps,
     ocsp,
-    ocspResponderDer: material.ocspResponder.der,
-    rootOcspResponderDer: material.rootOcspResponder.der,
+    get ocspResponderDer() {
+      return responders.issuing.responderDer;
+    },
+    get rootOcspResponderDer() {
+      return responders.root.responderDer;
+    },
     crls,
     revocation,
+    async reload() {
+      const renewed = loadCustodyMaterial(config.dataDir, options.custody);
+      tsa.renew(renewed.tsa);
+      responders.issuing.renew(renewed.ocspResponder);
+      responders.root.renew(renewed.rootOcspResponder);
+      crls.root.renew(renewed.rootCrl);
+      await registerServiceCertificates(store, services);
+    },
   };
+  return services;
 }
 
 /**
@@ -130,7 +149,9 @@ function revocationServices(
   config: Config,
   store: TrustStore,
   material: ReturnType<typeof loadCustodyMaterial>,
-): Pick<TrustServices, 'ocsp' | 'revocation' | 'crls'> {
+): Pick<TrustServices, 'ocsp' | 'revocation' | 'crls'> & {
+  responders: { issuing: OcspResponder; root: OcspResponder };
+} {
   const responder = (responderCert: KeyedCertificate, ca: { der: Buffer }) =>
     new OcspResponder({
       responder: responderCert,
@@ -138,10 +159,9 @@ function revocationServices(
       status: store,
       validitySeconds: config.revocation.ocspValiditySeconds,
     });
-  const responders = [
-    responder(material.ocspResponder, material.issuing),
-    responder(material.rootOcspResponder, material.root),
-  ];
+  const issuing = responder(material.ocspResponder, material.issuing);
+  const root = responder(material.rootOcspResponder, material.root);
+  const responders = [issuing, root];
   const crls = {
     root: new CeremonyCrl(material.root.der, material.rootCrl),
     issuing: new CrlIssuer({
@@ -152,5 +172,5 @@ function revocationServices(
     }),
   };
   const revocation = new LocalRevocation(responders, store, [crls.root, crls.issuing]);
-  return { ocsp: new OcspResponders(responders), revocation, crls };
+  return { ocsp: new OcspResponders(responders), revocation, crls, responders: { issuing, root } };
 }

@@ -5,7 +5,7 @@
  * ended. reload() reads the files again (after a ceremony renewed something).
  */
 import type { Logger } from '../util/logger.ts';
-import { daysLeft, endedForSigning, endedReason, type CalendarEntry } from './calendar.ts';
+import { daysLeft, deadlineOf, endedForSigning, endedReason, type CalendarEntry } from './calendar.ts';
 
 export interface CalendarWatchOptions {
   /** reads the calendar from the files */
@@ -27,13 +27,6 @@ export interface CalendarWatch {
   stop(): void;
 }
 
-/** The earlier of the object's end and its key's usage end: what the warnings count down to. */
-function deadline(entry: CalendarEntry): { at: Date; what: string } {
-  return entry.keyUsageEndsAt && entry.keyUsageEndsAt < entry.endsAt
-    ? { at: entry.keyUsageEndsAt, what: 'key usage period' }
-    : { at: entry.endsAt, what: entry.endField };
-}
-
 export function watchCalendar(options: CalendarWatchOptions): CalendarWatch {
   const { logger } = options;
   const thresholds = [...options.warnDays].sort((a, b) => a - b);
@@ -44,7 +37,7 @@ export function watchCalendar(options: CalendarWatchOptions): CalendarWatch {
   const check = () => {
     const now = new Date();
     for (const entry of entries) {
-      const { at, what } = deadline(entry);
+      const { at, what } = deadlineOf(entry);
       const days = daysLeft(at, now);
       if (entry.endsAt <= now) {
         once(`${entry.object} ${entry.endsAt.toISOString()} ended`, () =>

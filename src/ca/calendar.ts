@@ -46,8 +46,8 @@ export interface CalendarSources {
 
 const DAY_MS = 24 * 3600 * 1000;
 
-/** A renewal at a key ceremony (the root key is needed). */
-export const CEREMONY_RENEW = 'a new certificate at a key ceremony with the root key';
+/** A renewal at a key ceremony with the root key (ca/renewal.ts). */
+export const CEREMONY_RENEW = 'qtsp pki ceremony --renew --ceremony-dir DIR';
 
 /** An X.509 certificate file as a calendar entry. */
 function certificateEntry(file: string, fields: CertificateFields, keyUsage?: KeyUsageEnd): CalendarEntry {
@@ -80,7 +80,7 @@ function crlEntry(file: string, rootCertFile: string): CalendarEntry {
     endsAt: nextUpdate,
     endField: 'nextUpdate',
     renewedBy: 'ceremony',
-    renew: 'qtsp pki ceremony --renew-crl --ceremony-dir DIR',
+    renew: CEREMONY_RENEW,
     signing: true,
   };
 }
@@ -184,6 +184,13 @@ export function pkiCalendar(sources: CalendarSources): CalendarEntry[] {
 /** Whole days from `now` until `at` (negative once past). */
 export function daysLeft(at: Date, now: Date): number {
   return Math.floor((at.getTime() - now.getTime()) / DAY_MS);
+}
+
+/** The earlier of an object's end and its key's usage end: what warnings and renewal plans count down to. */
+export function deadlineOf(entry: CalendarEntry): { at: Date; what: string } {
+  return entry.keyUsageEndsAt && entry.keyUsageEndsAt < entry.endsAt
+    ? { at: entry.keyUsageEndsAt, what: 'key usage period' }
+    : { at: entry.endsAt, what: entry.endField };
 }
 
 /** The entries a signature depends on that have ended at `now`. */

@@ -458,3 +458,22 @@ function migrateLegacyRoot(options: Pick<PkiInitOptions, 'dataDir' | 'ceremonyDi
   writePrivateFile(target, key);
   rmSync(legacy);
 }
+
+/** What a ceremony renews with a fresh key (ca/renewal.ts): the TSA, and both delegated OCSP responders. */
+export type CeremonyReissued = 'tsa' | 'root-ocsp-responder' | 'ocsp-responder';
+
+/**
+ * A fresh key and certificate for `name` under today's profile: the TSA and the root's responder from the
+ * root, the issuing CA's responder from the issuing CA's key file. Nothing is written here.
+ */
+export function reissue(
+  name: CeremonyReissued,
+  dataDir: string,
+  urls: PkiUrls,
+  root: SoftwareKeyedCertificate,
+): SoftwareKeyedCertificate {
+  if (name === 'tsa') return issueBy(root, PROFILES.tsa(urls));
+  if (name === 'root-ocsp-responder') return issueBy(root, ROOT_ISSUED.ocspResponder());
+  const p = pkiPaths(dataDir);
+  return issueBy(loadKeyed(p.issuingCert, p.issuingKey), PROFILES['ocsp-responder']());
+}

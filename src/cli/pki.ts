@@ -9,7 +9,16 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../ca/material.ts';
 import { daysLeft, endedForSigning, pkiCalendar, type CalendarEntry } from '../ca/calendar.ts';
-import { keyCeremony, loadCeremonyRoot, ROOT_CRL_VALIDITY_SECONDS, writeRootCrl } from '../ca/init.ts';
+import {
+  keyCeremony,
+  loadCeremonyRoot,
+  reissue,
+  ROOT_CRL_VALIDITY_SECONDS,
+  type CeremonyReissued,
+} from '../ca/init.ts';
+import { keysInCustody } from '../ca/material.ts';
+import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
+import { markRenewed, renewalPlan, writeRenewed, writeRenewedRootCrl, type PlannedRenewal } from '../ca/renewal.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
@@ -18,6 +27,7 @@ import type { CanonicalValue } from '../util/canonical-json.ts';
 
 const USAGE =
   'usage: qtsp pki ceremony|init [--rsa] [--force] [--pkcs11] [--migrate] [--ceremony-dir DIR]\n' +
+  '       qtsp pki ceremony --renew [--within DAYS] [--dry-run] [--ceremony-dir DIR]\n' +
   '       qtsp pki ceremony --renew-crl [--ceremony-dir DIR] | qtsp pki root | qtsp pki revoke SERIAL [--reason R]\n' +
   '       qtsp pki status [--json]\n';
 
@@ -145,12 +155,10 @@ async function ceremony(config: Config, options: CeremonyFlags): Promise<number>
   return 0;
 }
 
-/**
- * `qtsp pki ceremony --renew-crl`: the root signs a new CRL (a year's validity) listing the certificates of the
- * root that the store has revoked (`qtsp pki revoke`). Instances serve it from their next start.
- */
-async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Promise<number> {
-  const root = loadCeremonyRoot({ dataDir: config.dataDir, ...(ceremonyDir ? { ceremonyDir } : {}) });
+type CeremonyRoot = ReturnType<typeof loadCeremonyRoot>;
+
+/** The root signs a new CRL (a year's validity) listing its certificates the store has revoked (`qtsp pki revoke`). */
+async function signRootCrl(config: Config, root: CeremonyRoot): Promise<Buffer> {
   const store = await openStore(config);
   try {
     const issuer = new CrlIssuer({
@@ -160,7 +168,6 @@ async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Pr
       refreshSeconds: 0,
     });
     const crl = await issuer.current();
-    writeRootCrl(config.dataDir, crl);
     await store.journal.append({
       kind: 'pki.root_crl_renewed',
       ref: null,
@@ -170,11 +177,70 @@ async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Pr
         validitySeconds: ROOT_CRL_VALIDITY_SECONDS,
       },
     });
+    return crl;
   } finally {
     await store.close();
   }
-  process.stdout.write(`signed a new root CRL in ${pkiPaths(config.dataDir).rootCrl}; restart the instances\n`);
+}
+
+const PICKED_UP = 'running instances pick it up without a restart (calendar.reloadCheckSeconds)';
+
+/** `qtsp pki ceremony --renew-crl`: a new root CRL, whatever the calendar says. */
+async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Promise<number> {
+  const root = loadCeremonyRoot({ dataDir: config.dataDir, ...(ceremonyDir ? { ceremonyDir } : {}) });
+  writeRenewedRootCrl(config.dataDir, await signRootCrl(config, root));
+  markRenewed(config.dataDir, ['root-crl']);
+  process.stdout.write(`signed a new root CRL in ${pkiPaths(config.dataDir).rootCrl}; ${PICKED_UP}\n`);
   return 0;
+}
+
+const planLine = (r: PlannedRenewal, now: Date) =>
+  `  ${r.object}: ${r.what} ${r.due <= now ? 'ended' : 'ends'} ${r.due.toISOString()}` +
+  `${r.skipped ? ` (not renewed: ${r.skipped})` : ''}\n`;
+
+/**
+ * `qtsp pki ceremony --renew`: what is due within `--within` days (default the largest warning threshold) among
+ * the root CRL, the TSA (a fresh TSU key) and both delegated OCSP responders, renewed with the root key of the
+ * ceremony directory; `--dry-run` prints the plan only. The renewed files replace the old ones, then the marker
+ * file tells running instances to reload.
+ */
+async function renew(config: Config, flags: RenewFlags): Promise<number> {
+  const within = flags.within === undefined ? Math.max(...config.calendar.warnDays) : Number(flags.within);
+  if (!Number.isInteger(within) || within < 0) {
+    process.stderr.write(`qtsp pki ceremony --renew: --within must be a number of days\n${USAGE}`);
+    return 2;
+  }
+  const now = new Date();
+  const plan = renewalPlan(materialCalendar(config), within, now, keysInCustody(config.dataDir));
+  const due = plan.filter((r) => !r.skipped);
+  process.stdout.write(
+    plan.length
+      ? `due within ${within} days:\n${plan.map((r) => planLine(r, now)).join('')}`
+      : `nothing due within ${within} days\n`,
+  );
+  if (flags['dry-run'] || due.length === 0) return 0;
+  const ceremonyDir = flags['ceremony-dir'];
+  const root = loadCeremonyRoot({ dataDir: config.dataDir, ...(ceremonyDir ? { ceremonyDir } : {}) });
+  const urls = pkiUrls(publicBaseUrl(config));
+  for (const r of due) {
+    if (r.object === 'root-crl') writeRenewedRootCrl(config.dataDir, await signRootCrl(config, root));
+    else {
+      const name = r.object as CeremonyReissued;
+      writeRenewed(config.dataDir, name, reissue(name, config.dataDir, urls, root));
+    }
+  }
+  markRenewed(
+    config.dataDir,
+    due.map((r) => r.object),
+  );
+  process.stdout.write(`renewed ${due.map((r) => r.object).join(', ')}; ${PICKED_UP}\n`);
+  return 0;
+}
+
+interface RenewFlags {
+  readonly within?: string | undefined;
+  readonly 'dry-run': boolean;
+  readonly 'ceremony-dir'?: string | undefined;
 }
 
 /** The calendar of the material in the configuration's data directory (ca/calendar.ts). */
@@ -233,6 +299,9 @@ export async function runPki(args: string[]): Promise<number> {
       pkcs11: { type: 'boolean', default: false },
       migrate: { type: 'boolean', default: false },
       'renew-crl': { type: 'boolean', default: false },
+      renew: { type: 'boolean', default: false },
+      'dry-run': { type: 'boolean', default: false },
+      within: { type: 'string' },
       'ceremony-dir': { type: 'string' },
       'data-dir': { type: 'string' },
       reason: { type: 'string', default: 'unspecified' },
@@ -245,6 +314,7 @@ export async function runPki(args: string[]): Promise<number> {
     case 'init':
     case 'ceremony':
       // --migrate names what a ceremony on existing material does anyway: it completes and migrates it
+      if (values.renew) return renew(config, values);
       return values['renew-crl'] ? renewRootCrl(config, values['ceremony-dir']) : ceremony(config, values);
     case 'root':
       process.stdout.write(readFileSync(paths.rootCert, 'utf8'));

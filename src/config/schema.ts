@@ -322,6 +322,11 @@ export const configSchema = z
         /** How often the service checks those thresholds (seconds). */
         checkIntervalSeconds: positiveInt.default(3600),
         /**
+         * How often the service looks for a renewal a ceremony marked (<dataDir>/pki/renewed.json, seconds): it
+         * then serves the renewed certificates, keys and root CRL without a restart.
+         */
+        reloadCheckSeconds: positiveInt.default(5),
+        /**
          * How long a TSU key is used after its certificate's notBefore (days; EN 319 421 7.6: well before the
          * certificate ends, so that its time-stamps still verify). A ceremony renews it with a fresh key.
          */

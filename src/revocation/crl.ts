@@ -162,14 +162,24 @@ export interface CrlSource {
 export class CeremonyCrl implements CrlSource {
   readonly caDer: Buffer;
   readonly keyId: Buffer;
-  readonly #der: Buffer;
-  readonly #thisUpdate: number;
+  #der: Buffer;
+  #thisUpdate: number;
 
   constructor(caDer: Buffer, crlDer: Buffer) {
     this.caDer = caDer;
     this.keyId = caKeyId(caDer);
     this.#der = crlDer;
-    this.#thisUpdate = pkijs.CertificateRevocationList.fromBER(new Uint8Array(crlDer)).thisUpdate.value.getTime();
+    this.#thisUpdate = CeremonyCrl.#thisUpdateOf(crlDer);
+  }
+
+  static #thisUpdateOf(crlDer: Buffer): number {
+    return pkijs.CertificateRevocationList.fromBER(new Uint8Array(crlDer)).thisUpdate.value.getTime();
+  }
+
+  /** The CRL of a later ceremony: served from now on. */
+  renew(crlDer: Buffer): void {
+    this.#thisUpdate = CeremonyCrl.#thisUpdateOf(crlDer);
+    this.#der = crlDer;
   }
 
   async current(after?: Date): Promise<Buffer> {

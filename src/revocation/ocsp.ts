@@ -116,7 +116,9 @@ export class OcspResponder {
   readonly #issuerHashes = new Map<string, Buffer>();
   readonly #caParts: CertificateParts;
   /** ResponderID byKey: SHA-1 of the responder's public key (RFC 6960 4.2.1): 22 bytes instead of a Name */
-  readonly #responderId: Buffer;
+  #responderId: Buffer;
+  /** the delegated responder's certificate and key: renew() replaces them after a ceremony */
+  #responder: KeyedCertificate;
   /** the store's key id of the CA: SHA-1 of its public key, lowercase hex */
   readonly caKeyId: string;
 
@@ -129,9 +131,25 @@ export class OcspResponder {
       const keyHash = createHash(node).update(this.#caParts.publicKeyBits).digest();
       this.#issuerHashes.set(algOid, Buffer.concat([nameHash, keyHash]));
     }
-    const responderKey = partsOf(options.responder.der).publicKeyBits;
-    this.#responderId = explicit(2, octetString(createHash('sha1').update(responderKey).digest()));
+    this.#responder = options.responder;
+    this.#responderId = OcspResponder.#idOf(options.responder);
     this.caKeyId = createHash('sha1').update(this.#caParts.publicKeyBits).digest('hex');
+  }
+
+  static #idOf(responder: KeyedCertificate): Buffer {
+    const responderKey = partsOf(responder.der).publicKeyBits;
+    return explicit(2, octetString(createHash('sha1').update(responderKey).digest()));
+  }
+
+  /** A renewed responder certificate (and key) for the same CA: responses from now on are signed under it. */
+  renew(responder: KeyedCertificate): void {
+    this.#responderId = OcspResponder.#idOf(responder);
+    this.#responder = responder;
+  }
+
+  /** the delegated responder's certificate, DER */
+  get responderDer(): Buffer {
+    return this.#responder.der;
   }
 
   /** the certificate of the CA this responder answers for, DER */
@@ -193,13 +211,14 @@ export class OcspResponder {
     );
     const extensions = nonce ? [explicit(1, sequence(sequence(oid(OCSP_OID.nonce), octetString(nonce))))] : [];
     const tbs = sequence(this.#responderId, generalizedTime(now), sequence(...responses), ...extensions);
-    const key = this.#o.responder.key;
-    const alg = signatureAlgorithm(key, this.#o.responder.issuer.hash);
+    const responder = this.#responder;
+    const key = responder.key;
+    const alg = signatureAlgorithm(key, responder.issuer.hash);
     const basic = sequence(
       tbs,
       algorithmIdentifier(alg.oid, alg.nullParams),
       bitString(await key.sign(alg.hash, tbs)),
-      explicit(0, sequence(this.#o.responder.der)),
+      explicit(0, sequence(responder.der)),
     );
     return {
       der: sequence(

@@ -159,10 +159,10 @@ export function rejectionResp(rejection: TsaRejection): Buffer {
 
 /** Our TSA: signs tokens with the TSA key; `chain` is [TSA certificate, root CA]. */
 export class LocalTsa implements TimestampProvider {
-  readonly chain: readonly Buffer[];
-  readonly #unit: KeyedCertificate;
+  chain: readonly Buffer[];
+  #unit: KeyedCertificate;
   readonly #settings: TsaSettings;
-  readonly #hash: HashAlgorithm;
+  #hash: HashAlgorithm;
   readonly #clock: () => Date;
 
   constructor(unit: KeyedCertificate, root: Buffer, settings: TsaSettings, clock: () => Date = () => new Date()) {
@@ -173,6 +173,13 @@ export class LocalTsa implements TimestampProvider {
     this.#hash = hashNamed(unit.issuer.hash);
     this.#clock = clock;
     this.chain = [unit.der, root];
+  }
+
+  /** A renewed TSU (a fresh key, its certificate from the root): tokens from now on are signed with it. */
+  renew(unit: KeyedCertificate): void {
+    this.#hash = hashNamed(unit.issuer.hash);
+    this.chain = [unit.der, ...this.chain.slice(1)];
+    this.#unit = unit;
   }
 
   /** in-process: the certificate always goes into the token, so a signature carries what validates it */

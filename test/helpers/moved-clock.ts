@@ -9,7 +9,10 @@ import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { randomUUID } from 'node:crypto';
 import type { ConfigInput } from '../../src/config/schema.ts';
+import { provideRedis } from '../../src/util/redis-server.ts';
+import { QTSP_ID, TEST_KEY_CUSTODY } from './environment.ts';
 import type { RpEndpoints } from '../../src/rp/flow.ts';
 import type { ToolResult } from './openssl.ts';
 
@@ -95,3 +98,63 @@ export async function startMovedEcosystem(clock: MovedClock, config: ConfigInput
     throw err;
   }
 }
+
+/**
+ * The test ecosystem in `dir`/data on `clock`, with a Redis of its own on the real clock (redis-server does not
+ * start under libfaketime); stop() stops both.
+ */
+export async function startClockEcosystem(clock: MovedClock, dir: string): Promise<MovedEcosystem> {
+  const redis = await provideRedis(undefined, {}, dir);
+  try {
+    const eco = await startMovedEcosystem(clock, {
+      dataDir: join(dir, 'data'),
+      qtspId: QTSP_ID,
+      keys: { provider: TEST_KEY_CUSTODY },
+      server: { port: 0, publicationPort: 0 },
+      ops: { port: 0 },
+      signer: { rsaPoolSize: 0 },
+      trust: { jwksCooldownSeconds: 0 },
+      calendar: { reloadCheckSeconds: 1 },
+      redis: { url: redis.url, prefix: `qtsp-clock-${randomUUID().slice(0, 8)}` },
+    });
+    return {
+      ...eco,
+      async stop() {
+        await eco.stop();
+        await redis.stop();
+      },
+    };
+  } catch (err) {
+    await redis.stop();
+    throw err;
+  }
+}
+
+export interface Readiness {
+  readonly status: number;
+  readonly reasons: string[];
+}
+
+export async function readiness(eco: Pick<MovedEcosystem, 'opsUrl'>): Promise<Readiness> {
+  const res = await fetch(`${eco.opsUrl}/health/ready`);
+  return { status: res.status, reasons: ((await res.json()) as { reasons: string[] }).reasons };
+}
+
+/** readiness once `wanted` holds (a moved clock or a renewal reaches the service within seconds) */
+export async function readinessWhen(
+  eco: Pick<MovedEcosystem, 'opsUrl'>,
+  wanted: (r: Readiness) => boolean,
+  what: string,
+): Promise<Readiness> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const r = await readiness(eco);
+    if (wanted(r)) return r;
+    if (Date.now() > deadline) throw new Error(`readiness never ${what}: ${JSON.stringify(r)}`);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+/** readiness once it names `object` as expired */
+export const notReadyNaming = (eco: Pick<MovedEcosystem, 'opsUrl'>, object: string) =>
+  readinessWhen(eco, (r) => r.reasons.some((reason) => reason.startsWith(`expired: ${object} `)), `named ${object}`);

@@ -6,69 +6,42 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID, createHash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { provideRedis, type ProvidedRedis } from '../../src/util/redis-server.ts';
 import { authorizeSigning, callSignDoc, signDocRequest } from '../../src/rp/flow.ts';
-import { MovedClock, startMovedEcosystem, type MovedEcosystem } from '../helpers/moved-clock.ts';
-import { QTSP_ID, SHA256_OID, TEST_KEY_CUSTODY } from '../helpers/environment.ts';
+import {
+  MovedClock,
+  notReadyNaming,
+  readiness,
+  startClockEcosystem,
+  type MovedEcosystem,
+} from '../helpers/moved-clock.ts';
+import { SHA256_OID } from '../helpers/environment.ts';
 
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const OBJECTS = ['root-ca', 'issuing-ca', 'tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'];
-
-interface Ready {
-  readonly status: number;
-  readonly reasons: string[];
-}
 
 describe('the long-lived material on a moved clock, without renewals', () => {
   let dir: string;
   let clock: MovedClock;
   let eco: MovedEcosystem;
-  let redis: ProvidedRedis;
   let sad: string;
   const hash = createHash('sha256').update('a contract signed years on').digest('base64');
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'qtsp-clock-'));
     clock = new MovedClock(dir);
-    // redis-server (jemalloc) does not start under libfaketime: it keeps the real clock, as the queues may
-    redis = await provideRedis(undefined, process.env, dir);
-    eco = await startMovedEcosystem(clock, {
-      dataDir: join(dir, 'data'),
-      qtspId: QTSP_ID,
-      keys: { provider: TEST_KEY_CUSTODY },
-      server: { port: 0, publicationPort: 0 },
-      ops: { port: 0 },
-      signer: { rsaPoolSize: 0 },
-      trust: { jwksCooldownSeconds: 0 },
-      redis: { url: redis.url, prefix: `qtsp-clock-${randomUUID().slice(0, 8)}` },
-    });
+    eco = await startClockEcosystem(clock, dir);
   });
   after(async () => {
     await eco?.stop();
-    await redis?.stop();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const ready = async (): Promise<Ready> => {
-    const res = await fetch(`${eco.opsUrl}/health/ready`);
-    return { status: res.status, reasons: ((await res.json()) as { reasons: string[] }).reasons };
-  };
-  /** readiness once it names `object` as expired (the moved clock reaches the service within a second or so) */
-  const notReadyNaming = async (object: string): Promise<Ready> => {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const r = await ready();
-      if (r.reasons.some((reason) => reason.startsWith(`expired: ${object} `))) return r;
-      assert.ok(Date.now() < deadline, `readiness never named ${object}: ${JSON.stringify(r)}`);
-      await sleep(250);
-    }
-  };
+  const ready = () => readiness(eco);
   const status = (...args: string[]) =>
     clock.run(process.execPath, [QTSP, 'pki', 'status', '--data-dir', join(dir, 'data'), ...args]);
   const signDoc = () =>
@@ -99,7 +72,7 @@ describe('the long-lived material on a moved clock, without renewals', () => {
 
   it('a year and a day on: the root CRL has ended; not ready and signDoc 503, both naming it', async () => {
     clock.set(366);
-    const r = await notReadyNaming('root-crl');
+    const r = await notReadyNaming(eco, 'root-crl');
     assert.equal(r.status, 503);
     assert.match(r.reasons.join('\n'), /expired: root-crl .*nextUpdate .*renew: qtsp pki ceremony/);
     const res = await signDoc();
@@ -116,7 +89,7 @@ describe('the long-lived material on a moved clock, without renewals', () => {
 
   it('two years and a day on: the OCSP responders have ended too; not ready and signDoc 503 naming them', async () => {
     clock.set(731);
-    const r = await notReadyNaming('ocsp-responder');
+    const r = await notReadyNaming(eco, 'ocsp-responder');
     assert.equal(r.status, 503);
     const reasons = r.reasons.join('\n');
     assert.match(reasons, /expired: root-ocsp-responder .*notAfter/);

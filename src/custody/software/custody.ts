@@ -62,7 +62,11 @@ export class SoftwareCustody implements KeyCustody {
   readonly qscd = false; // keys in process memory: never a QSCD
   readonly signerKeys: SignerKeys;
   readonly #keyFiles: SoftwareCustodyOptions['keyFiles'];
-  readonly #longLived = new Map<LongLivedKeyName, SigningKey & { readonly publicKey: KeyObject }>();
+  /** each key with the PEM it was read from: a ceremony that renewed a key file is picked up at the next call */
+  readonly #longLived = new Map<
+    LongLivedKeyName,
+    { pem: string; key: SigningKey & { readonly publicKey: KeyObject } }
+  >();
 
   constructor(options: SoftwareCustodyOptions) {
     this.#keyFiles = options.keyFiles;
@@ -80,12 +84,12 @@ export class SoftwareCustody implements KeyCustody {
   }
 
   longLivedKey(name: LongLivedKeyName): SigningKey & { readonly publicKey: KeyObject } {
-    let key = this.#longLived.get(name);
-    if (!key) {
-      const privateKey = createPrivateKey(readFileSync(this.#keyFiles[name], 'utf8'));
-      key = Object.assign(new SoftwareSigningKey(privateKey), { publicKey: createPublicKey(privateKey) });
-      this.#longLived.set(name, key);
-    }
+    const pem = readFileSync(this.#keyFiles[name], 'utf8');
+    const known = this.#longLived.get(name);
+    if (known?.pem === pem) return known.key;
+    const privateKey = createPrivateKey(pem);
+    const key = Object.assign(new SoftwareSigningKey(privateKey), { publicKey: createPublicKey(privateKey) });
+    this.#longLived.set(name, { pem, key });
     return key;
   }
 

@@ -13,6 +13,7 @@ import { pkiInit } from '../../../src/ca/init.ts';
 import { pkiPaths } from '../../../src/ca/material.ts';
 import { endedForSigning, pkiCalendar, type CalendarEntry } from '../../../src/ca/calendar.ts';
 import { watchCalendar } from '../../../src/ca/calendar-watch.ts';
+import { renewalPlan } from '../../../src/ca/renewal.ts';
 import { pkiCalendarGauges } from '../../../src/http/metrics.ts';
 import { requireCurrentMaterial } from '../../../src/signing/material-gate.ts';
 import { SignDocError } from '../../../src/errors.ts';
@@ -137,6 +138,28 @@ describe('the calendar watch', () => {
         err.status === 503 &&
         /root-crl/.test(err.description) &&
         /renew root-crl/.test(err.detail ?? ''),
+    );
+  });
+
+  test('renewal plan: what a ceremony renews, due within the days asked; with keys in a custody only the CRL', () => {
+    const keyUsage = { ...entry('tsa', 3000), keyUsageEndsAt: new Date(Date.now() + 20 * DAY) };
+    const entries = [entry('root-ca', 10), entry('root-crl', 40), keyUsage, entry('root-ocsp-responder', 100)];
+    const plan = renewalPlan(entries, 90, new Date(), false);
+    assert.deepEqual(
+      plan.map((r) => [r.object, r.what, r.skipped]),
+      [
+        ['root-crl', 'notAfter', undefined],
+        ['tsa', 'key usage period', undefined],
+      ],
+    );
+    const inCustody = renewalPlan(entries, 400, new Date(), true);
+    assert.deepEqual(
+      inCustody.map((r) => [r.object, r.skipped === undefined]),
+      [
+        ['root-crl', true],
+        ['tsa', false],
+        ['root-ocsp-responder', false],
+      ],
     );
   });
 });

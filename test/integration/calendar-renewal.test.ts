@@ -1,0 +1,180 @@
+/**
+ * Renewal at a ceremony on a moved clock (libfaketime): one ecosystem started at the key ceremony signs a CAdES
+ * B-LT signature; a year and a day on it refuses to sign (the root CRL has ended); `qtsp pki ceremony --renew`
+ * plans (`--dry-run`) and renews the root CRL, the TSA with a fresh TSU key and both delegated OCSP responders;
+ * the running instance picks them up without a restart. Then a new CAdES B-LT signature passes openssl on the
+ * moved clock (CMS, its time-stamp under the renewed TSA, the renewed responders' OCSP answers), and the
+ * signature made before the renewal still verifies at its signing time (openssl -attime).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pkiPaths } from '../../src/ca/material.ts';
+import { authorizeSigning, callSignDoc, signDocRequest } from '../../src/rp/flow.ts';
+import { fromPem } from '../../src/util/base64.ts';
+import { SHA256_OID } from '../helpers/environment.ts';
+import {
+  MovedClock,
+  notReadyNaming,
+  readinessWhen,
+  startClockEcosystem,
+  type MovedEcosystem,
+} from '../helpers/moved-clock.ts';
+import { ATTR, cmsParts, ocspOfRevocationChoice } from '../helpers/pki-oracles.ts';
+
+const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+
+interface Signed {
+  readonly signature: Buffer;
+  readonly document: Buffer;
+  readonly ocsp: Buffer[];
+}
+
+describe('renewal at a ceremony a year and a day on, picked up without a restart', () => {
+  let dir: string;
+  let clock: MovedClock;
+  let eco: MovedEcosystem;
+  let before_: Signed;
+  let signedAt: number;
+  let oldTsa: Buffer;
+  const data = () => join(dir, 'data');
+  const file = (name: string, bytes: Uint8Array) => {
+    const path = join(dir, name);
+    writeFileSync(path, bytes);
+    return path;
+  };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'qtsp-renewal-'));
+    clock = new MovedClock(dir);
+    eco = await startClockEcosystem(clock, dir);
+  });
+  after(async () => {
+    await eco?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const sign = async (text: string): Promise<Signed> => {
+    const document = Buffer.from(text);
+    const hash = createHash('sha256').update(document).digest('base64');
+    const auth = await authorizeSigning(eco.endpoints, {
+      documentDigests: [{ hash, label: text }],
+      hashAlgorithmOID: SHA256_OID,
+    });
+    const res = await callSignDoc(
+      eco.signDocUrl,
+      eco.endpoints,
+      signDocRequest(auth, { hashes: [hash], hashAlgorithmOID: SHA256_OID, format: 'C', level: 'AdES-B-LT' }),
+    );
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const body = res.body as { SignatureObject: string[]; revocationInfo: { ocsp: string[] } };
+    return {
+      signature: Buffer.from(body.SignatureObject[0]!, 'base64'),
+      document,
+      ocsp: body.revocationInfo.ocsp.map((o) => Buffer.from(o, 'base64')),
+    };
+  };
+  /** openssl cms -verify -cades on the moved clock, at `attime` (Unix seconds) when given */
+  const cmsVerify = (s: Signed, attime?: number) =>
+    clock.run('openssl', [
+      'cms',
+      '-verify',
+      '-cades',
+      '-binary',
+      '-inform',
+      'DER',
+      '-in',
+      file('sig.p7s', s.signature),
+      '-content',
+      file('doc', s.document),
+      '-CAfile',
+      pkiPaths(data()).rootCert,
+      '-out',
+      '/dev/null',
+      ...(attime === undefined ? [] : ['-attime', String(attime)]),
+    ]);
+  const ceremony = (...args: string[]) =>
+    clock.run(process.execPath, [QTSP, 'pki', 'ceremony', '--renew', '--within', '400', '--data-dir', data(), ...args]);
+
+  it('at the ceremony: a CAdES B-LT signature', async () => {
+    before_ = await sign('signed at the ceremony');
+    signedAt = Math.floor(Date.now() / 1000);
+    oldTsa = fromPem(readFileSync(pkiPaths(data()).tsaCert, 'utf8'))[0]!;
+    const ok = await cmsVerify(before_);
+    assert.ok(ok.ok, ok.output);
+  });
+
+  it('a year and a day on: not ready; --dry-run plans the renewal, --renew renews, the instance picks it up', async () => {
+    clock.set(366);
+    await notReadyNaming(eco, 'root-crl');
+    const crl = readFileSync(pkiPaths(data()).rootCrl);
+    const plan = await ceremony('--dry-run');
+    assert.equal(plan.code, 0, plan.output);
+    for (const object of ['tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl'])
+      assert.match(plan.output, new RegExp(`^  ${object}: `, 'm'));
+    assert.ok(readFileSync(pkiPaths(data()).rootCrl).equals(crl), 'a dry run changed the root CRL');
+    const renewed = await ceremony();
+    assert.equal(renewed.code, 0, renewed.output);
+    assert.match(renewed.output, /renewed tsa, ocsp-responder, root-ocsp-responder, root-crl/);
+    await readinessWhen(eco, (r) => r.status === 200, 'ready after the renewal');
+    const status = await clock.run(process.execPath, [QTSP, 'pki', 'status', '--data-dir', data()]);
+    assert.equal(status.code, 0, status.output);
+  });
+
+  it('after the renewal: CAdES B-LT passes openssl on the moved clock, under the renewed TSA and responders', async () => {
+    const after_ = await sign('signed a year and a day on');
+    const ok = await cmsVerify(after_);
+    assert.ok(ok.ok, ok.output);
+    const p = pkiPaths(data());
+    const tsa = fromPem(readFileSync(p.tsaCert, 'utf8'))[0]!;
+    assert.ok(!tsa.equals(oldTsa), 'the TSA certificate was not renewed');
+    const parts = await cmsParts(after_.signature);
+    assert.ok(
+      parts.certificates.some((c) => c.equals(tsa)),
+      'the renewed TSA certificate is not in the signature',
+    );
+    const token = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!.values[0]!;
+    const ts = await clock.run('openssl', [
+      'ts',
+      '-verify',
+      '-token_in',
+      '-in',
+      file('token.der', token),
+      '-data',
+      file('signature-value', parts.signatureValue),
+      '-CAfile',
+      p.rootCert,
+      '-untrusted',
+      p.tsaCert,
+    ]);
+    assert.ok(ts.ok, ts.output);
+    // the TSA's status, from the root's renewed delegated responder
+    const embedded = await Promise.all(parts.crls.map(ocspOfRevocationChoice));
+    let tsaGood = false;
+    for (const response of embedded.filter((r): r is Buffer => r !== undefined)) {
+      const r = await clock.run('openssl', [
+        'ocsp',
+        '-respin',
+        file('resp.der', response),
+        '-issuer',
+        p.rootCert,
+        '-cert',
+        p.tsaCert,
+        '-CAfile',
+        p.rootCert,
+        '-no_nonce',
+      ]);
+      tsaGood ||= r.ok && r.output.includes(`${p.tsaCert}: good`);
+    }
+    assert.ok(tsaGood, 'no embedded OCSP answer verifies the renewed TSA certificate as good');
+  });
+
+  it('the signature made before the renewal still verifies at its signing time', async () => {
+    const ok = await cmsVerify(before_, signedAt);
+    assert.ok(ok.ok, ok.output);
+  });
+});
