@@ -146,7 +146,7 @@ export async function readinessWhen(
   wanted: (r: Readiness) => boolean,
   what: string,
 ): Promise<Readiness> {
-  const deadline = Date.now() + 60_000;
+  const deadline = Date.now() + 120_000;
   for (;;) {
     const r = await readiness(eco);
     if (wanted(r)) return r;

@@ -3,7 +3,8 @@
  * B-LT signature; a year and a day on it refuses to sign (the root CRL has ended); `qtsp pki ceremony --renew`
  * plans (`--dry-run`) and renews the root CRL, the TSA with a fresh TSU key and both delegated OCSP responders;
  * the running instance picks them up without a restart. Then a new CAdES B-LT signature passes openssl on the
- * moved clock (CMS, its time-stamp under the renewed TSA, the renewed responders' OCSP answers), and the
+ * moved clock (CMS, its time-stamp under the renewed TSA, the renewed responders' OCSP answers), a PAdES B-LT
+ * PDF passes pdfsig on the moved clock (valid, trusted, revocation checked online), and the
  * signature made before the renewal still verifies at its signing time (openssl -attime).
  */
 import { after, before, describe, it } from 'node:test';
@@ -16,7 +17,10 @@ import { fileURLToPath } from 'node:url';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { authorizeSigning, callSignDoc, signDocRequest } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
-import { SHA256_OID } from '../helpers/environment.ts';
+import { SHA256 } from '../../src/crypto/algorithms.ts';
+import { signPdfs } from '../../src/rp/pades.ts';
+import { readSignatures } from '../../src/rp/pdf.ts';
+import { SHA256_OID, TEST_KEY_CUSTODY } from '../helpers/environment.ts';
 import {
   MovedClock,
   notReadyNaming,
@@ -24,9 +28,12 @@ import {
   startClockEcosystem,
   type MovedEcosystem,
 } from '../helpers/moved-clock.ts';
-import { ATTR, cmsParts, ocspOfRevocationChoice } from '../helpers/pki-oracles.ts';
+import { ATTR, cmsParts, nssTrustStore, ocspOfRevocationChoice } from '../helpers/pki-oracles.ts';
 
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
+/** with key files the ceremony renews the TSA and responder keys too; in a token only the root CRL */
+const RENEWS_KEYS = TEST_KEY_CUSTODY === 'software';
+const SAMPLE = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
 
 interface Signed {
   readonly signature: Buffer;
@@ -119,7 +126,11 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     assert.ok(readFileSync(pkiPaths(data()).rootCrl).equals(crl), 'a dry run changed the root CRL');
     const renewed = await ceremony();
     assert.equal(renewed.code, 0, renewed.output);
-    assert.match(renewed.output, /renewed tsa, ocsp-responder, root-ocsp-responder, root-crl/);
+    assert.match(
+      renewed.output,
+      RENEWS_KEYS ? /renewed tsa, ocsp-responder, root-ocsp-responder, root-crl;/ : /renewed root-crl;/,
+    );
+    if (!RENEWS_KEYS) assert.match(renewed.output, /^ {2}tsa: .*\(not renewed: its key is kept in the key custody/m);
     await readinessWhen(eco, (r) => r.status === 200, 'ready after the renewal');
     const status = await clock.run(process.execPath, [QTSP, 'pki', 'status', '--data-dir', data()]);
     assert.equal(status.code, 0, status.output);
@@ -131,7 +142,7 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     assert.ok(ok.ok, ok.output);
     const p = pkiPaths(data());
     const tsa = fromPem(readFileSync(p.tsaCert, 'utf8'))[0]!;
-    assert.ok(!tsa.equals(oldTsa), 'the TSA certificate was not renewed');
+    assert.equal(!tsa.equals(oldTsa), RENEWS_KEYS, 'the TSA certificate renewed with key files only');
     const parts = await cmsParts(after_.signature);
     assert.ok(
       parts.certificates.some((c) => c.equals(tsa)),
@@ -171,6 +182,24 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
       tsaGood ||= r.ok && r.output.includes(`${p.tsaCert}: good`);
     }
     assert.ok(tsaGood, 'no embedded OCSP answer verifies the renewed TSA certificate as good');
+  });
+
+  it('after the renewal: PAdES B-LT passes pdfsig on the moved clock (valid, trusted) and openssl cms', async () => {
+    const result = await signPdfs(eco.endpoints, {
+      pdfs: [SAMPLE],
+      labels: ['sample.pdf'],
+      level: 'AdES-B-LT',
+      hashAlgorithm: SHA256,
+    });
+    const pdf = result.pdfs[0]!;
+    // pdfsig trusts only our root, and checks revocation online at the publication server (plain HTTP)
+    const nss = await nssTrustStore(join(dir, 'nss'), pkiPaths(data()).rootCert);
+    const verdict = await clock.run('pdfsig', ['-nssdir', `sql:${nss}`, file('signed.pdf', pdf)]);
+    assert.match(verdict.output, /Signature Validation: Signature is Valid\./);
+    assert.match(verdict.output, /Certificate Validation: Certificate is Trusted\./);
+    const embedded = readSignatures(pdf)[0]!;
+    const ok = await cmsVerify({ signature: embedded.contents, document: embedded.covered, ocsp: [] });
+    assert.ok(ok.ok, ok.output);
   });
 
   it('the signature made before the renewal still verifies at its signing time', async () => {
