@@ -22,7 +22,8 @@ import { adminRouter } from './notification/admin.ts';
 import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
 import { pkiCalendar } from './ca/calendar.ts';
 import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
-import { renewalMarkerFile } from './ca/renewal.ts';
+import { renewalMarkerFile, writeRenewedCertificate } from './ca/renewal.ts';
+import { renewedResponder } from './ca/responder-renewal.ts';
 import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
 import { describeCustody, type KeyCustody } from './custody/types.ts';
@@ -267,7 +268,7 @@ async function startWithCustody(
     logger,
   });
   await readiness.refresh(); // the first report at start reflects real probes
-  const renewals = watchRenewals(config, { pki, calendar, readiness }, logger);
+  const renewals = watchRenewals(config, { pki, calendar, readiness, store }, logger);
   // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
   const retention = options.relayElsewhere ? { close: async () => undefined } : startRetention(config, store, logger);
   // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
@@ -385,12 +386,13 @@ function watchMaterialCalendar(config: Config, logger: Logger): CalendarWatch {
 
 /**
  * A ceremony that renewed material marks it last (ca/renewal.ts): this instance then serves the renewed TSA,
- * OCSP responders and root CRL and reads the calendar again, without a restart. Polled (fs.watchFile), one
- * reload at a time.
+ * OCSP responders and root CRL and reads the calendar again, without a restart. Polled (fs.watchFile). Every
+ * calendar.checkIntervalSeconds (and at start) the issuing CA's responder certificate is renewed by the service
+ * when due (ca/responder-renewal.ts), written to this data directory and reloaded. One reload at a time.
  */
 function watchRenewals(
   config: Config,
-  parts: Pick<Running, 'pki' | 'calendar' | 'readiness'>,
+  parts: Pick<Running, 'pki' | 'calendar' | 'readiness' | 'store'>,
   logger: Logger,
 ): { stop(): void } {
   const file = renewalMarkerFile(config.dataDir);
@@ -410,7 +412,36 @@ function watchRenewals(
     reloading = reloading.then(reload);
   };
   watchFile(file, { interval: config.calendar.reloadCheckSeconds * 1000, persistent: false }, changed);
-  return { stop: () => unwatchFile(file, changed) };
+  const responder = async () => {
+    try {
+      const { pki } = parts;
+      const renewed = await renewedResponder(
+        pki.ocspResponderDer,
+        pki.issuing,
+        parts.store,
+        config.calendar.responderRenewDays,
+        new Date(),
+      );
+      if (!renewed || renewed.equals(pki.ocspResponderDer)) return;
+      writeRenewedCertificate(config.dataDir, 'ocsp-responder', renewed);
+      logger.info({ event: 'pki.responder_renewed' }, "renewed the issuing CA's OCSP responder certificate");
+      await reload();
+    } catch (err) {
+      logger.error({ event: 'pki.responder_renewal_failed', error: (err as Error).message }, 'responder not renewed');
+    }
+  };
+  const byService = config.calendar.responderRenewDays > 0;
+  const timer = setInterval(() => {
+    if (byService) reloading = reloading.then(responder);
+  }, config.calendar.checkIntervalSeconds * 1000);
+  timer.unref();
+  if (byService) reloading = reloading.then(responder);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      unwatchFile(file, changed);
+    },
+  };
 }
 
 /** What the signDoc pipeline needs, from the configuration and the started parts. */

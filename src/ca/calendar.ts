@@ -121,7 +121,16 @@ function hierarchy(sources: CalendarSources): [string, CertificateFields, KeyUsa
       // EN 319 421 7.6: the TSU key's usage period ends well before its certificate, which must still verify
       (notBefore) => new Date(notBefore.getTime() + sources.tsuKeyUsageDays * DAY_MS),
     ],
-    [p.ocspCert, { object: 'ocsp-responder', title: "issuing CA's delegated OCSP responder", ...atCeremony }],
+    [
+      p.ocspCert,
+      {
+        object: 'ocsp-responder',
+        title: "issuing CA's delegated OCSP responder",
+        renewedBy: 'service',
+        renew: `the service, calendar.responderRenewDays before its end (or ${CEREMONY_RENEW})`,
+        signing: true,
+      },
+    ],
     [p.rootOcspCert, { object: 'root-ocsp-responder', title: "root's delegated OCSP responder", ...atCeremony }],
   ];
 }

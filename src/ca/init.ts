@@ -477,3 +477,20 @@ export function reissue(
   const p = pkiPaths(dataDir);
   return issueBy(loadKeyed(p.issuingCert, p.issuingKey), PROFILES['ocsp-responder']());
 }
+
+/**
+ * A new certificate for the existing key of the issuing CA's delegated OCSP responder, by the issuing CA, under
+ * today's profile with the given validity and serial (renewal by the service: ca/responder-renewal.ts).
+ */
+export function recertifyOcspResponder(
+  issuing: KeyedCertificate,
+  publicKey: KeyObject,
+  validity: { readonly notBefore: Date; readonly notAfter: Date },
+  serial: Buffer,
+): Promise<{ der: Buffer }> {
+  return issueCertificateAsync({
+    ...requestFor(issuing, PROFILES['ocsp-responder'](), publicKey),
+    ...validity,
+    serial,
+  });
+}

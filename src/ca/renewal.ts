@@ -7,6 +7,7 @@
  */
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { toPem } from '../util/base64.ts';
 import { saveKeyed, type SoftwareKeyedCertificate } from './authority.ts';
 import { deadlineOf, type CalendarEntry } from './calendar.ts';
 import type { CeremonyReissued } from './init.ts';
@@ -66,6 +67,13 @@ export function writeRenewed(dataDir: string, name: CeremonyReissued, renewed: S
   saveKeyed(renewed, beside.cert, beside.key);
   renameSync(beside.key, files.key);
   renameSync(beside.cert, files.cert);
+}
+
+/** Replaces a certificate file alone (a new certificate for the same key), written beside and renamed over it. */
+export function writeRenewedCertificate(dataDir: string, name: CeremonyReissued, der: Buffer): void {
+  const { cert } = filesOf(dataDir, name);
+  writeFileSync(`${cert}.renewing`, toPem(der, 'CERTIFICATE'));
+  renameSync(`${cert}.renewing`, cert);
 }
 
 /** Replaces the root CRL (DER) whole. */

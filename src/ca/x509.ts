@@ -294,6 +294,8 @@ export interface CertificateRequest {
   readonly extensions: readonly (pkijs.Extension | Buffer)[];
   /** whether to add subject and authority key identifiers (CA and long-lived certificates) */
   readonly keyIdentifiers?: boolean;
+  /** a positive serial chosen by the caller (a renewal every instance computes alike); default randomSerial() */
+  readonly serial?: Buffer;
 }
 
 /** A positive, random 16-byte serial number (RFC 5280 4.1.2.2, CA/B BR 7.1: at least 64 random bits). */
@@ -410,7 +412,7 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
   } else if (req.issuer) {
     extensionDers_.push(authorityKeyIdentifierDer(req.issuer.keyId));
   }
-  const serial = randomSerial();
+  const serial = req.serial ?? randomSerial();
   const notBefore = whole(req.notBefore);
   const notAfter = whole(req.notAfter);
   const issuerName = req.issuer?.name ?? req.subject;

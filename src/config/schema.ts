@@ -327,6 +327,12 @@ export const configSchema = z
          */
         reloadCheckSeconds: positiveInt.default(5),
         /**
+         * Days before the issuing CA's delegated OCSP responder certificate ends at which the service certifies
+         * the responder's key again with the issuing CA (checked every checkIntervalSeconds; once across the
+         * instances on one store). 0 turns it off.
+         */
+        responderRenewDays: z.coerce.number().int().min(0).default(30),
+        /**
          * How long a TSU key is used after its certificate's notBefore (days; EN 319 421 7.6: well before the
          * certificate ends, so that its time-stamps still verify). A ceremony renews it with a fresh key.
          */

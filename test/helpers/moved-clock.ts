@@ -103,7 +103,11 @@ export async function startMovedEcosystem(clock: MovedClock, config: ConfigInput
  * The test ecosystem in `dir`/data on `clock`, with a Redis of its own on the real clock (redis-server does not
  * start under libfaketime); stop() stops both.
  */
-export async function startClockEcosystem(clock: MovedClock, dir: string): Promise<MovedEcosystem> {
+export async function startClockEcosystem(
+  clock: MovedClock,
+  dir: string,
+  calendar: NonNullable<ConfigInput['calendar']> = {},
+): Promise<MovedEcosystem> {
   const redis = await provideRedis(undefined, {}, dir);
   try {
     const eco = await startMovedEcosystem(clock, {
@@ -114,7 +118,7 @@ export async function startClockEcosystem(clock: MovedClock, dir: string): Promi
       ops: { port: 0 },
       signer: { rsaPoolSize: 0 },
       trust: { jwksCooldownSeconds: 0 },
-      calendar: { reloadCheckSeconds: 1 },
+      calendar: { reloadCheckSeconds: 1, ...calendar },
       redis: { url: redis.url, prefix: `qtsp-clock-${randomUUID().slice(0, 8)}` },
     });
     return {

@@ -5,11 +5,13 @@
  * the running instance picks them up without a restart. Then a new CAdES B-LT signature passes openssl on the
  * moved clock (CMS, its time-stamp under the renewed TSA, the renewed responders' OCSP answers), a PAdES B-LT
  * PDF passes pdfsig on the moved clock (valid, trusted, revocation checked online), and the
- * signature made before the renewal still verifies at its signing time (openssl -attime).
+ * signature made before the renewal still verifies at its signing time (openssl -attime). Three years on, past
+ * the end of the responder certificate the ceremony renewed, the service has certified its responder's key
+ * again by itself, and our OCSP answers verify with openssl on the moved clock.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,6 +32,7 @@ import {
 } from '../helpers/moved-clock.ts';
 import { ATTR, cmsParts, nssTrustStore, ocspOfRevocationChoice } from '../helpers/pki-oracles.ts';
 
+const DAY = 24 * 3600 * 1000;
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 /** with key files the ceremony renews the TSA and responder keys too; in a token only the root CRL */
 const RENEWS_KEYS = TEST_KEY_CUSTODY === 'software';
@@ -48,6 +51,7 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
   let before_: Signed;
   let signedAt: number;
   let oldTsa: Buffer;
+  let afterRenewal: Signed;
   const data = () => join(dir, 'data');
   const file = (name: string, bytes: Uint8Array) => {
     const path = join(dir, name);
@@ -58,7 +62,8 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'qtsp-renewal-'));
     clock = new MovedClock(dir);
-    eco = await startClockEcosystem(clock, dir);
+    // the service looks every second whether its OCSP responder certificate is due
+    eco = await startClockEcosystem(clock, dir, { checkIntervalSeconds: 1 });
   });
   after(async () => {
     await eco?.stop();
@@ -138,6 +143,7 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
 
   it('after the renewal: CAdES B-LT passes openssl on the moved clock, under the renewed TSA and responders', async () => {
     const after_ = await sign('signed a year and a day on');
+    afterRenewal = after_;
     const ok = await cmsVerify(after_);
     assert.ok(ok.ok, ok.output);
     const p = pkiPaths(data());
@@ -205,5 +211,44 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
   it('the signature made before the renewal still verifies at its signing time', async () => {
     const ok = await cmsVerify(before_, signedAt);
     assert.ok(ok.ok, ok.output);
+  });
+
+  it("three years on: the service has renewed the issuing CA's OCSP responder certificate; OCSP verifies", async () => {
+    clock.set(1100);
+    const p = pkiPaths(data());
+    const ceremonyRenewed = new X509Certificate(readFileSync(p.ocspCert));
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      const now = new X509Certificate(readFileSync(p.ocspCert));
+      if (now.serialNumber !== ceremonyRenewed.serialNumber) {
+        assert.ok(now.publicKey.equals(ceremonyRenewed.publicKey), 'the service certified the same responder key');
+        assert.ok(
+          new Date(now.validTo).getTime() > Date.now() + 1100 * DAY,
+          `not valid on the moved clock: ${now.validTo}`,
+        );
+        break;
+      }
+      assert.ok(Date.now() < deadline, 'the service never renewed its OCSP responder certificate');
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    // a fresh answer for the signer certificate of the signature made a year and a day on
+    const issuing = new X509Certificate(readFileSync(p.issuingCert));
+    const signer = (await cmsParts(afterRenewal.signature)).certificates
+      .map((der) => new X509Certificate(der))
+      .find((c) => c.checkIssued(issuing))!;
+    const answer = await clock.run('openssl', [
+      'ocsp',
+      '-issuer',
+      p.issuingCert,
+      '-cert',
+      file('signer.pem', Buffer.from(signer.toString())),
+      '-url',
+      `${eco.publicationUrl}/ocsp`,
+      '-CAfile',
+      p.rootCert,
+    ]);
+    assert.ok(answer.ok, answer.output);
+    assert.match(answer.output, /Response verify OK/);
+    assert.match(answer.output, /signer\.pem: good/);
   });
 });

@@ -5,7 +5,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
@@ -14,6 +14,11 @@ import { pkiPaths } from '../../../src/ca/material.ts';
 import { endedForSigning, pkiCalendar, type CalendarEntry } from '../../../src/ca/calendar.ts';
 import { watchCalendar } from '../../../src/ca/calendar-watch.ts';
 import { renewalPlan } from '../../../src/ca/renewal.ts';
+import { renewedResponder } from '../../../src/ca/responder-renewal.ts';
+import { loadKeyed } from '../../../src/ca/authority.ts';
+import type { IssuedCertificate } from '../../../src/store/types.ts';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { pkiCalendarGauges } from '../../../src/http/metrics.ts';
 import { requireCurrentMaterial } from '../../../src/signing/material-gate.ts';
 import { SignDocError } from '../../../src/errors.ts';
@@ -70,6 +75,37 @@ describe('the calendar of a fresh ceremony', () => {
       endedForSigning(entries, new Date(now + 731 * DAY)).map((e) => e.object),
       ['ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'],
     );
+  });
+
+  test("the service's responder renewal: not before it is due; then one certificate across instances", async () => {
+    const p = pkiPaths(dir);
+    const issuing = loadKeyed(p.issuingCert, p.issuingKey);
+    const current = readFileSync(p.ocspCert);
+    const end = new Date(new X509Certificate(current).validTo).getTime();
+    const stored = new Map<string, IssuedCertificate>();
+    let adds = 0;
+    const store = {
+      getCertificate: async (serial: string) =>
+        stored.get(serial) && { ...stored.get(serial)!, status: { status: 'good' as const } },
+      addCertificate: async (record: IssuedCertificate) => {
+        adds++;
+        if (stored.has(record.serialHex)) throw new Error('duplicate serial');
+        stored.set(record.serialHex, record);
+      },
+    };
+    assert.equal(await renewedResponder(current, issuing, store, 30, new Date(end - 31 * DAY)), undefined);
+    const first = await renewedResponder(current, issuing, store, 30, new Date(end - 29 * DAY));
+    const second = await renewedResponder(current, issuing, store, 30, new Date(end - 20 * DAY));
+    assert.ok(first && second && first.equals(second), 'a second instance takes the stored certificate');
+    assert.equal(adds, 1);
+    const renewed = new X509Certificate(first);
+    assert.ok(renewed.publicKey.equals(new X509Certificate(current).publicKey), 'the same responder key');
+    assert.ok(renewed.verify(new X509Certificate(issuing.der).publicKey), 'issued by the issuing CA');
+    assert.equal(new Date(renewed.validFrom).getTime(), Math.floor((end - 30 * DAY) / 1000) * 1000);
+    const pem = join(dir, 'renewed-responder.pem');
+    writeFileSync(pem, renewed.toString());
+    const ext = (await run('openssl', ['x509', '-noout', '-ext', 'extendedKeyUsage', '-in', pem])).output;
+    assert.match(ext, /OCSP Signing/);
   });
 
   test('gauges: one series per object, its end as Unix time', async () => {
