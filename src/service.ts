@@ -20,7 +20,7 @@ import { startRenewalCheck, type RenewalJob } from './journal/renewal.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
-import { pkiCalendar } from './ca/calendar.ts';
+import { keyArchiveAnchors, pkiCalendar, type CalendarEntry } from './ca/calendar.ts';
 import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
 import { renewalMarkerFile, writeRenewedCertificate } from './ca/renewal.ts';
 import { renewedResponder } from './ca/responder-renewal.ts';
@@ -255,7 +255,7 @@ async function startWithCustody(
     workers: config.delivery.inProcessWorker,
     ...(options.relayElsewhere ? { relayElsewhere: options.relayElsewhere } : {}),
   });
-  const calendar = watchMaterialCalendar(config, logger);
+  const calendar = watchMaterialCalendar(config, await keyArchiveAnchors(config.trust.keyArchiveSignerKeyFile), logger);
   const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger, calendar }, options);
   pkiCalendarGauges(deps.metrics.registry, () => calendar.entries());
   const readiness = watchReadiness({
@@ -368,8 +368,8 @@ async function journalStart(config: Config, store: Store, keys: KeyCustody): Pro
   });
 }
 
-/** The calendar of the material in <dataDir>/pki, watched against calendar.warnDays. */
-function watchMaterialCalendar(config: Config, logger: Logger): CalendarWatch {
+/** The calendar of the material in <dataDir>/pki and the key archive's anchors, watched against calendar.warnDays. */
+function watchMaterialCalendar(config: Config, anchors: readonly CalendarEntry[], logger: Logger): CalendarWatch {
   const sources = {
     dataDir: config.dataDir,
     clientCertFile: config.client.certFile,
@@ -377,7 +377,7 @@ function watchMaterialCalendar(config: Config, logger: Logger): CalendarWatch {
     tsuKeyUsageDays: config.calendar.tsuKeyUsageDays,
   };
   return watchCalendar({
-    read: () => pkiCalendar(sources),
+    read: () => [...pkiCalendar(sources), ...anchors],
     warnDays: config.calendar.warnDays,
     intervalMs: config.calendar.checkIntervalSeconds * 1000,
     logger,

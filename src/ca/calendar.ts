@@ -9,6 +9,7 @@ import { X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import * as pkijs from 'pkijs';
 import { fromPem } from '../util/base64.ts';
+import { loadSignerKeys } from '../trust/key-archive.ts';
 import { pkiPaths } from './material.ts';
 
 /** Who renews an object: the running service, a key ceremony with the root key, or the operator by hand. */
@@ -23,7 +24,8 @@ export interface CalendarEntry {
   readonly issuer: string;
   /** a certificate's notAfter, a CRL's nextUpdate */
   readonly endsAt: Date;
-  readonly endField: 'notAfter' | 'nextUpdate';
+  /** an X.509 notAfter, a CRL's nextUpdate, an OpenPGP key's expiration */
+  readonly endField: 'notAfter' | 'nextUpdate' | 'expires';
   /** the end of the key's usage period, where it ends before the certificate does */
   readonly keyUsageEndsAt?: Date;
   readonly renewedBy: RenewedBy;
@@ -188,6 +190,31 @@ export function pkiCalendar(sources: CalendarSources): CalendarEntry[] {
     crlEntry(p.rootCrl, p.rootCert),
     ...beside(sources).map(([file, fields]) => certificateEntry(file, fields)),
   ];
+}
+
+/**
+ * The key archive's trust anchors (trust.keyArchiveSignerKeyFile, OpenPGP) that expire: once one has, commits
+ * it signed no longer verify and AS keys come from jwks_uri alone. Keys without an expiration are not listed.
+ */
+export async function keyArchiveAnchors(signerKeyFile: string): Promise<CalendarEntry[]> {
+  const keys = await loadSignerKeys(signerKeyFile);
+  const entries: CalendarEntry[] = [];
+  for (const key of keys) {
+    const expires = await key.getExpirationTime();
+    if (!(expires instanceof Date)) continue; // Infinity: never; null: unusable already, refused elsewhere
+    entries.push({
+      object: `key-archive-signer-${key.getKeyID().toHex()}`,
+      title: "key archive operator's OpenPGP key (trust anchor of the AS keys)",
+      file: signerKeyFile,
+      issuer: key.getUserIDs().join(', ') || 'self-signed',
+      endsAt: expires,
+      endField: 'expires',
+      renewedBy: 'operator',
+      renew: "the operator's new key installed as trust.keyArchiveSignerKeyFile",
+      signing: false,
+    });
+  }
+  return entries;
 }
 
 /** Whole days from `now` until `at` (negative once past). */

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../ca/material.ts';
-import { daysLeft, endedForSigning, pkiCalendar, type CalendarEntry } from '../ca/calendar.ts';
+import { daysLeft, endedForSigning, keyArchiveAnchors, pkiCalendar, type CalendarEntry } from '../ca/calendar.ts';
 import {
   keyCeremony,
   loadCeremonyRoot,
@@ -279,9 +279,12 @@ function statusText(entries: readonly CalendarEntry[], now: Date): string {
  * `qtsp pki status`: every long-lived object with its end and days left. Exit 1 when one a signature depends on
  * has ended (the service then refuses to sign), else 0.
  */
-function status(config: Config, json: boolean): number {
+async function status(config: Config, json: boolean): Promise<number> {
   const now = new Date();
-  const entries = materialCalendar(config);
+  const anchors = existsSync(config.trust.keyArchiveSignerKeyFile)
+    ? await keyArchiveAnchors(config.trust.keyArchiveSignerKeyFile)
+    : [];
+  const entries = [...materialCalendar(config), ...anchors];
   if (json) process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
   else process.stdout.write(statusText(entries, now));
   const ended = endedForSigning(entries, now);

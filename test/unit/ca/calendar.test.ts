@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { pkiInit } from '../../../src/ca/init.ts';
 import { pkiPaths } from '../../../src/ca/material.ts';
-import { endedForSigning, pkiCalendar, type CalendarEntry } from '../../../src/ca/calendar.ts';
+import { endedForSigning, keyArchiveAnchors, pkiCalendar, type CalendarEntry } from '../../../src/ca/calendar.ts';
+import * as openpgp from 'openpgp';
 import { watchCalendar } from '../../../src/ca/calendar-watch.ts';
 import { renewalPlan } from '../../../src/ca/renewal.ts';
 import { renewedResponder } from '../../../src/ca/responder-renewal.ts';
@@ -106,6 +107,32 @@ describe('the calendar of a fresh ceremony', () => {
     writeFileSync(pem, renewed.toString());
     const ext = (await run('openssl', ['x509', '-noout', '-ext', 'extendedKeyUsage', '-in', pem])).output;
     assert.match(ext, /OCSP Signing/);
+  });
+
+  test("the key archive's anchors: a key that expires is listed with the expiry gpg reads, one that never does not", async () => {
+    const make = async (name: string, keyExpirationTime?: number) =>
+      (
+        await openpgp.generateKey({
+          type: 'ecc',
+          curve: 'ed25519Legacy',
+          userIDs: [{ name, email: `${name}@example.test` }],
+          format: 'armored',
+          ...(keyExpirationTime ? { keyExpirationTime } : {}),
+        })
+      ).publicKey;
+    const file = join(dir, 'archive-signers.asc');
+    writeFileSync(file, `${await make('expiring', 100 * 24 * 3600)}\n${await make('forever')}`);
+    const anchors = await keyArchiveAnchors(file);
+    assert.equal(anchors.length, 1);
+    const colons = (await run('gpg', ['--batch', '--with-colons', '--show-keys', file])).output;
+    const expiry = colons
+      .split('\n')
+      .filter((l) => l.startsWith('pub:'))
+      .map((l) => l.split(':')[6])
+      .find((e) => e);
+    assert.equal(anchors[0]!.endsAt.getTime() / 1000, Number(expiry), colons);
+    assert.match(anchors[0]!.issuer, /expiring/);
+    assert.equal(anchors[0]!.signing, false);
   });
 
   test('gauges: one series per object, its end as Unix time', async () => {
