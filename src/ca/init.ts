@@ -473,7 +473,7 @@ export function reissue(
   root: SoftwareKeyedCertificate,
 ): SoftwareKeyedCertificate {
   if (name === 'tsa') return issueBy(root, PROFILES.tsa(urls));
-  if (name === 'root-ocsp-responder') return issueBy(root, ROOT_ISSUED.ocspResponder());
+  if (name === 'root-ocsp-responder') return issueBy(root, PROFILES['root-ocsp-responder']());
   const p = pkiPaths(dataDir);
   return issueBy(loadKeyed(p.issuingCert, p.issuingKey), PROFILES['ocsp-responder']());
 }
