@@ -245,7 +245,7 @@ async function startWithCustody(
   const trust = await startTrustSources(config, agents.plain, logger, options.keyArchiveDir);
   const { store, storeHealth } = await openWatchedStore(config, logger);
   const pki = await startTrustServices(config, store, agents.plain, keys);
-  await journalStart(config, store, keys);
+  if (config.journal.enabled) await journalStart(config, store, keys);
   // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
   const delivery = startDeliveries(config, {
     store,
@@ -272,9 +272,13 @@ async function startWithCustody(
   // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
   const retention = options.relayElsewhere ? { close: async () => undefined } : startRetention(config, store, logger);
   // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
-  const sealing = startSealing(store, pki.tsa, config.journal.sealIntervalSeconds, logger);
+  const sealing = config.journal.enabled
+    ? startSealing(store, pki.tsa, config.journal.sealIntervalSeconds, logger)
+    : { close: async () => undefined };
   // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
-  const renewal = startRenewalCheck(store, pki.tsa, config.journal, logger);
+  const renewal = config.journal.enabled
+    ? startRenewalCheck(store, pki.tsa, config.journal, logger)
+    : { close: async () => undefined };
   const running: Running = {
     config,
     logger,

@@ -443,6 +443,12 @@ export const configSchema = z
     journal: z
       .strictObject({
         /**
+         * The journal of evidence and operator events (docs/evidence.md). false: no entry is written, nothing is
+         * sealed or renewed, and the audit and the evidence records have nothing to prove; only for measuring
+         * what the journal costs.
+         */
+        enabled: booleanSetting.default(true),
+        /**
          * How often the journal of evidence and operator events is sealed (seconds): the entries since the last
          * batch are hashed into a tree whose root, chained to the previous batch's, our TSA time-stamps
          * (docs/evidence.md). Also sealed at shutdown; 0: only then.

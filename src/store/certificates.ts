@@ -138,7 +138,7 @@ function revocationEntry(a: StoreAccess, serialHex: string, reason: RevocationRe
     );
 }
 
-export function certificates(a: StoreAccess): Certificates {
+export function certificates(a: StoreAccess, journaling = true): Certificates {
   const insert = certificateInsert(a);
   return {
     insert,
@@ -166,7 +166,9 @@ export function certificates(a: StoreAccess): Certificates {
           .set({ status: 'revoked', revoked_at: a.time(at), revocation_reason: reason })
           .where('serial_hex', '=', serialHex.toLowerCase())
           .where('status', '=', 'good'); // the first revocation stays
-        const [changed] = await a.write([revoke, revocationEntry(a, serialHex.toLowerCase(), reason, at)]);
+        const [changed] = await a.write(
+          journaling ? [revoke, revocationEntry(a, serialHex.toLowerCase(), reason, at)] : [revoke],
+        );
         return changed === 1;
       },
     },

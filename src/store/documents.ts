@@ -409,7 +409,7 @@ async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promi
 export function documents(
   a: StoreAccess,
   insertOutbox: (entries: readonly NewOutboxEntry[]) => Statement[],
-  insertJournal: (entry: JournalEntryInput) => Statement,
+  insertJournal: ((entry: JournalEntryInput) => Statement) | undefined,
 ): Pick<Store, 'claimDocuments' | 'keepSignatures' | 'releaseDocuments'> {
   return {
     async claimDocuments(claim, staleBefore) {
@@ -419,18 +419,24 @@ export function documents(
     async keepSignatures({ claim, signatures, evidenceSerialHex, outbox }) {
       a.ensureOpen();
       // the signatures, their journal entry and the mediation record land together or not at all (keepQueries)
-      const entry = signingReturnedEntry({
-        iss: claim.iss,
-        txn: claim.txn,
-        hashAlgorithmOid: claim.hashAlgorithmOid,
-        evidenceSerialHex,
-        signatures,
-        at: new Date(),
-      });
+      const journalInsert = insertJournal
+        ? [
+            insertJournal(
+              signingReturnedEntry({
+                iss: claim.iss,
+                txn: claim.txn,
+                hashAlgorithmOid: claim.hashAlgorithmOid,
+                evidenceSerialHex,
+                signatures,
+                at: new Date(),
+              }),
+            ),
+          ]
+        : [];
       const write = [
         ...keepQueries(a, claim, signatures, evidenceSerialHex),
         ...insertOutbox(outbox),
-        insertJournal(entry),
+        ...journalInsert,
       ];
       const hashes = signatures.map((s) => s.hash);
       return keepSignatures(a, write, claim, hashes);

@@ -33,7 +33,7 @@ const TRANSACTION_COLUMNS = [
 export interface EvidenceParts {
   insertCertificate(certificate: IssuedCertificate): Statement;
   /** the journal entry of the signing (journal.ts), in the same write */
-  insertJournal(entry: JournalEntryInput): Statement;
+  insertJournal: ((entry: JournalEntryInput) => Statement) | undefined;
   insertOutbox(entries: readonly NewOutboxEntry[]): Statement[];
 }
 
@@ -92,7 +92,7 @@ export function evidence(a: StoreAccess, parts: EvidenceParts): Pick<Store, 'rec
           parts.insertCertificate(input.certificate),
           insertTransaction(input.transaction),
           ...parts.insertOutbox(input.outbox ?? []),
-          parts.insertJournal(signingAuthorizedEntry(input)),
+          ...(parts.insertJournal ? [parts.insertJournal(signingAuthorizedEntry(input))] : []),
         ],
         durability,
       );

@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import type { Config } from '../config/schema.ts';
 import { postgresDialect, sqliteDialect, type PostgresStoreOptions, type SqliteStoreOptions } from './dialects.ts';
-import { createStore } from './store.ts';
+import { createStore, type StoreOptions } from './store.ts';
 import type { Store } from './types.ts';
 import { ensurePrivateDir, ensurePrivateFile } from '../util/private-files.ts';
 
@@ -18,32 +18,44 @@ export function sqlitePath(dataDir: string): string {
 }
 
 /** Opens (creating or migrating) the SQLite store in `file`. */
-export async function openSqliteStore(file: string, options: SqliteStoreOptions = {}): Promise<Store> {
-  return createStore(await sqliteDialect(file, options));
+export async function openSqliteStore(
+  file: string,
+  options: SqliteStoreOptions = {},
+  storeOptions: StoreOptions = {},
+): Promise<Store> {
+  return createStore(await sqliteDialect(file, options), storeOptions);
 }
 
 /** Opens the PostgreSQL store and migrates its schema; rejects when the database cannot be reached. */
-export async function openPostgresStore(options: PostgresStoreOptions): Promise<Store> {
-  return createStore(await postgresDialect(options));
+export async function openPostgresStore(
+  options: PostgresStoreOptions,
+  storeOptions: StoreOptions = {},
+): Promise<Store> {
+  return createStore(await postgresDialect(options), storeOptions);
 }
 
-/** SQLite in `<dataDir>/qtsp.sqlite` (default) or PostgreSQL at store.url; the schema is created or migrated. */
+/**
+ * SQLite in `<dataDir>/qtsp.sqlite` (default) or PostgreSQL at store.url; the schema is created or migrated.
+ * With journal.enabled false no journal entry is written (docs/evidence.md: only for measuring its cost).
+ */
 export async function openStore(
   config: Pick<Config, 'dataDir'> & {
     readonly store: Omit<Config['store'], 'sqliteMaxBytes'> & { readonly sqliteMaxBytes?: number };
+    readonly journal?: Pick<Config['journal'], 'enabled'>;
   },
 ): Promise<Store> {
+  const storeOptions: StoreOptions = { journal: config.journal?.enabled ?? true };
   switch (config.store.driver) {
     case 'sqlite': {
       const file = sqlitePath(config.dataDir);
       ensurePrivateDir(config.dataDir);
       ensurePrivateFile(file, [`${file}-wal`, `${file}-shm`]); // personal data: owner only (README: Files)
-      return openSqliteStore(file, { maxBytes: config.store.sqliteMaxBytes ?? 0 });
+      return openSqliteStore(file, { maxBytes: config.store.sqliteMaxBytes ?? 0 }, storeOptions);
     }
     case 'postgres':
       // the schema refuses a postgres driver without url; this guards callers that build a config by hand
       if (!config.store.url) throw new Error('store.url is required when store.driver is postgres');
-      return openPostgresStore({ url: config.store.url });
+      return openPostgresStore({ url: config.store.url }, storeOptions);
   }
 }
 

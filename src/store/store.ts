@@ -22,11 +22,18 @@ import { outbox } from './outbox.ts';
 import { retention } from './retention.ts';
 import type { Store } from './types.ts';
 
-export function createStore(dialect: StoreDialect): Store {
+/** Choices the store is made with; `journal: false` writes no journal entry (config journal.enabled). */
+export interface StoreOptions {
+  readonly journal?: boolean;
+}
+
+export function createStore(dialect: StoreDialect, options: StoreOptions = {}): Store {
   const access = storeAccess(dialect);
-  const certificateParts = certificates(access);
+  const journaling = options.journal !== false;
+  const certificateParts = certificates(access, journaling);
   const outboxParts = outbox(access);
-  const insertJournal = entryInsert(access);
+  // undefined with the journal off: the writes that carry an entry then carry none
+  const insertJournal = journaling ? entryInsert(access) : undefined;
   return {
     driver: dialect.driver,
     ...evidence(access, {
@@ -38,7 +45,7 @@ export function createStore(dialect: StoreDialect): Store {
     ...outboxParts.methods,
     ...documents(access, outboxParts.insert, insertJournal),
     ...retention(access),
-    journal: journal(access, dialect.driver),
+    journal: journal(access, dialect.driver, journaling),
     ping: writeProbe(access, dialect.probeFiller),
     close: access.close,
   };

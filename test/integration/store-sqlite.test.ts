@@ -14,7 +14,9 @@ import Database from 'better-sqlite3';
 import { openSqliteStore, openStore, sqlitePath } from '../../src/store/open.ts';
 import { CHECKPOINT_INTERVAL_MS } from '../../src/store/sqlite-checkpointer.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
-import { MIGRATIONS, registerStoreContract } from '../store/store-contract.ts';
+import { MIGRATIONS, registerStoreContract, signing } from '../store/store-contract.ts';
+import { loadConfig } from '../../src/config/load.ts';
+import { randomUUID } from 'node:crypto';
 import { registerDocumentsContract } from '../store/documents-contract.ts';
 import { registerJournalContract } from '../store/journal-contract.ts';
 
@@ -111,5 +113,39 @@ describe('SQLite store file', () => {
     );
     db.close();
     await assert.rejects(openSqliteStore(file), /migration 0099_from_the_future\) is newer than this program knows/);
+  });
+});
+
+describe('journal.enabled', () => {
+  it('is on by default; off, the store writes no journal entry for signings, revocations or events', async () => {
+    const dataDir = join(dir, `journal-off-${++n}`);
+    assert.equal(loadConfig({ dataDir }, {}).journal.enabled, true);
+    const config = loadConfig({ dataDir }, { QTSP_JOURNAL_ENABLED: 'false' });
+    assert.equal(config.journal.enabled, false);
+    const store = await openStore(config);
+    try {
+      const input = signing(`txn-${randomUUID()}`);
+      await store.recordSigning(input, 'ordered');
+      const hash = input.transaction.hashes[0]!;
+      const claim = {
+        iss: input.transaction.iss,
+        txn: input.transaction.txn,
+        hashAlgorithmOid: input.transaction.hashAlgorithmOid,
+        hashes: [hash],
+        claimId: randomUUID(),
+        requestKey: 'C|B-B|ES256',
+        claimedAt: new Date(),
+      };
+      assert.equal((await store.claimDocuments(claim, new Date(0))).kind, 'claimed');
+      const signature = { hash, signature: 'c2ln', revocation: null };
+      const serial = input.certificate.serialHex;
+      await store.keepSignatures({ claim, signatures: [signature], evidenceSerialHex: serial, outbox: [] });
+      assert.equal(await store.revokeCertificate(serial, 'keyCompromise', new Date()), true);
+      await store.journal.append({ kind: 'service.started', ref: null, at: new Date(), data: {} });
+      assert.equal((await store.getTransaction(input.transaction.txn)).length, 1, 'the evidence itself is kept');
+      assert.equal(await store.journal.horizon(), 0, 'no journal entry');
+    } finally {
+      await store.close();
+    }
   });
 });
