@@ -37,6 +37,8 @@
  *   BENCH_HEAP_SAMPLING=1   with --profile: also a V8 allocation profile of the same calls, collected objects
  *                           included, as a .heapprofile beside the .cpuprofile; =promoted: only what outlived the
  *                           young generation; =live: only what was still alive at the end
+ * The B-B one-hash row (software keys, SQLite) is also run by a QTSP started with journal.enabled false, after the
+ * rows above: the line "journal on vs off" gives the journal's share of signDoc's CPU (bench/journal-cost.ts).
  * The half-load run of B-B one hash is run against the transport floor too, at the same offered rate: the latency
  * any service gets from this machine, sandbox and load generator. Beside each half-load run of the QTSP: its
  * event-loop delay, and how many calls were slower than 10 / 25 / 50 ms at the load generator and inside the QTSP
@@ -83,6 +85,7 @@ import { mintSignerCertificate } from '../src/ca/signer-certificate.ts';
 import { buildCadesBaselineB } from '../src/ades/cades.ts';
 import { SHA256 } from '../src/crypto/algorithms.ts';
 import type { LoadCommand, RunResult } from './load-generator.ts';
+import { journalCostLine } from './journal-cost.ts';
 import { parsePerfScript, summarisePerf } from './perf-summary.ts';
 import { CLK_TCK, ticksOf } from './proc-cpu.ts';
 import { summariseProfile } from './profile-summary.ts';
@@ -376,6 +379,8 @@ interface Row {
   readonly saturated?: Measured;
   readonly halfLoad?: RunResult & { rate: number; delay?: EventLoopDelay; qtspSlow?: number[] };
   readonly note?: string;
+  /** false: the QTSP ran with journal.enabled false (the journal's cost, journal-cost.ts) */
+  readonly journal?: false;
 }
 
 /** the QTSP event loop's delay during a run, ms (bench/qtsp-process.ts delay-stop) */
@@ -762,6 +767,7 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
         pad(f(s.sandboxCpuMs), 15),
         pad(f(s.loadCpuMs), 15),
         pad(`${s.ok}/${s.failed}`, 10),
+        r.journal === false ? '  journal off' : '',
       ].join(' '),
     );
     if (s.firstFailure) console.log(`    first failure: ${s.firstFailure}`);
@@ -773,7 +779,7 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
     if (!r.saturated) continue;
     const t = r.saturated.qtspThreadsMs;
     console.log(
-      `  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s): event loop ${f(t.main, 3)} ms, store writer ${f(t.store, 3)} ms, other threads ${f(t.other, 3)} ms (${Object.entries(
+      `  ${r.keys.padEnd(9)} ${r.store.padEnd(8)} ${r.level.padEnd(10)} ${pad(String(r.hashes), 2)} hash(es), ${r.workers} proc(s)${r.journal === false ? ', journal off' : ''}: event loop ${f(t.main, 3)} ms, store writer ${f(t.store, 3)} ms, other threads ${f(t.other, 3)} ms (${Object.entries(
         t.otherByName,
       )
         .filter(([, ms]) => ms >= 0.005)
@@ -811,7 +817,13 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
   for (const keys of KEYS) {
     for (const level of LEVELS) {
       const one = rows.find(
-        (r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes === 1 && r.workers === 1,
+        (r) =>
+          r.keys === keys &&
+          r.store === 'sqlite' &&
+          r.level === level &&
+          r.hashes === 1 &&
+          r.workers === 1 &&
+          r.journal !== false,
       )?.saturated;
       const many = rows.find(
         (r) => r.keys === keys && r.store === 'sqlite' && r.level === level && r.hashes > 1 && r.workers === 1,
@@ -918,6 +930,7 @@ async function main(): Promise<void> {
       hashesList: number[],
       halfLoadFor: (level: string, hashes: number) => boolean,
       postgresUrl?: string,
+      journal = true,
     ) => {
       const store = postgresUrl ? 'postgres' : 'sqlite';
       const custody = await custodySettings(keys, dataDir, input);
@@ -928,12 +941,19 @@ async function main(): Promise<void> {
       const storeEnv: Record<string, string> = postgresUrl
         ? { QTSP_STORE_DRIVER: 'postgres', QTSP_STORE_URL: postgresUrl }
         : {};
-      const qtsp = await startQtspProcess(input, { ...custody.env, ...storeEnv, QTSP_SERVER_WORKERS: String(workers) });
+      const journalEnv: Record<string, string> = journal ? {} : { QTSP_JOURNAL_ENABLED: 'false' };
+      const qtsp = await startQtspProcess(input, {
+        ...custody.env,
+        ...storeEnv,
+        ...journalEnv,
+        QTSP_SERVER_WORKERS: String(workers),
+      });
       const load = await startLoadGenerator(sandbox.info, qtsp.signDocUrl);
       const pids = { qtsp: qtsp.pid, sandbox: sandbox.pid };
       try {
         // warm-up: JIT, caches (IDP list, AS metadata and keys), connections; each worker process warms up its own
-        await warmUp(`QTSP, ${keys} keys, ${store}, ${workers} proc(s)`, load, pids, WARMUP * workers);
+        const what = `QTSP, ${keys} keys, ${store}, ${workers} proc(s)${journal ? '' : ', journal off'}`;
+        await warmUp(what, load, pids, WARMUP * workers);
         for (const level of levels) {
           // PAdES and XAdES: one hash count (the per-hash figures are CAdES's)
           for (const hashes of caseOf(level).format === 'C' ? hashesList : hashesList.slice(0, 1)) {
@@ -965,7 +985,16 @@ async function main(): Promise<void> {
               const qtspSlow = slow0 ? (await qtspSlowCounts(qtsp.opsUrl!)).map((n, i) => n - slow0[i]!) : undefined;
               halfLoad = { ...r, rate, ...(delay ? { delay } : {}), ...(qtspSlow ? { qtspSlow } : {}) };
             }
-            rows.push({ keys, store, level, hashes, workers, saturated, ...(halfLoad ? { halfLoad } : {}) });
+            rows.push({
+              keys,
+              store,
+              level,
+              hashes,
+              workers,
+              saturated,
+              ...(halfLoad ? { halfLoad } : {}),
+              ...(journal ? {} : { journal: false as const }),
+            });
           }
         }
         // the profiled calls: REQUESTS of the first level and hash count, their SADs fetched before any profile
@@ -974,7 +1003,7 @@ async function main(): Promise<void> {
           load.send({ type: 'prefetch', count: REQUESTS, hashes: HASHES[0]!, ...caseOf(LEVELS[0]!), parallel: 4 });
         const runProfiled = async () =>
           (await load.send({ type: 'run', concurrency: CONCURRENCY })) as unknown as RunResult;
-        const profiled = workers === 1 && keys === 'software' && !postgresUrl;
+        const profiled = workers === 1 && keys === 'software' && !postgresUrl && journal;
         if (flags.profile && profiled) {
           profileFile = profilePath('cpuprofile');
           await prefetchProfiled();
@@ -994,9 +1023,17 @@ async function main(): Promise<void> {
     };
     for (const keys of KEYS)
       await runAll(keys, 1, LEVELS, HASHES, (level, hashes) => FULL || (level === 'AdES-B-B' && hashes === 1));
+    // the journal's cost: the B-B one-hash row again, its QTSP started with journal.enabled false
+    if (LEVELS.includes('AdES-B-B') && HASHES.includes(1))
+      await runAll('software', 1, ['AdES-B-B'], [1], () => false, undefined, false);
     const bbHalfLoad = rows.find(
       (r) =>
-        r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1,
+        r.keys === 'software' &&
+        r.store === 'sqlite' &&
+        r.level === 'AdES-B-B' &&
+        r.hashes === 1 &&
+        r.workers === 1 &&
+        r.journal !== false,
     )?.halfLoad;
     const transport =
       LEVELS.includes('AdES-B-B') && HASHES.includes(1)
@@ -1024,7 +1061,12 @@ async function main(): Promise<void> {
     for (const [keys, s] of stepsByKeys) printSteps(s, keys);
     const bb = rows.find(
       (r) =>
-        r.keys === 'software' && r.store === 'sqlite' && r.level === 'AdES-B-B' && r.hashes === 1 && r.workers === 1,
+        r.keys === 'software' &&
+        r.store === 'sqlite' &&
+        r.level === 'AdES-B-B' &&
+        r.hashes === 1 &&
+        r.workers === 1 &&
+        r.journal !== false,
     )?.saturated;
     if (bb)
       console.log(
@@ -1058,6 +1100,11 @@ async function main(): Promise<void> {
       console.log(summariseProfile(JSON.parse(readFileSync(profileFile, 'utf8')), profileCalls));
     }
     if (perfReport) console.log(`\n${perfReport}`);
+    const journalOff = rows.find((r) => r.journal === false)?.saturated;
+    if (bb && journalOff) {
+      const row = (m: Measured) => ({ qtspCpuMs: m.qtspCpuMs, perSecond: (m.ok / m.wallMs) * 1000 });
+      console.log(`\n${journalCostLine('SQLite, software keys, B-B, one hash', row(bb), row(journalOff))}`);
+    }
     const cluster = rows.filter((r) => r.store === 'postgres' && r.saturated);
     if (cluster.length === 2) {
       const [a, b] = cluster.map((r) => (r.saturated!.ok / r.saturated!.wallMs) * 1000) as [number, number];
