@@ -234,6 +234,23 @@ interface Listener {
   close(): Promise<void>;
 }
 
+/** The purge and the journal's sealing and renewal check, each on its own timer. */
+function startBackgroundJobs(
+  config: Config,
+  { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
+  options: StartOptions,
+): Pick<Running, 'retention' | 'sealing' | 'renewal'> {
+  const idle = { close: async () => undefined };
+  return {
+    // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
+    retention: options.relayElsewhere ? idle : startRetention(config, store, logger),
+    // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
+    sealing: config.journal.enabled ? startSealing(store, pki.tsa, config.journal.sealIntervalSeconds, logger) : idle,
+    // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
+    renewal: config.journal.enabled ? startRenewalCheck(store, pki.tsa, config.journal, logger) : idle,
+  };
+}
+
 async function startWithCustody(
   config: Config,
   options: StartOptions,
@@ -269,16 +286,6 @@ async function startWithCustody(
   });
   await readiness.refresh(); // the first report at start reflects real probes
   const renewals = watchRenewals(config, { pki, calendar, readiness, store }, logger);
-  // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
-  const retention = options.relayElsewhere ? { close: async () => undefined } : startRetention(config, store, logger);
-  // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
-  const sealing = config.journal.enabled
-    ? startSealing(store, pki.tsa, config.journal.sealIntervalSeconds, logger)
-    : { close: async () => undefined };
-  // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
-  const renewal = config.journal.enabled
-    ? startRenewalCheck(store, pki.tsa, config.journal, logger)
-    : { close: async () => undefined };
   const running: Running = {
     config,
     logger,
@@ -292,9 +299,7 @@ async function startWithCustody(
     readiness,
     calendar,
     renewals,
-    retention,
-    sealing,
-    renewal,
+    ...startBackgroundJobs(config, { store, pki, logger }, options),
   };
   const listeners = await listenOrStop(running, deps);
   logger.info(
