@@ -31,7 +31,7 @@ import { signerProfile } from './ca/signer-certificate.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
 import { openStore, watchStore, type StoreHealth } from './store/open.ts';
 import type { Store } from './store/types.ts';
-import { createOutgoingAgents, type OutgoingAgents } from './trust/agents.ts';
+import { createOutgoingAgents, watchClientCertificate, type OutgoingAgents } from './trust/agents.ts';
 import { AuthorizationServers } from './trust/authorization-servers.ts';
 import { IdpDirectory } from './trust/idp-directory.ts';
 import { startKeyArchive, type KeyArchive } from './trust/key-archive.ts';
@@ -285,7 +285,7 @@ async function startWithCustody(
     logger,
   });
   await readiness.refresh(); // the first report at start reflects real probes
-  const renewals = watchRenewals(config, { pki, calendar, readiness, store }, logger);
+  const renewals = watchRenewals(config, { pki, calendar, readiness, store, agents }, logger);
   const running: Running = {
     config,
     logger,
@@ -398,10 +398,11 @@ function watchMaterialCalendar(config: Config, anchors: readonly CalendarEntry[]
  * OCSP responders and root CRL and reads the calendar again, without a restart. Polled (fs.watchFile). Every
  * calendar.checkIntervalSeconds (and at start) the issuing CA's responder certificate is renewed by the service
  * when due (ca/responder-renewal.ts), written to this data directory and reloaded. One reload at a time.
+ * A rotated TLS client certificate (client.certFile) is presented from the next connection on.
  */
 function watchRenewals(
   config: Config,
-  parts: Pick<Running, 'pki' | 'calendar' | 'readiness' | 'store'>,
+  parts: Pick<Running, 'pki' | 'calendar' | 'readiness' | 'store' | 'agents'>,
   logger: Logger,
 ): { stop(): void } {
   const file = renewalMarkerFile(config.dataDir);
@@ -421,6 +422,18 @@ function watchRenewals(
     reloading = reloading.then(reload);
   };
   watchFile(file, { interval: config.calendar.reloadCheckSeconds * 1000, persistent: false }, changed);
+  const client = watchClientCertificate(config, parts.agents, (outcome) => {
+    if ('error' in outcome) {
+      logger.error(
+        { event: 'tls.client_certificate_reload_failed', error: outcome.error.message },
+        'TLS client certificate not switched',
+      );
+      return;
+    }
+    logger.info({ event: 'tls.client_certificate_reloaded' }, 'new TLS client certificate in use toward the banks');
+    parts.calendar.reload();
+    reloading = reloading.then(() => parts.readiness.refresh());
+  });
   const responder = async () => {
     try {
       const { pki } = parts;
@@ -449,6 +462,7 @@ function watchRenewals(
     stop: () => {
       clearInterval(timer);
       unwatchFile(file, changed);
+      client.stop();
     },
   };
 }

@@ -151,7 +151,7 @@ function beside(sources: CalendarSources): [string, CertificateFields][] {
         object: 'tls-client',
         title: 'our TLS client certificate (introspection at the banks)',
         renewedBy: 'operator',
-        renew: 'a new client.certFile registered in our SP directory record',
+        renew: 'qtsp pki client-cert --rotate, then --retire once every instance has switched',
         // the banks refuse an expired client certificate: no introspection, no signature
         signing: true,
       },

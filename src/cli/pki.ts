@@ -1,6 +1,6 @@
 /**
- * `qtsp pki ceremony` (= `qtsp pki init`), `qtsp pki root`, `qtsp pki status` and
- * `qtsp pki revoke SERIAL --reason R`.
+ * `qtsp pki ceremony` (= `qtsp pki init`), `qtsp pki root`, `qtsp pki status`,
+ * `qtsp pki client-cert --rotate|--retire` and `qtsp pki revoke SERIAL --reason R`.
  */
 import { createHash, X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -17,6 +17,11 @@ import {
   type CeremonyReissued,
 } from '../ca/init.ts';
 import { keysInCustody } from '../ca/material.ts';
+import {
+  retireOldClientCertificates,
+  rotateClientCertificate,
+  type ClientCertificateFiles,
+} from '../ca/client-certificate.ts';
 import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
 import { markRenewed, renewalPlan, writeRenewed, writeRenewedRootCrl, type PlannedRenewal } from '../ca/renewal.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
@@ -29,7 +34,8 @@ const USAGE =
   'usage: qtsp pki ceremony|init [--rsa] [--force] [--pkcs11] [--migrate] [--ceremony-dir DIR]\n' +
   '       qtsp pki ceremony --renew [--within DAYS] [--dry-run] [--ceremony-dir DIR]\n' +
   '       qtsp pki ceremony --renew-crl [--ceremony-dir DIR] | qtsp pki root | qtsp pki revoke SERIAL [--reason R]\n' +
-  '       qtsp pki status [--json]\n';
+  '       qtsp pki status [--json]\n' +
+  '       qtsp pki client-cert --rotate|--retire [--sp-directory URL]\n';
 
 /** A serial as `openssl x509 -serial` prints it (hex, any case, optional colons or 0x): the store's lowercase hex. */
 function normaliseSerial(text: string | undefined): string | undefined {
@@ -292,6 +298,49 @@ async function status(config: Config, json: boolean): Promise<number> {
   return ended.length ? 1 : 0;
 }
 
+/**
+ * `qtsp pki client-cert --rotate`: a new TLS client certificate, registered in our SP record beside the current
+ * one and installed as client.certFile (the instances switch within calendar.reloadCheckSeconds);
+ * `--retire`, once they have: the record keeps the current certificate alone (ca/client-certificate.ts).
+ */
+async function clientCert(config: Config, values: ClientCertFlags): Promise<number> {
+  if (values.rotate === values.retire) {
+    process.stderr.write(`qtsp pki client-cert: give --rotate or --retire\n${USAGE}`);
+    return 2;
+  }
+  const files: ClientCertificateFiles = {
+    qtspId: config.qtspId,
+    certFile: config.client.certFile,
+    keyFile: config.client.keyFile,
+    caFile: config.trust.caFile,
+    spDirectoryUrl: values['sp-directory'] ?? config.trust.spDirectoryUrl,
+    timeoutMs: config.trust.httpTimeoutMs,
+  };
+  try {
+    if (values.retire) {
+      const kept = await retireOldClientCertificates(files);
+      process.stdout.write(`our SP record registers ${kept} alone\n`);
+      return 0;
+    }
+    const r = await rotateClientCertificate(files);
+    process.stdout.write(
+      `registered ${r.current} (valid until ${r.notAfter.toISOString()}) beside ${r.previous} and installed it ` +
+        `as ${files.certFile}; instances switch within ${config.calendar.reloadCheckSeconds} s ` +
+        `(log event tls.client_certificate_reloaded), then run qtsp pki client-cert --retire\n`,
+    );
+    return 0;
+  } catch (err) {
+    process.stderr.write(`qtsp pki client-cert: ${(err as Error).message}\n`);
+    return 1;
+  }
+}
+
+interface ClientCertFlags {
+  readonly rotate: boolean;
+  readonly retire: boolean;
+  readonly 'sp-directory'?: string | undefined;
+}
+
 export async function runPki(args: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args,
@@ -309,6 +358,9 @@ export async function runPki(args: string[]): Promise<number> {
       'data-dir': { type: 'string' },
       reason: { type: 'string', default: 'unspecified' },
       json: { type: 'boolean', default: false },
+      rotate: { type: 'boolean', default: false },
+      retire: { type: 'boolean', default: false },
+      'sp-directory': { type: 'string' },
     },
   });
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
@@ -326,6 +378,8 @@ export async function runPki(args: string[]): Promise<number> {
       return revoke(config, positionals[1], values.reason);
     case 'status':
       return status(config, values.json);
+    case 'client-cert':
+      return clientCert(config, values);
     default:
       process.stderr.write(USAGE);
       return 2;

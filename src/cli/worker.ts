@@ -8,7 +8,7 @@ import { loadConfig, ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { startDeliveries } from '../deliveries.ts';
 import { openStore } from '../store/open.ts';
-import { createOutgoingAgents } from '../trust/agents.ts';
+import { createOutgoingAgents, watchClientCertificate } from '../trust/agents.ts';
 import { IdpDirectory } from '../trust/idp-directory.ts';
 import { runStopSteps, untilStopped } from '../util/lifecycle.ts';
 import { logger } from '../util/logger.ts';
@@ -37,6 +37,12 @@ export async function runWorker(_args: string[]): Promise<number> {
     timeoutMs: config.trust.httpTimeoutMs,
   });
   const delivery = startDeliveries(config, { store, mtlsAgent: agents.mtls, idps, logger, workers: true });
+  // a rotated client certificate reaches the mediation deliveries without a restart, as it does the service
+  const clientWatch = watchClientCertificate(config, agents, (outcome) =>
+    'error' in outcome
+      ? logger.error({ event: 'tls.client_certificate_reload_failed', error: outcome.error.message }, 'not switched')
+      : logger.info({ event: 'tls.client_certificate_reloaded' }, 'new TLS client certificate in use'),
+  );
   const { shutdownTimeoutMs, exitWithParent } = config.lifecycle;
   const stepTimeoutMs = Math.max(1000, Math.floor(shutdownTimeoutMs / 3));
   // the handlers before the line that says we run: whoever reads it may signal us at once
@@ -45,6 +51,7 @@ export async function runWorker(_args: string[]): Promise<number> {
       await runStopSteps(
         [
           ['close the delivery queues', () => delivery.close()],
+          ['stop watching the client certificate', async () => clientWatch.stop()],
           ['flush and close the store', () => store.close()],
           ['close outgoing connections', () => agents.destroy()],
         ],

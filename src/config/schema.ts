@@ -165,6 +165,11 @@ export const configSchema = z
         caFile: z.string().optional(),
         /** IDP directory (spec 4.6). */
         idpDirectoryUrl: url.default('https://127.0.0.1:8442/idps/v1/'),
+        /**
+         * SP directory (spec 2.13): our record registers our TLS client certificate; `qtsp pki client-cert`
+         * replaces it there (PUT <url><client_id>/jwks, authenticated with the current certificate).
+         */
+        spDirectoryUrl: url.default('https://127.0.0.1:8442/sps/v1/'),
         /** How long an IDP directory answer is reused (seconds). */
         idpCacheTtlSeconds: z.coerce.number().int().min(0).default(300),
         /** When the directory is down, how long its last good answer keeps serving (seconds); then fail closed. */

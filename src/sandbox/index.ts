@@ -217,7 +217,7 @@ async function startHttpsParties(state: SandboxState, host: string, o: SandboxOp
     clients: state.clients,
   });
   const platformServer = {
-    server: new TlsServer(tls.platform, platform, false),
+    server: new TlsServer(tls.platform, platform, true), // the SP record update authenticates by certificate
     port: o.platformPort ?? DEFAULT_PLATFORM_PORT,
   };
   const servers = [...bankServers, platformServer];

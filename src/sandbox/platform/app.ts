@@ -1,8 +1,9 @@
 /**
- * The platform's HTTPS routes (no client certificate needed):
+ * The platform's HTTPS routes (a client certificate only for the SP record update):
  *   GET /idps/v1/?iss=                  IDP record (spec 4.6)
  *   GET /idps/v1/                       every IDP record (the list the QTSP pulls periodically)
  *   GET /sps/v1/                        SP directory (spec 2.13)
+ *   PUT /sps/v1/{client_id}/jwks        an SP replaces its registered client certificates (sp-keys.ts; mutual TLS)
  *   GET /service-configuration/v1/?iss= service configuration (spec 4.2, 2.2): 400 / 404 / 423
  *   GET|POST /key-archive/keys.git/...  the long-term public key archive over smart HTTP (spec 4.7), read-only
  *   GET /account-chooser/               the account chooser (spec 2.1, 4.1): pages and redirects
@@ -16,6 +17,7 @@ import { gitHttpBackend } from '../key-archive/http-backend.ts';
 import type { SandboxControls } from '../types.ts';
 import { accountChooser } from './account-chooser.ts';
 import type { IdpRecord, PlatformDirectory } from './directory.ts';
+import { replaceSpKeys } from './sp-keys.ts';
 
 export interface PlatformAppOptions {
   readonly controls: SandboxControls;
@@ -74,6 +76,12 @@ export function platformApp(directory: PlatformDirectory, options: PlatformAppOp
   app.get('/sps/v1/', (_req: Request, res: Response) => {
     res.set('Cache-Control', 'no-cache').json(directory.spRecords());
   });
+
+  app.put(
+    '/sps/v1/:clientId/jwks',
+    express.json({ limit: '32kb', type: ['application/json', 'application/jwk-set+json'] }),
+    replaceSpKeys(directory),
+  );
 
   app.get('/service-configuration/v1/', (req: Request, res: Response) => {
     const idp = knownIdp(directory, issParam(req));

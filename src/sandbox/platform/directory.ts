@@ -3,7 +3,7 @@
  * the SP directory (spec 2.13) with our QTSP, and the service configuration derived from both (spec 2.2).
  */
 import type { BankProfile } from './constants.ts';
-import type { SpRecord } from './sp-record.ts';
+import type { SpRecord, SpRecordJwk } from './sp-record.ts';
 
 export type IdpStatus = 'active' | 'inactive';
 
@@ -48,6 +48,12 @@ export class PlatformDirectory {
 
   spRecords(): readonly SpRecord[] {
     return this.sps;
+  }
+
+  /** Replaces the client certificates an SP record registers (its jwks); the banks read the record live. */
+  replaceKeys(clientId: string, keys: readonly SpRecordJwk[]): void {
+    const record = this.sps.find((r) => r.client_id === clientId);
+    if (record) record.jwks = { keys: keys.map((k) => ({ ...k, x5c: [...k.x5c] })) };
   }
 
   /** An active QTSP record with this client_id (spec 2.7 locations, 2.13 status). */

@@ -66,11 +66,15 @@ export const DEFAULT_SIGNING_DOCUMENTS: readonly DefaultSigningDocument[] = [
 ];
 
 /** The public JWK of a certificate, with the certificate itself as x5c (RFC 7517 section 4.7). */
-function certificateJwk(certFile: string): SpRecordJwk {
-  const der = fromPem(readFileSync(certFile, 'utf8'))[0];
-  if (!der) throw new Error(`no certificate in ${certFile}`);
+export function certificateJwk(der: Buffer): SpRecordJwk {
   const jwk = new X509Certificate(der).publicKey.export({ format: 'jwk' }) as Omit<SpRecordJwk, 'x5c'>;
   return { ...jwk, x5c: [der.toString('base64')] };
+}
+
+function certificateFileJwk(certFile: string): SpRecordJwk {
+  const der = fromPem(readFileSync(certFile, 'utf8'))[0];
+  if (!der) throw new Error(`no certificate in ${certFile}`);
+  return certificateJwk(der);
 }
 
 export function buildQtspRecord(qtsp: { id: string; clientCertFile: string; signDocUrl: string }): SpRecord {
@@ -95,7 +99,7 @@ export function buildQtspRecord(qtsp: { id: string; clientCertFile: string; sign
     max_documents_per_signing: MAX_DOCUMENTS_PER_SIGNING,
     subject_type: 'public',
     token_endpoint_auth_method: 'self_signed_tls_client_auth',
-    jwks: { keys: [certificateJwk(qtsp.clientCertFile)] },
+    jwks: { keys: [certificateFileJwk(qtsp.clientCertFile)] },
     // spec 2.13: the document version is part of the URL
     policy_uri: 'https://qtsp.sandbox.localhost/policy/v1.0/',
     tos_uri: 'https://qtsp.sandbox.localhost/tos/v1.0/',

@@ -1,0 +1,114 @@
+/**
+ * Rotation of our self-signed TLS client certificate toward the banks (spec 5.8 self_signed_tls_client_auth;
+ * the banks accept the certificates our SP directory record registers, spec 2.13 jwks). Two steps, so the
+ * banks accept both certificates while the instances switch:
+ *   rotate: a new key and certificate (kept beside the current pair until installed), published in our record
+ *           together with the current one, then installed as client.certFile / client.keyFile, which every
+ *           instance watches and switches to without a restart (trust/agents.ts);
+ *   retire: once every instance has switched, the record keeps the current certificate alone.
+ * Both updates authenticate at the directory with the certificate in use at that moment.
+ */
+import { createHash, X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync, renameSync } from 'node:fs';
+import { createTlsCertificate, loadKeyed, saveKeyed, type SoftwareKeyedCertificate } from './authority.ts';
+import { toPem } from '../util/base64.ts';
+import { httpRequest, tlsAgent } from '../util/http-client.ts';
+
+export interface ClientCertificateFiles {
+  readonly qtspId: string;
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** PEM bundle trusted for the directory's TLS server certificate */
+  readonly caFile: string;
+  /** the SP directory, e.g. https://<platform>/sps/v1/ */
+  readonly spDirectoryUrl: string;
+  readonly timeoutMs: number;
+}
+
+export interface RotationResult {
+  /** x5t#S256 of the certificate that was in use, and of the one that is now */
+  readonly previous: string;
+  readonly current: string;
+  readonly notAfter: Date;
+}
+
+const nextFile = (file: string) => `${file}.next`;
+/** x5t#S256, as the banks match it (RFC 8705 section 3.1) */
+const fingerprint = (der: Buffer) => createHash('sha256').update(der).digest('base64url');
+
+/** The JWK of a certificate's key with the certificate as x5c (RFC 7517 section 4.7), as spec 2.13 jwks holds it. */
+function certificateJwk(der: Buffer): Record<string, unknown> {
+  return { ...new X509Certificate(der).publicKey.export({ format: 'jwk' }), x5c: [der.toString('base64')] };
+}
+
+/** Replaces the certificates our record registers, authenticating with `as`; the directory's refusal is thrown. */
+async function publish(files: ClientCertificateFiles, as: SoftwareKeyedCertificate, ders: Buffer[]): Promise<void> {
+  const agent = tlsAgent({
+    ca: readFileSync(files.caFile, 'utf8'),
+    cert: toPem(as.der, 'CERTIFICATE'),
+    key: as.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string,
+    connections: 1,
+  });
+  const url = new URL(`${encodeURIComponent(files.qtspId)}/jwks`, files.spDirectoryUrl).toString();
+  try {
+    const res = await httpRequest(url, {
+      method: 'PUT',
+      agent,
+      timeoutMs: files.timeoutMs,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ keys: ders.map(certificateJwk) }),
+      maxResponseBytes: 64 * 1024,
+    });
+    if (res.status !== 200) {
+      const body = res.body.toString('utf8');
+      const detail = (() => {
+        try {
+          return (JSON.parse(body) as { error_description?: string }).error_description ?? body;
+        } catch {
+          return body;
+        }
+      })();
+      throw new Error(`the SP directory refused the update (HTTP ${res.status}): ${detail}`);
+    }
+  } finally {
+    await agent.close();
+  }
+}
+
+/** The staged pair of an earlier rotation that did not finish, else a new one, kept beside the current pair. */
+function stagedPair(files: ClientCertificateFiles): SoftwareKeyedCertificate {
+  const cert = nextFile(files.certFile);
+  const key = nextFile(files.keyFile);
+  if (existsSync(cert) && existsSync(key)) return loadKeyed(cert, key);
+  const made = createTlsCertificate(undefined, { commonName: files.qtspId, usage: 'client' });
+  saveKeyed(made, cert, key);
+  return made;
+}
+
+/** The staged pair becomes client.certFile / client.keyFile: the key first, the certificate (watched) last. */
+function install(files: ClientCertificateFiles): void {
+  renameSync(nextFile(files.keyFile), files.keyFile);
+  renameSync(nextFile(files.certFile), files.certFile);
+}
+
+/** Step 1: new pair, both certificates in our record, the new pair installed for the instances to switch to. */
+export async function rotateClientCertificate(files: ClientCertificateFiles): Promise<RotationResult> {
+  const current = loadKeyed(files.certFile, files.keyFile);
+  const staged = stagedPair(files);
+  await publish(files, current, [current.der, staged.der]);
+  install(files);
+  return {
+    previous: fingerprint(current.der),
+    current: fingerprint(staged.der),
+    notAfter: new Date(new X509Certificate(staged.der).validTo),
+  };
+}
+
+/** Step 2: our record registers the certificate in client.certFile alone. */
+export async function retireOldClientCertificates(files: ClientCertificateFiles): Promise<string> {
+  const current = loadKeyed(files.certFile, files.keyFile);
+  if (existsSync(nextFile(files.certFile)))
+    throw new Error(`a rotation has not finished (${nextFile(files.certFile)} exists): run --rotate again first`);
+  await publish(files, current, [current.der]);
+  return fingerprint(current.der);
+}

@@ -1,0 +1,59 @@
+/**
+ * PUT /sps/v1/{client_id}/jwks: a service provider replaces the client certificates its SP record registers
+ * (spec 2.13 jwks), as a directory's self-service would offer it. The caller authenticates with a certificate
+ * the record registers now (mutual TLS, matched by fingerprint as spec 5.8 does), and the new set must keep
+ * that certificate: a rotation publishes old and new together, then the new one alone, and never locks out.
+ */
+import { X509Certificate } from 'node:crypto';
+import type { Request, Response } from 'express';
+import { invalidClient, invalidRequest, notFound } from '../errors.ts';
+import { certFingerprint, fingerprintsEqual, peerFingerprint } from '../tls.ts';
+import type { PlatformDirectory } from './directory.ts';
+import { certificateJwk, registeredFingerprints, type SpRecordJwk } from './sp-record.ts';
+
+/** a record registers few certificates: the current one and, during a rotation, the next */
+const MAX_KEYS = 3;
+
+/** One JWK of the body: its x5c holds one certificate, valid now, and the JWK is that certificate's key. */
+function submittedKey(key: unknown, now: Date): SpRecordJwk {
+  const x5c = (key as { x5c?: unknown })?.x5c;
+  if (!Array.isArray(x5c) || x5c.length !== 1 || typeof x5c[0] !== 'string')
+    throw invalidRequest('every key needs an x5c with exactly one certificate');
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(Buffer.from(x5c[0], 'base64'));
+  } catch {
+    throw invalidRequest('an x5c entry is not a DER certificate in base64');
+  }
+  if (new Date(cert.validFrom) > now || new Date(cert.validTo) <= now)
+    throw invalidRequest(`the certificate ${cert.subject} is not valid now (${cert.validFrom} to ${cert.validTo})`);
+  const derived = certificateJwk(cert.raw);
+  const given = key as Record<string, unknown>;
+  for (const [name, value] of Object.entries(derived))
+    if (name !== 'x5c' && given[name] !== undefined && given[name] !== value)
+      throw invalidRequest(`the JWK member ${name} does not match the key of its x5c certificate`);
+  return derived;
+}
+
+function submittedKeys(body: unknown, now: Date): SpRecordJwk[] {
+  const keys = (body as { keys?: unknown })?.keys;
+  if (!Array.isArray(keys) || keys.length === 0 || keys.length > MAX_KEYS)
+    throw invalidRequest(`the body must be a JWK Set with 1 to ${MAX_KEYS} keys`);
+  return keys.map((k) => submittedKey(k, now));
+}
+
+export function replaceSpKeys(directory: PlatformDirectory) {
+  return (req: Request, res: Response): void => {
+    const clientId = String(req.params['clientId'] ?? '');
+    const record = directory.spRecords().find((r) => r.client_id === clientId);
+    if (!record) throw notFound('no SP record with this client_id');
+    const presented = peerFingerprint(req.socket);
+    if (!registeredFingerprints(record).some((f) => fingerprintsEqual(presented, f)))
+      throw invalidClient('the TLS client certificate is not one this SP record registers');
+    const keys = submittedKeys(req.body, new Date());
+    const kept = keys.some((k) => fingerprintsEqual(presented, certFingerprint(Buffer.from(k.x5c[0]!, 'base64'))));
+    if (!kept) throw invalidRequest('the new set must keep the certificate this request authenticates with');
+    directory.replaceKeys(clientId, keys);
+    res.set('Cache-Control', 'no-store').json({ keys });
+  };
+}
