@@ -17,5 +17,6 @@ process.stdout.write(
     opsUrl: eco.qtsp.opsUrl,
     publicationUrl: eco.qtsp.publicationUrl,
     endpoints: eco.endpoints,
+    spDirectoryUrl: eco.sandbox.spDirectoryUrl,
   })}\n`,
 );

@@ -63,6 +63,8 @@ export interface MovedEcosystem {
   readonly opsUrl: string;
   readonly publicationUrl: string;
   readonly endpoints: RpEndpoints;
+  /** the sandbox platform's SP directory (our record, `qtsp pki client-cert`) */
+  readonly spDirectoryUrl: string;
   stop(): Promise<void>;
 }
 

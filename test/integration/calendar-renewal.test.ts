@@ -5,7 +5,9 @@
  * the running instance picks them up without a restart. Then a new CAdES B-LT signature passes openssl on the
  * moved clock (CMS, its time-stamp under the renewed TSA, the renewed responders' OCSP answers), a PAdES B-LT
  * PDF passes pdfsig on the moved clock (valid, trusted, revocation checked online), and the
- * signature made before the renewal still verifies at its signing time (openssl -attime). Three years on, past
+ * signature made before the renewal still verifies at its signing time (openssl -attime). Then our TLS client
+ * certificate is rotated through the SP directory (`qtsp pki client-cert --rotate`, the instance switches,
+ * `--retire`) and a signature is made with the new one. Three years on, past
  * the end of the responder certificate the ceremony renewed, the service has certified its responder's key
  * again by itself, and our OCSP answers verify with openssl on the moved clock.
  */
@@ -109,6 +111,23 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
       '/dev/null',
       ...(attime === undefined ? [] : ['-attime', String(attime)]),
     ]);
+  const clientCert = (flag: string) =>
+    clock.run(process.execPath, [
+      QTSP,
+      'pki',
+      'client-cert',
+      flag,
+      '--data-dir',
+      data(),
+      '--sp-directory',
+      eco.spDirectoryUrl,
+    ]);
+  /** the end of our TLS client certificate as the instance's calendar (and so its agent) holds it */
+  const clientCertEnd = async (): Promise<number | undefined> => {
+    const text = await (await fetch(`${eco.opsUrl}/metrics`)).text();
+    const m = /^qtsp_pki_end_timestamp_seconds\{[^}]*object="tls-client"[^}]*\} (\S+)$/m.exec(text);
+    return m ? Number(m[1]) : undefined;
+  };
   const ceremony = (...args: string[]) =>
     clock.run(process.execPath, [QTSP, 'pki', 'ceremony', '--renew', '--within', '400', '--data-dir', data(), ...args]);
 
@@ -211,6 +230,21 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
   it('the signature made before the renewal still verifies at its signing time', async () => {
     const ok = await cmsVerify(before_, signedAt);
     assert.ok(ok.ok, ok.output);
+  });
+
+  it('a year and a day on: our TLS client certificate rotated; the instance switches; signDoc works', async () => {
+    const rotated = await clientCert('--rotate');
+    assert.equal(rotated.code, 0, rotated.output);
+    const installed = new X509Certificate(readFileSync(pkiPaths(data()).clientCert));
+    const end = new Date(installed.validTo).getTime() / 1000;
+    const deadline = Date.now() + 120_000;
+    while ((await clientCertEnd()) !== end) {
+      assert.ok(Date.now() < deadline, 'the instance never switched to the new client certificate');
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    const retired = await clientCert('--retire');
+    assert.equal(retired.code, 0, retired.output);
+    await sign('signed with the rotated client certificate');
   });
 
   it("three years on: the service has renewed the issuing CA's OCSP responder certificate; OCSP verifies", async () => {
