@@ -12,7 +12,7 @@
  * Environment: BENCH_SEAL_ENTRIES (entries per round, default 10000; even), BENCH_SEAL_ROUNDS (default 3: the
  * first also compiles the code paths).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +21,7 @@ import { sealJournal } from '../src/journal/seal.ts';
 import { openSqliteStore } from '../src/store/open.ts';
 import type { Store } from '../src/store/types.ts';
 import { testTsa } from '../test/helpers/journal.ts';
-import { signing } from '../test/store/store-contract.ts';
+import { claimFor, signing } from '../test/store/store-contract.ts';
 
 const ENTRIES = Number(process.env.BENCH_SEAL_ENTRIES ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_SEAL_ROUNDS ?? 3);
@@ -34,15 +34,7 @@ async function fill(store: Store, count: number, concurrency = 8): Promise<void>
       next++;
       const input = signing();
       const hash = input.transaction.hashes[0]!;
-      const claim = {
-        iss: input.transaction.iss,
-        txn: input.transaction.txn,
-        hashAlgorithmOid: input.transaction.hashAlgorithmOid,
-        hashes: [hash],
-        claimId: randomUUID(),
-        requestKey: 'C AdES-B-B ecdsa-p256',
-        claimedAt: new Date(),
-      };
+      const claim = claimFor(input, [hash]);
       await store.claimDocuments(claim, new Date(Date.now() - 120_000));
       await store.recordSigning(input, 'ordered');
       await store.keepSignatures({

@@ -19,8 +19,8 @@ import { performance } from 'node:perf_hooks';
 import { openSqliteStore } from '../src/store/open.ts';
 import { mainThreadCpuMs } from './proc-cpu.ts';
 import type { Store } from '../src/store/types.ts';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { signing } from '../test/store/store-contract.ts';
+import { randomBytes } from 'node:crypto';
+import { claimFor, signing } from '../test/store/store-contract.ts';
 
 const WRITES = Number(process.env.BENCH_STORE_WRITES ?? 2000);
 const CONCURRENCIES = (process.env.BENCH_STORE_CONCURRENCY ?? '1,8,32').split(',').map(Number);
@@ -32,15 +32,7 @@ async function signDocWrites(store: Store, count: number, concurrency: number): 
       const input = signing();
       const id = `ref-${input.certificate.serialHex}-${i}`;
       const hash = randomBytes(32).toString('base64');
-      const claim = {
-        iss: input.transaction.iss,
-        txn: input.transaction.txn,
-        hashAlgorithmOid: input.transaction.hashAlgorithmOid,
-        hashes: [hash],
-        claimId: randomUUID(),
-        requestKey: 'C AdES-B-B ecdsa-p256',
-        claimedAt: new Date(),
-      };
+      const claim = claimFor(input, [hash]);
       await store.claimDocuments(claim, new Date(Date.now() - 120_000));
       await store.recordSigning(input, 'ordered');
       await store.keepSignatures({

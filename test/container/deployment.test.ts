@@ -22,6 +22,7 @@ import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { containerName, loadCompose, networkName, runArgs, startOrder, volumeName } from './compose.ts';
+import { cmsVerifyArgs } from '../helpers/openssl.ts';
 
 /** the checkout itself, not the compiled tree the test runs from (podman copies no symbolic link's target) */
 const ROOT = dirname(dirname(realpathSync(fileURLToPath(new URL('../../docker/compose.yaml', import.meta.url)))));
@@ -266,22 +267,7 @@ describe('docker/: the image built and the compose deployment run with podman', 
       assert.equal(signed.code, 0, `qtsp sign ${args.join(' ')}\n${signed.stdout}${signed.stderr}`);
     }
     const root = join(sharedDir, 'pki', 'root-ca.pem');
-    const cms = await cmd('openssl', [
-      'cms',
-      '-verify',
-      '-cades',
-      '-binary',
-      '-inform',
-      'DER',
-      '-in',
-      join(work, 'README.md.p7s'),
-      '-content',
-      join(work, 'README.md'),
-      '-CAfile',
-      root,
-      '-out',
-      '/dev/null',
-    ]);
+    const cms = await cmd('openssl', cmsVerifyArgs(join(work, 'README.md.p7s'), join(work, 'README.md'), root));
     assert.equal(cms.code, 0, cms.stderr);
     assert.match(cms.stderr, /Verification successful|CMS Verification successful/);
     const dump = await cmd('openssl', [

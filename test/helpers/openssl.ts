@@ -60,6 +60,46 @@ export async function opensslOk(args: readonly string[]): Promise<ToolResult> {
   return result;
 }
 
+/** The arguments of `openssl cms -verify -cades` over a detached DER signature in files, output discarded. */
+export function cmsVerifyArgs(signatureFile: string, contentFile: string, caFile: string): string[] {
+  return [
+    'cms',
+    '-verify',
+    '-cades',
+    '-binary',
+    '-inform',
+    'DER',
+    '-in',
+    signatureFile,
+    '-content',
+    contentFile,
+    '-CAfile',
+    caFile,
+    '-out',
+    '/dev/null',
+  ];
+}
+
+/** The arguments of `openssl ts -verify` of a token file over a data file or a digest (hex), trusting caFile. */
+export function tsVerifyArgs(
+  tokenFile: string,
+  over: { dataFile: string } | { digestHex: string },
+  caFile: string,
+  untrusted?: string,
+): string[] {
+  return [
+    'ts',
+    '-verify',
+    '-token_in',
+    '-in',
+    tokenFile,
+    ...('dataFile' in over ? ['-data', over.dataFile] : ['-digest', over.digestHex]),
+    '-CAfile',
+    caFile,
+    ...(untrusted ? ['-untrusted', untrusted] : []),
+  ];
+}
+
 /**
  * openssl cms -verify -cades over a detached signature; content and signature given as bytes. signerOut: a
  * file that receives the signer certificate (PEM) once verified.
@@ -72,20 +112,7 @@ export function opensslCmsVerify(
 ): Promise<ToolResult> {
   return inScratch((s) =>
     run('openssl', [
-      'cms',
-      '-verify',
-      '-cades',
-      '-binary',
-      '-inform',
-      'DER',
-      '-in',
-      s.file('sig.p7s', signature),
-      '-content',
-      s.file('doc.bin', content),
-      '-CAfile',
-      caFile,
-      '-out',
-      '/dev/null',
+      ...cmsVerifyArgs(s.file('sig.p7s', signature), s.file('doc.bin', content), caFile),
       ...(signerOut ? ['-signer', signerOut] : []),
     ]),
   );

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { pkiPaths } from '../../src/ca/material.ts';
-import { inScratch, run, type Scratch, type ToolResult } from './openssl.ts';
+import { inScratch, run, type Scratch, type ToolResult, tsVerifyArgs } from './openssl.ts';
 
 /**
  * A new NSS database at dir (for `pdfsig -nssdir sql:<dir>`) that trusts rootCertFile and nothing else:
@@ -172,18 +172,8 @@ export async function verifyToken(
   untrusted?: string,
 ): Promise<ToolResult> {
   return inScratch(async (s) => {
-    const subject = 'data' in over ? ['-data', s.file('data', over.data)] : ['-digest', over.digestHex];
-    return await run('openssl', [
-      'ts',
-      '-verify',
-      '-token_in',
-      '-in',
-      s.file('token.der', token),
-      ...subject,
-      '-CAfile',
-      caFile,
-      ...(untrusted ? ['-untrusted', untrusted] : []),
-    ]);
+    const subject = 'data' in over ? { dataFile: s.file('data', over.data) } : over;
+    return await run('openssl', tsVerifyArgs(s.file('token.der', token), subject, caFile, untrusted));
   });
 }
 

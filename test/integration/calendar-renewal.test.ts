@@ -25,6 +25,7 @@ import { SHA256 } from '../../src/crypto/algorithms.ts';
 import { signPdfs } from '../../src/rp/pades.ts';
 import { readSignatures } from '../../src/rp/pdf.ts';
 import { SHA256_OID, TEST_KEY_CUSTODY } from '../helpers/environment.ts';
+import { cmsVerifyArgs, tsVerifyArgs } from '../helpers/openssl.ts';
 import {
   MovedClock,
   notReadyNaming,
@@ -95,20 +96,7 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
   /** openssl cms -verify -cades on the moved clock, at `attime` (Unix seconds) when given */
   const cmsVerify = (s: Signed, attime?: number) =>
     clock.run('openssl', [
-      'cms',
-      '-verify',
-      '-cades',
-      '-binary',
-      '-inform',
-      'DER',
-      '-in',
-      file('sig.p7s', s.signature),
-      '-content',
-      file('doc', s.document),
-      '-CAfile',
-      pkiPaths(data()).rootCert,
-      '-out',
-      '/dev/null',
+      ...cmsVerifyArgs(file('sig.p7s', s.signature), file('doc', s.document), pkiPaths(data()).rootCert),
       ...(attime === undefined ? [] : ['-attime', String(attime)]),
     ]);
   const clientCert = (flag: string) =>
@@ -174,19 +162,15 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
       'the renewed TSA certificate is not in the signature',
     );
     const token = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!.values[0]!;
-    const ts = await clock.run('openssl', [
-      'ts',
-      '-verify',
-      '-token_in',
-      '-in',
-      file('token.der', token),
-      '-data',
-      file('signature-value', parts.signatureValue),
-      '-CAfile',
-      p.rootCert,
-      '-untrusted',
-      p.tsaCert,
-    ]);
+    const ts = await clock.run(
+      'openssl',
+      tsVerifyArgs(
+        file('token.der', token),
+        { dataFile: file('signature-value', parts.signatureValue) },
+        p.rootCert,
+        p.tsaCert,
+      ),
+    );
     assert.ok(ts.ok, ts.output);
     // the TSA's status, from the root's renewed delegated responder
     const embedded = await Promise.all(parts.crls.map(ocspOfRevocationChoice));

@@ -29,7 +29,7 @@ import {
 } from '../../src/rp/pdf.ts';
 import { toPem } from '../../src/util/base64.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
-import { opensslCmsVerify, run } from '../helpers/openssl.ts';
+import { opensslCmsVerify, run, tsVerifyArgs } from '../helpers/openssl.ts';
 import { assertIssuedAfter, nssTrustStore, tokenGenTime } from '../helpers/pki-oracles.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
 
@@ -119,19 +119,10 @@ async function opensslTs(token: Uint8Array, data: Uint8Array): Promise<{ ok: boo
         .join(''),
     ),
   );
-  return run('openssl', [
-    'ts',
-    '-verify',
-    '-token_in',
-    '-in',
-    file('token.der', token),
-    '-data',
-    file('data.bin', data),
-    '-CAfile',
-    env.rootCaFile,
-    '-untrusted',
-    chain,
-  ]);
+  return run(
+    'openssl',
+    tsVerifyArgs(file('token.der', token), { dataFile: file('data.bin', data) }, env.rootCaFile, chain),
+  );
 }
 
 /**

@@ -18,7 +18,7 @@ import { cutoffs, purgeExpired, startRetention } from '../../src/retention/purge
 import { openPostgresStore, openSqliteStore } from '../../src/store/open.ts';
 import type { DocumentClaim, OutboxState, RecordSigningInput, Store } from '../../src/store/types.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
-import { certificate, signing } from '../store/store-contract.ts';
+import { certificate, claimFor, signing } from '../store/store-contract.ts';
 
 /** a signing with its kept signatures and (unless `record` is false) its mediation record, as signDoc writes them */
 async function signed(
@@ -28,15 +28,7 @@ async function signed(
 ): Promise<{ input: RecordSigningInput; claim: DocumentClaim; recordId: string }> {
   const input = signing(randomUUID(), { createdAt: at });
   const t = input.transaction;
-  const claim: DocumentClaim = {
-    iss: t.iss,
-    txn: t.txn,
-    hashAlgorithmOid: t.hashAlgorithmOid,
-    hashes: t.hashes,
-    claimId: randomUUID(),
-    requestKey: 'C AdES-B-B ECDSA-P256',
-    claimedAt: at,
-  };
+  const claim = claimFor(input, t.hashes, { claimedAt: at });
   assert.deepEqual(await store.claimDocuments(claim, new Date(0)), { kind: 'claimed' });
   await store.recordSigning(input);
   const recordId = referenceId(t.txn, t.certificateSerialHex);

@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import { openSqliteStore, openStore, sqlitePath } from '../../src/store/open.ts';
 import { CHECKPOINT_INTERVAL_MS } from '../../src/store/sqlite-checkpointer.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
-import { MIGRATIONS, registerStoreContract, signing } from '../store/store-contract.ts';
+import { MIGRATIONS, claimFor, registerStoreContract, signing } from '../store/store-contract.ts';
 import { loadConfig } from '../../src/config/load.ts';
 import { randomUUID } from 'node:crypto';
 import { registerDocumentsContract } from '../store/documents-contract.ts';
@@ -127,15 +127,7 @@ describe('journal.enabled', () => {
       const input = signing(`txn-${randomUUID()}`);
       await store.recordSigning(input, 'ordered');
       const hash = input.transaction.hashes[0]!;
-      const claim = {
-        iss: input.transaction.iss,
-        txn: input.transaction.txn,
-        hashAlgorithmOid: input.transaction.hashAlgorithmOid,
-        hashes: [hash],
-        claimId: randomUUID(),
-        requestKey: 'C|B-B|ES256',
-        claimedAt: new Date(),
-      };
+      const claim = claimFor(input, [hash]);
       assert.equal((await store.claimDocuments(claim, new Date(0))).kind, 'claimed');
       const signature = { hash, signature: 'c2ln', revocation: null };
       const serial = input.certificate.serialHex;

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../../src/util/canonical-json.ts';
 import type { JournalBatch, JournalRenewal, Store } from '../../src/store/types.ts';
-import { signing, storeOpener, type StoreFactory } from './store-contract.ts';
+import { claimFor, signing, storeOpener, type StoreFactory } from './store-contract.ts';
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest();
 
@@ -48,15 +48,7 @@ export function registerJournalContract(name: string, factory: StoreFactory): vo
       const serial = input.certificate.serialHex;
       await store.recordSigning(input, 'ordered');
       const hash = input.transaction.hashes[0]!;
-      const claim = {
-        iss: input.transaction.iss,
-        txn: input.transaction.txn,
-        hashAlgorithmOid: input.transaction.hashAlgorithmOid,
-        hashes: [hash],
-        claimId: randomUUID(),
-        requestKey: 'C|B-B|ES256',
-        claimedAt: new Date(),
-      };
+      const claim = claimFor(input, [hash]);
       assert.equal((await store.claimDocuments(claim, new Date(0))).kind, 'claimed');
       const signature = { hash, signature: randomBytes(64).toString('base64'), revocation: null };
       await store.keepSignatures({ claim, signatures: [signature], evidenceSerialHex: serial, outbox: [] });

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { StoreInputError } from '../../src/store/records.ts';
 import type {
+  DocumentClaim,
   IssuedCertificate,
   NewOutboxEntry,
   RecordSigningInput,
@@ -55,6 +56,25 @@ export function certificate(txn: string | null, issuerKeyId = ISSUER): IssuedCer
     issuedAt: now(),
     txn,
     der: randomBytes(480), // the store keeps DER as opaque bytes
+  };
+}
+
+/** The claim a signDoc request makes on documents of a recorded signing (its first hash unless told). */
+export function claimFor(
+  input: RecordSigningInput,
+  hashes: readonly string[] = [input.transaction.hashes[0]!],
+  extra: Partial<DocumentClaim> = {},
+): DocumentClaim {
+  const t = input.transaction;
+  return {
+    iss: t.iss,
+    txn: t.txn,
+    hashAlgorithmOid: t.hashAlgorithmOid,
+    hashes: [...hashes],
+    claimId: randomUUID(),
+    requestKey: 'C AdES-B-B ECDSA-P256',
+    claimedAt: new Date(),
+    ...extra,
   };
 }
 
