@@ -382,6 +382,7 @@ function watchMaterialCalendar(config: Config, anchors: readonly CalendarEntry[]
   const sources = {
     dataDir: config.dataDir,
     clientCertFile: config.client.certFile,
+    serverCertFile: config.server.tlsCertFile,
     signerValiditySeconds: config.signer.validitySeconds,
     tsuKeyUsageDays: config.calendar.tsuKeyUsageDays,
   };
@@ -559,7 +560,12 @@ async function listenOrStop(running: Running, deps: SignDocDeps): Promise<Listen
       logger,
     });
     publication = await listenPublication(config, [publicationRoutes], logger);
-    return { server: await listen(config, app, logger), publication, ops };
+    // a renewed server certificate: the calendar reads its new end, readiness follows
+    const certificateSwitched = () => {
+      running.calendar.reload();
+      running.readiness.refresh().catch(() => undefined);
+    };
+    return { server: await listen(config, app, logger, certificateSwitched), publication, ops };
   } catch (err) {
     await publication?.close();
     await ops?.close();

@@ -40,6 +40,8 @@ export interface CalendarSources {
   readonly dataDir: string;
   /** our TLS client certificate toward the banks (client.certFile) */
   readonly clientCertFile: string;
+  /** our HTTPS server certificate (server.tlsCertFile); listed when the file exists */
+  readonly serverCertFile?: string;
   /** how long a signer certificate is valid (signer.validitySeconds): the issuing CA signs none that outlives it */
   readonly signerValiditySeconds: number;
   /** how long a TSU key is used after its certificate's notBefore (calendar.tsuKeyUsageDays) */
@@ -50,6 +52,13 @@ const DAY_MS = 24 * 3600 * 1000;
 
 /** A renewal at a key ceremony with the root key (ca/renewal.ts). */
 export const CEREMONY_RENEW = 'qtsp pki ceremony --renew --ceremony-dir DIR';
+
+/**
+ * Our HTTPS server certificate comes from the operator's TLS CA (the sandbox's TLS CA in the sandbox), not from
+ * the root: a new pair in place, the key first, and every instance serves it from its next handshake.
+ */
+export const SERVER_CERT_RENEW =
+  'a new certificate from your TLS CA written over server.tlsKeyFile, then server.tlsCertFile (no restart)';
 
 /** An X.509 certificate file as a calendar entry. */
 function certificateEntry(file: string, fields: CertificateFields, keyUsage?: KeyUsageEnd): CalendarEntry {
@@ -167,6 +176,18 @@ function beside(sources: CalendarSources): [string, CertificateFields][] {
       },
     ],
   ];
+  if (sources.serverCertFile && existsSync(sources.serverCertFile))
+    listed.push([
+      sources.serverCertFile,
+      {
+        object: 'tls-server',
+        title: 'our HTTPS server certificate (the signDoc listener)',
+        renewedBy: 'operator',
+        renew: SERVER_CERT_RENEW,
+        // relying parties refuse an expired server certificate: no signDoc reaches us
+        signing: true,
+      },
+    ]);
   // made by the service at its first notification
   if (existsSync(p.mailCert))
     listed.push([

@@ -254,6 +254,7 @@ export function materialCalendar(config: Config): CalendarEntry[] {
   return pkiCalendar({
     dataDir: config.dataDir,
     clientCertFile: config.client.certFile,
+    serverCertFile: config.server.tlsCertFile,
     signerValiditySeconds: config.signer.validitySeconds,
     tsuKeyUsageDays: config.calendar.tsuKeyUsageDays,
   });

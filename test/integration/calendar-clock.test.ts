@@ -22,7 +22,16 @@ import {
 import { SHA256_OID } from '../helpers/environment.ts';
 
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
-const OBJECTS = ['root-ca', 'issuing-ca', 'tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'];
+const OBJECTS = [
+  'root-ca',
+  'issuing-ca',
+  'tsa',
+  'ocsp-responder',
+  'root-ocsp-responder',
+  'root-crl',
+  'tls-client',
+  'tls-server',
+];
 
 describe('the long-lived material on a moved clock, without renewals', () => {
   let dir: string;
@@ -104,6 +113,6 @@ describe('the long-lived material on a moved clock, without renewals', () => {
     const ended = (JSON.parse(s.output) as { object: string; endsAt: string; signing: boolean }[])
       .filter((e) => e.signing && new Date(e.endsAt).getTime() < Date.now() + 731 * 24 * 3600_000)
       .map((e) => e.object);
-    assert.deepEqual(ended, ['ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client']);
+    assert.deepEqual(ended, ['ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client', 'tls-server']);
   });
 });
