@@ -27,8 +27,12 @@ import { type DirectoryBank, PlatformDirectory } from './platform/directory.ts';
 import { buildQtspRecord } from './platform/sp-record.ts';
 import { sandboxPaths, type SandboxPaths } from './paths.ts';
 import { publicHost } from '../util/listen.ts';
-import { ensureSandboxTls, type SandboxTls, type ServerIdentity, TlsServer } from './tls.ts';
+import { ensureSandboxTls, renewSandboxTls, type SandboxTls, type ServerIdentity, TlsServer } from './tls.ts';
+
 import type { RpRegistration, Sandbox, SandboxBank, SandboxControls, SandboxOptions } from './types.ts';
+
+/** How often the sandbox looks for server certificates near their end (a few small files). */
+const TLS_RENEW_CHECK_MS = 10_000;
 
 export type {
   ClientState,
@@ -225,9 +229,20 @@ async function startHttpsParties(state: SandboxState, host: string, o: SandboxOp
   banks.forEach((b, i) => {
     b.ctx.urls.issuer = `https://${publicHost(host)}:${ports[i]}`;
   });
+  // server certificates near their end are reissued and served without a restart (the QTSP's file too)
+  const renewal = setInterval(() => {
+    try {
+      if (renewSandboxTls(state.paths, host).length > 0) for (const { server } of servers) server.reload();
+    } catch (err) {
+      // a file half written or unreadable: the servers keep their pair; the next check tries again
+      process.emitWarning(`sandbox TLS renewal: ${(err as Error).message}`);
+    }
+  }, TLS_RENEW_CHECK_MS);
+  renewal.unref();
   return {
     platformUrl: `https://${publicHost(host)}:${ports[banks.length]}`,
     close: async () => {
+      clearInterval(renewal);
       await Promise.all(servers.map(({ server }) => server.close()));
     },
   };

@@ -4,7 +4,7 @@
  * in constant time. Servers that need client certificates request them but do not chain-check them: the
  * ecosystem uses self-signed client certificates, matched by fingerprint against the registration (spec 5.1, 5.8).
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import { isIP, type AddressInfo, type Socket } from 'node:net';
@@ -45,6 +45,16 @@ function subjectAltNames(host: string): { dnsNames: string[]; ips: string[] } {
   return { dnsNames, ips };
 }
 
+/** A server certificate is reissued this many days before its end (the sandbox is a test ecosystem). */
+export const SERVER_CERT_RENEW_DAYS = 30;
+
+/** Whether the certificate in `certFile` ends within SERVER_CERT_RENEW_DAYS of `now`. */
+function nearEnd(certFile: string, now: Date): boolean {
+  const notAfter = new Date(new X509Certificate(readFileSync(certFile)).validTo).getTime();
+  return notAfter - now.getTime() <= SERVER_CERT_RENEW_DAYS * 24 * 3600 * 1000;
+}
+
+/** Issues the pair when missing, when `renew`, or when it nears its end; true when it did. */
 function ensureServerCert(
   ca: KeyedCertificate,
   renew: boolean,
@@ -52,13 +62,20 @@ function ensureServerCert(
   keyFile: string,
   commonName: string,
   host: string,
-): ServerIdentity {
-  if (renew || !existsSync(certFile) || !existsSync(keyFile)) {
-    const cert = createTlsCertificate(ca, { commonName, usage: 'server', ...subjectAltNames(host) });
-    saveKeyed(cert, certFile, keyFile);
-  }
-  return { certFile, keyFile };
+): boolean {
+  if (!renew && existsSync(certFile) && existsSync(keyFile) && !nearEnd(certFile, new Date())) return false;
+  const cert = createTlsCertificate(ca, { commonName, usage: 'server', ...subjectAltNames(host) });
+  // the QTSP's listener polls both files and switches once they match
+  saveKeyed(cert, certFile, keyFile);
+  return true;
 }
+
+const SERVERS = [
+  ['as', 'asCert', 'asKey', 'Sandbox Bank AS'],
+  ['secondAs', 'secondAsCert', 'secondAsKey', 'Second Sandbox Bank AS'],
+  ['platform', 'platformCert', 'platformKey', 'Sandbox Platform'],
+  ['qtsp', 'qtspCert', 'qtspKey', 'Sandbox QTSP'],
+] as const;
 
 export interface SandboxTls {
   readonly as: ServerIdentity;
@@ -68,15 +85,39 @@ export interface SandboxTls {
   readonly qtsp: ServerIdentity;
 }
 
-/** Creates what is missing: the TLS CA and the server certificates (all renewed when the CA is new). */
+/**
+ * Creates what is missing: the TLS CA and the server certificates (all renewed when the CA is new, each one
+ * reissued when it nears its end).
+ */
 export function ensureSandboxTls(paths: SandboxPaths, host: string): SandboxTls {
   const { ca, created } = loadOrCreateCa(paths);
+  for (const [, cert, key, name] of SERVERS) ensureServerCert(ca, created, paths[cert], paths[key], name, host);
+  return identities(paths);
+}
+
+function identities(paths: SandboxPaths): SandboxTls {
+  const identity = (cert: (typeof SERVERS)[number][1], key: (typeof SERVERS)[number][2]) => ({
+    certFile: paths[cert],
+    keyFile: paths[key],
+  });
   return {
-    as: ensureServerCert(ca, created, paths.asCert, paths.asKey, 'Sandbox Bank AS', host),
-    secondAs: ensureServerCert(ca, created, paths.secondAsCert, paths.secondAsKey, 'Second Sandbox Bank AS', host),
-    platform: ensureServerCert(ca, created, paths.platformCert, paths.platformKey, 'Sandbox Platform', host),
-    qtsp: ensureServerCert(ca, created, paths.qtspCert, paths.qtspKey, 'Sandbox QTSP', host),
+    as: identity('asCert', 'asKey'),
+    secondAs: identity('secondAsCert', 'secondAsKey'),
+    platform: identity('platformCert', 'platformKey'),
+    qtsp: identity('qtspCert', 'qtspKey'),
   };
+}
+
+/**
+ * Reissues from the sandbox's TLS CA every server certificate within SERVER_CERT_RENEW_DAYS of its end (the
+ * QTSP's too: its listener reloads the file); returns the names of those reissued.
+ */
+export function renewSandboxTls(paths: SandboxPaths, host: string, now = new Date()): (keyof SandboxTls)[] {
+  const due = SERVERS.filter(([, cert]) => nearEnd(paths[cert], now));
+  if (due.length === 0) return [];
+  const { ca } = loadOrCreateCa(paths);
+  for (const [, cert, key, name] of due) ensureServerCert(ca, true, paths[cert], paths[key], name, host);
+  return due.map(([name]) => name);
 }
 
 /** x5t#S256: base64url of the SHA-256 of the certificate's DER (RFC 8705 section 3.1). */
@@ -107,17 +148,23 @@ export function fingerprintsEqual(presented: string | undefined, registered: str
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+function secureContextOf(identity: ServerIdentity): { cert: Buffer; key: Buffer; minVersion: 'TLSv1.2' } {
+  return { cert: readFileSync(identity.certFile), key: readFileSync(identity.keyFile), minVersion: 'TLSv1.2' };
+}
+
 /** An HTTPS server that remembers its sockets so close() ends even with stalled requests. */
 export class TlsServer {
   private readonly sockets = new Set<Socket>();
   readonly server: https.Server;
 
-  constructor(identity: ServerIdentity, app: RequestListener, clientCerts: boolean) {
+  constructor(
+    private readonly identity: ServerIdentity,
+    app: RequestListener,
+    clientCerts: boolean,
+  ) {
     this.server = https.createServer(
       {
-        cert: readFileSync(identity.certFile),
-        key: readFileSync(identity.keyFile),
-        minVersion: 'TLSv1.2',
+        ...secureContextOf(identity),
         // self-signed client certificates are accepted here and checked by fingerprint in the routes
         requestCert: clientCerts,
         rejectUnauthorized: false,
@@ -128,6 +175,11 @@ export class TlsServer {
       this.sockets.add(socket);
       socket.once('close', () => this.sockets.delete(socket));
     });
+  }
+
+  /** Serves the pair now in the identity's files from the next handshake (after renewSandboxTls). */
+  reload(): void {
+    this.server.setSecureContext(secureContextOf(this.identity));
   }
 
   listen(host: string, port: number): Promise<number> {
