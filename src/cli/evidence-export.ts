@@ -82,6 +82,16 @@ async function caCertificates(config: Config, base: string): Promise<{ name: str
   return [...ours, ...external.map((der, i) => ({ name: `tsa-${i + 1}`, der }))];
 }
 
+/**
+ * True, after saying so on stderr, when the data directory has no SQLite store: opening would create an empty
+ * one, and a mistyped --data-dir should be told instead.
+ */
+export function evidenceStoreMissing(config: Config): boolean {
+  if (config.store.driver !== 'sqlite' || existsSync(sqlitePath(config.dataDir))) return false;
+  process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
+  return true;
+}
+
 export async function runExport(args: string[], usage: string): Promise<number> {
   let parsed: ExportArgs | string;
   try {
@@ -94,10 +104,7 @@ export async function runExport(args: string[], usage: string): Promise<number> 
     return 2;
   }
   const config = loadConfig(parsed.dataDir ? { dataDir: parsed.dataDir } : {});
-  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
-    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
-    return 1;
-  }
+  if (evidenceStoreMissing(config)) return 1;
   const base = parsed.publicationUrl ?? publicBaseUrl(config);
   const tsa = cliTsa(config, parsed.tsaUrl, base);
   const store = await openStore(config);
@@ -153,10 +160,7 @@ export async function runRenew(args: string[], usage: string): Promise<number> {
     return 2;
   }
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
-  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
-    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
-    return 1;
-  }
+  if (evidenceStoreMissing(config)) return 1;
   const tsa = cliTsa(config, values['tsa-url'], values['publication-url']);
   const store = await openStore(config);
   try {

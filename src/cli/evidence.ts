@@ -9,13 +9,12 @@
  * WAL lets this run beside a serving QTSP.
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { hashByOid } from '../crypto/algorithms.ts';
 import { loadConfig } from '../config/load.ts';
-import { openStore, sqlitePath } from '../store/open.ts';
+import { openStore } from '../store/open.ts';
 import { signaturesOf } from '../retention/signatures.ts';
 import type {
   CertificateStatus,
@@ -29,7 +28,7 @@ import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 import { auditJournal, describeFinding } from '../journal/audit.ts';
 import { recordFileNames, recordsOf } from '../journal/records.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
-import { runExport, runRenew } from './evidence-export.ts';
+import { evidenceStoreMissing, runExport, runRenew } from './evidence-export.ts';
 
 const USAGE =
   'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n' +
@@ -212,10 +211,7 @@ async function runAudit(args: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
-  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
-    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
-    return 1;
-  }
+  if (evidenceStoreMissing(config)) return 1;
   const store = await openStore(config);
   try {
     const report = await auditJournal(store, { ...(from ? { from } : {}), ...(to ? { to } : {}) });
@@ -254,11 +250,7 @@ export async function runEvidence(args: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
-  // opening would create an empty database: a mistyped --data-dir should say so instead
-  if (config.store.driver === 'sqlite' && !existsSync(sqlitePath(config.dataDir))) {
-    process.stderr.write(`no evidence store in ${config.dataDir} (${sqlitePath(config.dataDir)} does not exist)\n`);
-    return 1;
-  }
+  if (evidenceStoreMissing(config)) return 1;
   const store = await openStore(config);
   try {
     switch (sub) {
