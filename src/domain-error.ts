@@ -8,7 +8,10 @@ export const DOMAIN_ERROR_KINDS = [
   'not_offered',
   /** a service the signature needs (time-stamping, revocation) is not configured */
   'not_configured',
-  /** a certificate of the signature has no issuer among the ones we know */
+  /**
+   * a certificate of the signature has no issuer among the ones we know: an external TSA's token names a
+   * certificate that tsa.chainFile (checked at start) does not lead to, e.g. after that TSA changed its CA
+   */
   'incomplete_chain',
   /** the time-stamping authority could not be reached or answered with an HTTP error */
   'tsa_unavailable',

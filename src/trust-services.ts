@@ -5,7 +5,8 @@
  * key is offline), and the RevocationProvider the B-LT builders use. The HTTP side is http/pki-routes.ts.
  */
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { ConfigError } from './config/load.ts';
 import type { HttpAgent as Agent } from './util/http-client.ts';
 import type * as pkijs from 'pkijs';
 import type { Config } from './config/schema.ts';
@@ -86,6 +87,35 @@ export async function registerServiceCertificates(store: TrustStore, services: T
   }
 }
 
+/**
+ * The certificates of tsa.chainFile (the external TSA's, its certificate first), checked at start: each one
+ * parses and its issuer is itself, another certificate of the file, or our root. B-LT and B-LTA need every
+ * issuer (EN 319 122-1 6.4), so a file that lacks one is a configuration error, not a failure of each call.
+ */
+export function externalTsaChain(config: Config, rootDer: Buffer): Buffer[] {
+  const file = config.tsa.url ? config.tsa.chainFile : undefined;
+  if (!file) return [];
+  const fail = (why: string) => new ConfigError(`setting tsa.chainFile: ${file} ${why}`);
+  if (!existsSync(file)) throw fail('does not exist');
+  const chain = fromPem(readFileSync(file, 'utf8'));
+  if (chain.length === 0) throw fail('holds no PEM certificate');
+  const parts = chain.map((der, i) => {
+    try {
+      return partsOf(der);
+    } catch {
+      throw fail(`has a certificate ${i + 1} that is not X.509`);
+    }
+  });
+  const known = [...parts.map((p) => p.subject), partsOf(rootDer).subject];
+  parts.forEach((p, i) => {
+    if (!known.some((subject) => subject.equals(p.issuer)))
+      throw fail(
+        `lacks the issuer of certificate ${i + 1} (${new X509Certificate(p.der).issuer.replace(/\n/g, ', ')})`,
+      );
+  });
+  return chain;
+}
+
 export interface TrustServicesOptions {
   readonly config: Config;
   readonly store: TrustStore;
@@ -109,7 +139,7 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
         url: config.tsa.url,
         timeoutMs: config.tsa.timeoutMs,
         retries: config.tsa.retries,
-        chain: config.tsa.chainFile ? fromPem(readFileSync(config.tsa.chainFile, 'utf8')) : [],
+        chain: externalTsaChain(config, root.der),
         ...(options.agent && config.tsa.url.startsWith('https:') ? { agent: options.agent } : {}),
       })
     : tsa;

@@ -15,6 +15,7 @@
  * the hash algorithm of the message-digest: for the archive time-stamp, whose input includes the document
  * hash, it must (5.5.3); for the signature time-stamp it keeps one algorithm per signature.
  */
+import { X509Certificate } from 'node:crypto';
 import { DomainError } from '../domain-error.ts';
 import type { RevocationProvider } from '../revocation/provider.ts';
 import type { TimestampProvider } from '../timestamping/provider.ts';
@@ -91,7 +92,12 @@ export async function validationData(
       .map(async (p) => {
         const issuer = issuers.find((q) => q.subject.equals(p.issuer));
         if (!issuer)
-          throw new DomainError('incomplete_chain', 'the issuer of a certificate in the signature is missing');
+          throw new DomainError(
+            'incomplete_chain',
+            "the issuer of a certificate in the signature (the time-stamping authority's) is not known to us: " +
+              'B-LT and B-LTA cannot be given now',
+            `not among our CA certificates and tsa.chainFile: ${new X509Certificate(p.der).issuer}`,
+          );
         const ocsp = await revocation.ocspResponse(p.der, issuer.der, after);
         if (ocsp) return { ocsp };
         const crl = await revocation.crl(issuer.der, after);

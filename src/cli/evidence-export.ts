@@ -8,7 +8,7 @@
  * same TSA: a time-stamp renewal when due (journal.renewMarginDays) or with --force, a hash-tree renewal
  * with --hash.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
 import { loadConfig } from '../config/load.ts';
@@ -18,7 +18,7 @@ import { renewHashTree, renewTimeStamps } from '../journal/renewal.ts';
 import { exportEvidence } from '../retention/export.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
 import { RemoteTsa } from '../timestamping/tsa.ts';
-import { fromPem } from '../util/base64.ts';
+import { externalTsaChain } from '../trust-services.ts';
 import { httpRequest } from '../util/http-client.ts';
 
 interface ExportArgs {
@@ -77,8 +77,7 @@ async function caCertificates(config: Config, base: string): Promise<{ name: str
     { name: 'root', der: await fetchCertificate(urls.rootCert, timeoutMs) },
     { name: 'issuing', der: await fetchCertificate(urls.issuingCert, timeoutMs) },
   ];
-  const chainFile = config.tsa.url ? config.tsa.chainFile : undefined;
-  const external = chainFile ? fromPem(readFileSync(chainFile, 'utf8')) : [];
+  const external = externalTsaChain(config, ours[0]!.der);
   return [...ours, ...external.map((der, i) => ({ name: `tsa-${i + 1}`, der }))];
 }
 

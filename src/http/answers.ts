@@ -79,12 +79,13 @@ export interface DomainAnswer {
 /**
  * The one table from what went wrong inside (domain-error.ts) to what the relying party is told (spec 7.5).
  * Our own stores failing is 503 (nothing is returned, a retry may succeed); an upstream (the TSA, the revocation
- * data a signature needs) is 502 or 504; what we do not offer is 400; a service we lack is our fault, 500.
+ * data a signature needs, a TSA certificate whose issuer we lack) is 502 or 504; what we do not offer is 400; a
+ * service we lack is our fault, 500.
  */
 export const DOMAIN_ANSWERS: { readonly [K in DomainErrorKind]: DomainAnswer } = {
   not_offered: { status: 400, error: 'invalid_request' },
   not_configured: { status: 500, error: 'server_error' },
-  incomplete_chain: { status: 500, error: 'server_error' },
+  incomplete_chain: { status: 502, error: 'bad_gateway' },
   tsa_unavailable: { status: 502, error: 'bad_gateway' },
   tsa_timeout: { status: 504, error: 'gateway_timeout' },
   tsa_refused: { status: 502, error: 'bad_gateway' },
