@@ -140,6 +140,21 @@ export function peerFingerprint(socket: unknown): string | undefined {
   return cert?.raw ? certFingerprint(cert.raw) : undefined;
 }
 
+/**
+ * Whether the client certificate presented on this connection is within its validity period at `now`: the
+ * certificate must be one valid for the client (spec 5, item 8), and self-signed ones are not verified by the
+ * TLS layer here (rejectUnauthorized off), so its dates are checked by hand.
+ */
+export function peerCertificateCurrent(socket: unknown, now = new Date()): boolean {
+  const tls = socket as Partial<TLSSocket>;
+  if (typeof tls.getPeerCertificate !== 'function') return false;
+  const cert = tls.getPeerCertificate();
+  if (!cert?.raw) return false;
+  const from = Date.parse(cert.valid_from);
+  const to = Date.parse(cert.valid_to);
+  return Number.isFinite(from) && Number.isFinite(to) && from <= now.getTime() && now.getTime() <= to;
+}
+
 /** Constant-time comparison of two fingerprints. */
 export function fingerprintsEqual(presented: string | undefined, registered: string): boolean {
   if (!presented) return false;

@@ -5,8 +5,8 @@
  */
 import { after, afterEach, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { createHash, generateKeyPairSync } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   createLocalJWKSet,
@@ -28,7 +28,9 @@ import {
   type RpRegistration,
   type Sandbox,
 } from '../../src/sandbox/index.ts';
-import { fromPem } from '../../src/util/base64.ts';
+import { fromPem, toPem } from '../../src/util/base64.ts';
+import { OID } from '../../src/ca/x509.ts';
+import { endEntityCertificate } from '../helpers/certificates.ts';
 import { httpRequest, jsonBody, type HttpResponse, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { startTestSandbox, type TestSandbox } from '../helpers/sandbox.ts';
 
@@ -567,6 +569,34 @@ describe('PAR refuses (spec 2.4, 2.7, 7.2)', () => {
     const other = await sandbox.registerClient({ clientId: 'other-rp', state: 'active' });
     assertError(await par(parParams(), rpAgent(other)), 401, 'invalid_client');
     assertError(await par(parParams({ client_id: 'nobody' })), 401, 'invalid_client');
+  });
+
+  it('a registered certificate past its notAfter, or before its notBefore: 401, its client served again once current', async () => {
+    const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const keyFile = join(dataDir, 'dated-rp.key');
+    writeFileSync(keyFile, privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    const dated = async (validHours: number, hoursAhead = 0) => {
+      const der = endEntityCertificate({
+        commonName: 'dated-rp',
+        publicKey,
+        selfSignKey: privateKey,
+        validHours,
+        keyUsage: ['digitalSignature'],
+        extKeyUsage: [OID.clientAuth],
+        fromHours: hoursAhead || -1,
+      });
+      const certFile = join(dataDir, `dated-rp-${validHours}-${hoursAhead}.pem`);
+      writeFileSync(certFile, toPem(der, 'CERTIFICATE'));
+      return sandbox.registerClient({ clientId: 'dated-rp', state: 'active', certFile, keyFile });
+    };
+    for (const [validHours, fromHours] of [[-0.5], [48, 24]] as const) {
+      const rp = await dated(validHours, fromHours);
+      const res = await par(parParams({}, rp), rpAgent(rp));
+      assertError(res, 401, 'invalid_client');
+      assert.match(String(json(res)['error_description']), /outside its validity period/);
+    }
+    const current = await dated(1);
+    assert.equal((await par(parParams({}, current), rpAgent(current))).status, 201);
   });
 
   it('an inactive RP, an RP without type sign: access_denied', async () => {

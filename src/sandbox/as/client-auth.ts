@@ -7,7 +7,7 @@ import type { RegisteredClient } from '../clients.ts';
 import { invalidClient } from '../errors.ts';
 import type { SpRecord } from '../platform/sp-record.ts';
 import { registeredFingerprints } from '../platform/sp-record.ts';
-import { fingerprintsEqual, peerFingerprint } from '../tls.ts';
+import { fingerprintsEqual, peerCertificateCurrent, peerFingerprint } from '../tls.ts';
 import type { AsContext } from './context.ts';
 import type { Form } from './form.ts';
 
@@ -17,6 +17,7 @@ export function authenticateRp(ctx: AsContext, form: Form, req: Request): Regist
   const client = ctx.clients.authenticate(clientId, peerFingerprint(req.socket));
   if (!client)
     throw invalidClient('client authentication failed: unknown client_id or certificate not registered for it');
+  refuseOutsideValidity(req);
   return client;
 }
 
@@ -27,7 +28,14 @@ export function authenticateQtsp(ctx: AsContext, form: Form, req: Request): SpRe
   if (!record || !registeredFingerprints(record).some((f) => fingerprintsEqual(presented, f))) {
     throw invalidClient('client authentication failed: unknown client_id or certificate not registered for it');
   }
+  refuseOutsideValidity(req);
   return record;
+}
+
+/** A registered certificate past its notAfter (or before its notBefore) authenticates nobody. */
+function refuseOutsideValidity(req: Request): void {
+  if (!peerCertificateCurrent(req.socket))
+    throw invalidClient('client authentication failed: the certificate is outside its validity period');
 }
 
 /** Spec 3: requests of inactive RPs are never processed. */
