@@ -257,7 +257,9 @@ describe('demo RP in a browser', () => {
       await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'X', 'AdES-B-B');
       await chooseBank(page);
       await Promise.all([page.waitForURL((u) => u.pathname === '/callback'), page.click('#cancel')]);
-      assert.match((await page.locator('h1').textContent()) ?? '', /You cancelled/);
+      assert.match((await page.locator('h1').textContent()) ?? '', /The signing stopped at your bank/);
+      // the bank's own words say which it was; the page itself claims no reason it cannot know
+      assert.match((await page.locator('#bank-said').textContent()) ?? '', /^You cancelled at your bank\./);
       assert.equal(await signDocCalls(), before);
       await screenshot(page, 'cancelled-at-bank');
     } finally {

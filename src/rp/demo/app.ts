@@ -22,7 +22,7 @@ import {
 } from '../flow.ts';
 import { PdfFormatError } from '../pdf.ts';
 import { randomValue } from '../pkce.ts';
-import { sendCancelled, sendError, sendHandOver, sendResult, sendUploadPage } from './pages.ts';
+import { sendCancelled, sendError, sendHandOver, sendResult, sendStoppedAtBank, sendUploadPage } from './pages.ts';
 import { type BoundedMap, type DemoSession, DemoSessions, type DocumentChoice } from './sessions.ts';
 import { completeSigning, documentDigests } from './signing.ts';
 import { readUploadForm, tooLarge, UploadError } from './upload.ts';
@@ -194,7 +194,7 @@ async function bankChosen(demo: Demo, req: Request, res: Response): Promise<void
 function sendBankError(demo: Demo, s: DemoSession, res: Response, choice: DocumentChoice, err: RpFlowError): void {
   switch (err.error) {
     case 'access_denied':
-      sendCancelled(res, 'at your bank');
+      sendStoppedAtBank(res, err.errorDescription);
       return;
     case 'account_selection_requested':
       // no error message: straight back to the chooser, which must ask again (prompt=select_account)

@@ -64,11 +64,23 @@ export function sendHandOver(res: Response, o: { title: string; text: string; ur
 
 const again = html`<p><a href="/">Sign another document</a></p>`;
 
-/** The person stopped at the chooser or the bank (spec 7.3: a friendly message). */
+/** The person stopped at the account chooser (spec 7.3: a friendly message). */
 export function sendCancelled(res: Response, where: string): void {
   const body = html`<h1>You cancelled</h1>
 <p>You cancelled the signing ${where}. Nothing was signed and nothing was shared with us or the QTSP.</p>${again}`;
   sendPage(res, 200, { title: 'Signing cancelled' }, body);
+}
+
+/**
+ * The bank ended the login with access_denied (spec 7.3). That covers a Cancel, a page left to expire and a
+ * login the bank stopped, so the page does not claim which: the bank's own words are shown beneath, as text.
+ */
+export function sendStoppedAtBank(res: Response, bankSaid: string | undefined): void {
+  const body = html`<h1>The signing stopped at your bank</h1>
+<p>Your bank ended the signing before you consented: you cancelled, its page expired, or it stopped the login.
+Nothing was signed and nothing was shared with us or the QTSP.</p>
+${bankSaid ? html`<p><small>Your bank said: <span id="bank-said">${bankSaid}</span></small></p>` : ''}${again}`;
+  sendPage(res, 200, { title: 'Signing stopped at your bank' }, body);
 }
 
 export function sendError(res: Response, status: number, title: string, message: string, detail?: string): void {
