@@ -24,7 +24,7 @@ import { keyArchiveAnchors, pkiCalendar, type CalendarEntry } from './ca/calenda
 import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
 import { renewalMarkerFile, writeRenewedCertificate } from './ca/renewal.ts';
 import { renewedResponder } from './ca/responder-renewal.ts';
-import { createTrustServices, registerServiceCertificates, type TrustServices } from './trust-services.ts';
+import { createTrustServices, type TrustServices, type TrustStore as TrustServicesStore } from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
 import { describeCustody, type KeyCustody } from './custody/types.ts';
 import { signerProfile } from './ca/signer-certificate.ts';
@@ -123,12 +123,12 @@ function warnIfOpenToOthers(dataDir: string, logger: Logger): void {
 /** TSA, OCSP responder, CRLs: the issuing CA, TSA and responder certificates are registered in the store */
 async function startTrustServices(
   config: Config,
-  store: Parameters<typeof registerServiceCertificates>[0],
+  store: TrustServicesStore,
   agent: HttpAgent,
   custody: KeyCustody,
 ): Promise<TrustServices> {
   const pki = createTrustServices({ config, store, agent, custody });
-  await registerServiceCertificates(store, pki);
+  await pki.reload(); // the retired issuing CAs of a rollover too; registers the certificates
   return pki;
 }
 
@@ -136,9 +136,9 @@ function pkiRoutes(config: Config, pki: TrustServices, logger: Logger) {
   return pkiRouter({
     tsa: pki.tsa,
     ocsp: pki.ocsp,
-    crls: pki.crls,
+    rootCrl: pki.crls.root,
     rootDer: pki.root.der,
-    issuingDer: pki.issuing.der,
+    issuing: (publishedAs) => pki.issuingGeneration(publishedAs),
     ocspMaxAgeSeconds: Math.min(config.revocation.ocspValiditySeconds, 300),
     crlMaxAgeSeconds: config.revocation.crlRefreshSeconds,
     logger,
@@ -279,7 +279,9 @@ async function startWithCustody(
     store: { driver: store.driver, health: storeHealth },
     ...trust,
     keys,
-    issuingKey: pki.issuing.key,
+    get issuingKey() {
+      return pki.issuing.key; // the current CA's, also after a rollover
+    },
     calendar,
     intervalMs: config.store.pingIntervalMs,
     logger,
@@ -486,7 +488,10 @@ function signDocDeps(
       timeoutMs: config.introspection.timeoutMs,
       clockSkewSeconds,
     },
-    issuingCa: pki.issuing, // with the AIA and CRL DP extensions of signer certificates
+    // with the AIA and CRL DP extensions of signer certificates; the new CA's from a rollover on
+    get issuingCa() {
+      return pki.issuing;
+    },
     ades: { timestamps: pki.timestamps, revocation: pki.revocation },
     signerValiditySeconds: config.signer.validitySeconds,
     signerProfile: signerProfile({ defaultCountry: config.signer.defaultCountry, pdsUrls: config.signer.pdsUrls }),

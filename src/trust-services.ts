@@ -14,9 +14,10 @@ import { partsOf } from './util/der.ts';
 import type { IssuedCertificate, Store } from './store/types.ts';
 import { fromPem } from './util/base64.ts';
 import type { KeyedCertificate } from './ca/authority.ts';
-import { CeremonyCrl, CrlIssuer } from './revocation/crl.ts';
-import type { KeyCustody } from './custody/types.ts';
-import { loadCustodyMaterial, type PublishedCertificate } from './ca/material.ts';
+import { CeremonyCrl, CrlIssuer, type CrlSource } from './revocation/crl.ts';
+import { keyGenerationsOf, type KeyCustody } from './custody/types.ts';
+import { loadCustodyMaterial, type CustodyMaterial, type PublishedCertificate } from './ca/material.ts';
+import { currentPublication, generationUrls, loadRetiredGenerations } from './ca/issuing-generations.ts';
 import { OcspResponder, OcspResponders } from './revocation/ocsp.ts';
 import { issuingCaPointers, pkiUrls, publicBaseUrl, type PkiUrls } from './ca/publication.ts';
 import type { TimestampProvider } from './timestamping/provider.ts';
@@ -43,10 +44,15 @@ export interface TrustServices {
   readonly rootOcspResponderDer: Buffer;
   readonly crls: { readonly root: CeremonyCrl; readonly issuing: CrlIssuer };
   readonly revocation: RevocationProvider;
+  /** the issuing CA generation published under this tag ('' the first CA's paths): current or retired */
+  issuingGeneration(publishedAs: string): IssuingGeneration | undefined;
+  /** the retired issuing CAs (ca/rollover.ts), each still answering for the certificates it issued */
+  readonly retiredGenerations: readonly IssuingGeneration[];
   /**
    * Reads the material again after a ceremony renewed some of it (ca/renewal.ts): the TSA, both delegated OCSP
    * responders and the root CRL serve the files' certificates, keys and CRL from now on; new certificates are
-   * registered in the store. The CAs themselves do not change here.
+   * registered in the store. After an issuing CA rollover the new CA issues from now on, and the retired ones
+   * (ca/issuing-generations.ts) answer OCSP and CRLs for theirs.
    */
   reload(): Promise<void>;
 }
@@ -75,6 +81,7 @@ export async function registerServiceCertificates(store: TrustStore, services: T
     issuedRecord(services.tsa.chain[0]!, services.crls.root.keyId.toString('hex')),
     issuedRecord(services.ocspResponderDer, services.crls.issuing.keyId.toString('hex')),
     issuedRecord(services.rootOcspResponderDer, services.crls.root.keyId.toString('hex')),
+    ...services.retiredGenerations.map((g) => issuedRecord(g.responder.responderDer, g.crl.keyId.toString('hex'))),
   ];
   for (const record of records) {
     if (await store.getCertificate(record.serialHex)) continue;
@@ -125,12 +132,23 @@ export interface TrustServicesOptions {
   readonly custody: Pick<KeyCustody, 'longLivedKey' | 'location'>;
 }
 
-export function createTrustServices(options: TrustServicesOptions): TrustServices {
-  const { config, store } = options;
-  const urls = pkiUrls(publicBaseUrl(config));
-  const material = loadCustodyMaterial(config.dataDir, options.custody);
-  const { root, issuing } = material;
-  const tsa = new LocalTsa(material.tsa, root.der, {
+/** One generation of the issuing CA as served: its responder, its CRL, the paths it is published at. */
+export interface IssuingGeneration {
+  readonly der: Buffer;
+  /** '' for the first CA's paths, else the tag in them (ca/issuing-generations.ts) */
+  readonly publishedAs: string;
+  readonly responder: OcspResponder;
+  /** signed here while the CA key exists; its final CRL once the key is destroyed */
+  readonly crl: CrlSource;
+}
+
+/** The TSA of the material, and what B-T..B-LTA signatures use: it, or the external one of tsa.url. */
+function timeStamping(
+  options: TrustServicesOptions,
+  material: CustodyMaterial,
+): Pick<TrustServices, 'tsa' | 'timestamps'> {
+  const { config } = options;
+  const tsa = new LocalTsa(material.tsa, material.root.der, {
     policyOid: config.tsa.policyOid,
     accuracySeconds: config.tsa.accuracySeconds,
   });
@@ -143,45 +161,15 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
         ...(options.agent && config.tsa.url.startsWith('https:') ? { agent: options.agent } : {}),
       })
     : tsa;
-  const { ocsp, revocation, crls, responders } = revocationServices(config, store, material);
-  const services: TrustServices = {
-    urls,
-    root,
-    issuing: { ...issuing, signerPointers: issuingCaPointers(urls) },
-    tsa,
-    timestamps,
-    ocsp,
-    get ocspResponderDer() {
-      return responders.issuing.responderDer;
-    },
-    get rootOcspResponderDer() {
-      return responders.root.responderDer;
-    },
-    crls,
-    revocation,
-    async reload() {
-      const renewed = loadCustodyMaterial(config.dataDir, options.custody);
-      tsa.renew(renewed.tsa);
-      responders.issuing.renew(renewed.ocspResponder);
-      responders.root.renew(renewed.rootOcspResponder);
-      crls.root.renew(renewed.rootCrl);
-      await registerServiceCertificates(store, services);
-    },
-  };
-  return services;
+  return { tsa, timestamps };
 }
 
 /**
- * OCSP and CRLs: the issuing CA's responder and CRL signed here; for the root, whose key is offline, its
- * delegated responder (fresh status of the issuing CA and the TSA for B-LT) and the CRL of the ceremony.
+ * The issuing CA's generations as served: the current one (its certificate, responder, CRL and the pointers its
+ * signer certificates carry) and the retired ones of a rollover, read again by reload().
  */
-function revocationServices(
-  config: Config,
-  store: TrustStore,
-  material: ReturnType<typeof loadCustodyMaterial>,
-): Pick<TrustServices, 'ocsp' | 'revocation' | 'crls'> & {
-  responders: { issuing: OcspResponder; root: OcspResponder };
-} {
+function issuingGenerations(options: TrustServicesOptions, urls: PkiUrls, material: CustodyMaterial) {
+  const { config, store } = options;
   const responder = (responderCert: KeyedCertificate, ca: { der: Buffer }) =>
     new OcspResponder({
       responder: responderCert,
@@ -189,18 +177,94 @@ function revocationServices(
       status: store,
       validitySeconds: config.revocation.ocspValiditySeconds,
     });
-  const issuing = responder(material.ocspResponder, material.issuing);
-  const root = responder(material.rootOcspResponder, material.root);
-  const responders = [issuing, root];
-  const crls = {
-    root: new CeremonyCrl(material.root.der, material.rootCrl),
-    issuing: new CrlIssuer({
-      ca: material.issuing,
+  const crlIssuer = (ca: KeyedCertificate) =>
+    new CrlIssuer({
+      ca,
       revoked: store,
       validitySeconds: config.revocation.crlValiditySeconds,
       refreshSeconds: config.revocation.crlRefreshSeconds,
-    }),
+    });
+  const currentOf = (m: CustodyMaterial) => {
+    const publishedAs = currentPublication(config.dataDir);
+    return {
+      der: m.issuing.der,
+      publishedAs,
+      responder: responder(m.ocspResponder, m.issuing),
+      crl: crlIssuer(m.issuing),
+      issuing: { ...m.issuing, signerPointers: issuingCaPointers(generationUrls(urls, publishedAs)) },
+    };
   };
-  const revocation = new LocalRevocation(responders, store, [crls.root, crls.issuing]);
-  return { ocsp: new OcspResponders(responders), revocation, crls, responders: { issuing, root } };
+  let current = currentOf(material);
+  let retired: IssuingGeneration[] = [];
+  return {
+    rootResponder: responder(material.rootOcspResponder, material.root),
+    current: () => current,
+    retired: () => retired,
+    async reload(renewed: CustodyMaterial): Promise<void> {
+      if (renewed.issuing.der.equals(current.der)) current.responder.renew(renewed.ocspResponder);
+      else current = currentOf(renewed);
+      retired = (await loadRetiredGenerations(config.dataDir, options.custody)).map((g) => ({
+        der: g.caDer,
+        publishedAs: g.record.publishedAs,
+        responder: responder(g.responder, { der: g.caDer }),
+        crl: g.ca ? crlIssuer(g.ca) : new CeremonyCrl(g.caDer, g.finalCrl!),
+      }));
+    },
+  };
+}
+
+export function createTrustServices(options: TrustServicesOptions): TrustServices {
+  const { config, store } = options;
+  const urls = pkiUrls(publicBaseUrl(config));
+  const material = loadCustodyMaterial(config.dataDir, options.custody);
+  const { root } = material;
+  const { tsa, timestamps } = timeStamping(options, material);
+  const issuing = issuingGenerations(options, urls, material);
+  const { rootResponder } = issuing;
+  const rootCrl = new CeremonyCrl(root.der, material.rootCrl);
+  const retired = issuing.retired;
+  const responders = () => [issuing.current().responder, rootResponder, ...retired().map((g) => g.responder)];
+  const crlSources = () => [rootCrl, issuing.current().crl, ...retired().map((g) => g.crl)];
+  const ocsp = new OcspResponders(responders());
+  const revocation = new LocalRevocation(responders(), store, crlSources());
+  const generations = keyGenerationsOf(options.custody);
+  const services: TrustServices = {
+    urls,
+    root,
+    get issuing() {
+      return issuing.current().issuing;
+    },
+    tsa,
+    timestamps,
+    ocsp,
+    get ocspResponderDer() {
+      return issuing.current().responder.responderDer;
+    },
+    get rootOcspResponderDer() {
+      return rootResponder.responderDer;
+    },
+    crls: {
+      root: rootCrl,
+      get issuing() {
+        return issuing.current().crl;
+      },
+    },
+    revocation,
+    issuingGeneration: (publishedAs) => [issuing.current(), ...retired()].find((g) => g.publishedAs === publishedAs),
+    get retiredGenerations() {
+      return retired();
+    },
+    async reload() {
+      await generations?.refreshLongLivedKeys(); // a rollover moved the token's labels
+      const renewed = loadCustodyMaterial(config.dataDir, options.custody);
+      tsa.renew(renewed.tsa);
+      await issuing.reload(renewed);
+      rootResponder.renew(renewed.rootOcspResponder);
+      rootCrl.renew(renewed.rootCrl);
+      ocsp.replace(responders());
+      revocation.replace(responders(), crlSources());
+      await registerServiceCertificates(store, services);
+    },
+  };
+  return services;
 }

@@ -11,6 +11,7 @@ import * as pkijs from 'pkijs';
 import { fromPem } from '../util/base64.ts';
 import { loadSignerKeys } from '../trust/key-archive.ts';
 import { pkiPaths } from './material.ts';
+import { retiredFiles, retiredGenerations } from './issuing-generations.ts';
 
 /** Who renews an object: the running service, a key ceremony with the root key, or the operator by hand. */
 export type RenewedBy = 'service' | 'ceremony' | 'operator';
@@ -209,6 +210,7 @@ export function pkiCalendar(sources: CalendarSources): CalendarEntry[] {
   return [
     ...hierarchy(sources).map(([file, fields, keyUsage]) => certificateEntry(file, fields, keyUsage)),
     crlEntry(p.rootCrl, p.rootCert),
+    ...retiredCalendar(sources.dataDir), // issuing CAs a rollover retired, while they answer for theirs
     ...beside(sources).map(([file, fields]) => certificateEntry(file, fields)),
   ];
 }
@@ -261,4 +263,45 @@ export function endedReason(entry: CalendarEntry): string {
     `expired: ${entry.object} (${entry.title}) ${entry.endField} ${entry.endsAt.toISOString()}; ` +
     `renew: ${entry.renew}`
   );
+}
+
+/**
+ * The issuing CAs a rollover retired (ca/rollover.ts), each CA and its responder until they end. No new
+ * signature depends on them (signing false); OCSP and CRLs for the certificates they issued do.
+ */
+function retiredCalendar(dataDir: string): CalendarEntry[] {
+  return retiredGenerations(dataDir).flatMap((record) => {
+    const files = retiredFiles(dataDir, record.tag);
+    const destroy = `qtsp pki ceremony --destroy-issuing-ca ${record.tag}`;
+    const fields = (object: string, title: string, renew: string): CertificateFields => ({
+      object,
+      title,
+      renewedBy: 'ceremony',
+      renew,
+      signing: false,
+    });
+    const kept = record.destroyedAt ? `key destroyed ${record.destroyedAt}` : 'key kept';
+    return [
+      certificateEntry(
+        files.cert,
+        fields(
+          `issuing-ca-${record.tag}`,
+          `retired issuing CA (${kept}; status of the certificates it issued)`,
+          record.destroyedAt
+            ? 'none: its final CRL and responder certificate last until it ends'
+            : `${destroy} once its last certificate has expired`,
+        ),
+      ),
+      certificateEntry(
+        files.responderCert,
+        fields(
+          `ocsp-responder-${record.tag}`,
+          "retired issuing CA's delegated OCSP responder",
+          record.destroyedAt
+            ? 'none: certified until the retired CA ends'
+            : `${destroy} certifies it until the CA ends`,
+        ),
+      ),
+    ];
+  });
 }

@@ -494,3 +494,24 @@ export function recertifyOcspResponder(
     serial,
   });
 }
+
+/**
+ * An issuing CA rollover (ca/rollover.ts): the root certifies the next issuing CA's key under today's profile,
+ * with the common name given (each generation its own, so that people and validators tell them apart).
+ */
+export function certifyNextIssuingCa(
+  root: KeyedCertificate,
+  publicKey: KeyObject,
+  urls: PkiUrls,
+  commonName: string,
+): Promise<{ der: Buffer }> {
+  return issueCertificateAsync(requestFor(root, { ...PROFILES['issuing-ca'](urls), commonName }, publicKey));
+}
+
+/** The delegated OCSP responder certificate (today's profile) of an issuing CA for `publicKey`. */
+export function certifyOcspResponder(issuing: KeyedCertificate, publicKey: KeyObject): Promise<{ der: Buffer }> {
+  return issueCertificateAsync(requestFor(issuing, PROFILES['ocsp-responder'](), publicKey));
+}
+
+/** The common name of the issuing CA `qtsp pki init` makes; a rollover's next CA adds its generation to it. */
+export const ISSUING_CA_NAME = PROFILES['issuing-ca'](pkiUrls(DEFAULT_PUBLIC_BASE_URL)).commonName;

@@ -25,6 +25,7 @@ import {
 import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
 import { markRenewed, renewalPlan, writeRenewed, writeRenewedRootCrl, type PlannedRenewal } from '../ca/renewal.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
+import { destroyIssuingCa, rollover } from './pki-rollover.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
 import type { Config } from '../config/schema.ts';
@@ -34,6 +35,8 @@ const USAGE =
   'usage: qtsp pki ceremony|init [--rsa] [--force] [--pkcs11] [--migrate] [--ceremony-dir DIR]\n' +
   '       qtsp pki ceremony --renew [--within DAYS] [--dry-run] [--ceremony-dir DIR]\n' +
   '       qtsp pki ceremony --renew-crl [--ceremony-dir DIR] | qtsp pki root | qtsp pki revoke SERIAL [--reason R]\n' +
+  '       qtsp pki ceremony --rollover-issuing-ca [--dry-run] [--ceremony-dir DIR]\n' +
+  '       qtsp pki ceremony --destroy-issuing-ca TAG [--dry-run]\n' +
   '       qtsp pki status [--json]\n' +
   '       qtsp pki client-cert --rotate|--retire [--sp-directory URL]\n';
 
@@ -352,6 +355,8 @@ export async function runPki(args: string[]): Promise<number> {
       pkcs11: { type: 'boolean', default: false },
       migrate: { type: 'boolean', default: false },
       'renew-crl': { type: 'boolean', default: false },
+      'rollover-issuing-ca': { type: 'boolean', default: false },
+      'destroy-issuing-ca': { type: 'string' },
       renew: { type: 'boolean', default: false },
       'dry-run': { type: 'boolean', default: false },
       within: { type: 'string' },
@@ -371,6 +376,9 @@ export async function runPki(args: string[]): Promise<number> {
     case 'ceremony':
       // --migrate names what a ceremony on existing material does anyway: it completes and migrates it
       if (values.renew) return renew(config, values);
+      if (values['rollover-issuing-ca']) return rollover(config, values, journalCaEvent);
+      if (values['destroy-issuing-ca'] !== undefined)
+        return destroyIssuingCa(config, values['destroy-issuing-ca'], values, journalCaEvent);
       return values['renew-crl'] ? renewRootCrl(config, values['ceremony-dir']) : ceremony(config, values);
     case 'root':
       process.stdout.write(readFileSync(paths.rootCert, 'utf8'));

@@ -97,6 +97,32 @@ export interface LongLivedKeyMaker {
   ): Promise<SigningKey & { readonly publicKey: KeyObject }>;
 }
 
+/** A long-lived key with its public key, as a custody hands it out. */
+export type LongLivedSigningKey = SigningKey & { readonly publicKey: KeyObject };
+
+/**
+ * A custody that keeps long-lived keys itself and keeps several generations of one side by side: an issuing CA
+ * rollover (ca/rollover.ts) makes the next key beside the current one, then the current one is kept under a
+ * generation tag (retired) and the next one becomes current. The current key of a role has no tag.
+ */
+export interface KeyGenerations {
+  /** a new key pair under `name` and `tag`, replacing one of that name and tag */
+  generateTaggedKey(name: LongLivedKeyName, tag: string, algorithm: KeyAlgorithm): Promise<LongLivedSigningKey>;
+  /** the key under `name` and `tag` (found once, then cached) */
+  taggedKey(name: LongLivedKeyName, tag: string): Promise<LongLivedSigningKey>;
+  /** moves a key from one tag to another (undefined: the current key) */
+  retagKey(name: LongLivedKeyName, from: string | undefined, to: string | undefined): Promise<void>;
+  /** destroys the key pair under `name` and `tag`; true when there was one */
+  destroyTaggedKey(name: LongLivedKeyName, tag: string): Promise<boolean>;
+  /** finds the current long-lived keys again (another process moved them) */
+  refreshLongLivedKeys(): Promise<void>;
+}
+
+/** The custody's KeyGenerations, when it keeps long-lived keys itself (a token); undefined for key files. */
+export function keyGenerationsOf(custody: object): KeyGenerations | undefined {
+  return 'retagKey' in custody ? (custody as unknown as KeyGenerations) : undefined;
+}
+
 /** A custody failure at run time (a token that disappeared): nothing was signed; signDoc answers 503. */
 export class KeyCustodyUnavailable extends Error {
   override name = 'KeyCustodyUnavailable';

@@ -5,6 +5,8 @@
  *   POST /ocsp, GET /ocsp/{b64} RFC 6960 A.1: application/ocsp-request -> application/ocsp-response
  *   GET  /crl/root.crl, /crl/issuing.crl   RFC 5280 5 (application/pkix-crl, DER; the root's from the key ceremony)
  *   GET  /ca/root.crt, /ca/issuing.crt     AIA caIssuers targets (RFC 5280 4.2.2.1: application/pkix-cert, DER)
+ *   GET  /crl/issuing-{tag}.crl, /ca/issuing-{tag}.crt   the same for an issuing CA made by a rollover
+ *                              (ca/issuing-generations.ts); the first CA keeps the paths without a tag
  * A bad request is answered in the protocol's own terms (a TimeStampResp with status rejection, an
  * OCSPResponse malformedRequest), with HTTP 400, never a 500 or a stack trace.
  */
@@ -20,9 +22,10 @@ export interface PkiHttpServices {
   readonly tsa: LocalTsa;
   /** answers for every CA of ours (revocation/ocsp.ts OcspResponders) */
   readonly ocsp: Pick<OcspResponder, 'respond'>;
-  readonly crls: { readonly root: CrlSource; readonly issuing: CrlSource };
+  readonly rootCrl: CrlSource;
   readonly rootDer: Buffer;
-  readonly issuingDer: Buffer;
+  /** the issuing CA generation published under this tag ('' for the first CA's paths), current or retired */
+  readonly issuing: (publishedAs: string) => { readonly der: Buffer; readonly crl: CrlSource } | undefined;
   /** how long GET answers may be cached (seconds) */
   readonly ocspMaxAgeSeconds: number;
   readonly crlMaxAgeSeconds: number;
@@ -91,7 +94,7 @@ function ocspRoutes(router: express.Router, s: PkiHttpServices): void {
 }
 
 function publicationRoutes(router: express.Router, s: PkiHttpServices): void {
-  const crl = (issuer: CrlSource) => async (_req: Request, res: Response) => {
+  const sendCrl = async (res: Response, issuer: CrlSource) => {
     let der: Buffer;
     try {
       der = await issuer.current();
@@ -105,13 +108,27 @@ function publicationRoutes(router: express.Router, s: PkiHttpServices): void {
     }
     res.set({ 'content-type': PKIX_CRL, 'cache-control': `public, max-age=${s.crlMaxAgeSeconds}` }).send(der);
   };
-  router.get(PKI_PATHS.rootCrl, crl(s.crls.root));
-  router.get(PKI_PATHS.issuingCrl, crl(s.crls.issuing));
-  const cert = (der: Buffer) => (_req: Request, res: Response) => {
+  const sendCert = (res: Response, der: Buffer) =>
     res.set({ 'content-type': 'application/pkix-cert', 'cache-control': 'public, max-age=86400' }).send(der);
-  };
-  router.get(PKI_PATHS.rootCert, cert(s.rootDer));
-  router.get(PKI_PATHS.issuingCert, cert(s.issuingDer));
+  /** the issuing CA of a publication tag, looked up at each request: a rollover adds one while running */
+  const issuing =
+    (what: 'crl' | 'cert', tagged: boolean) =>
+    async (req: Request, res: Response): Promise<void> => {
+      const tag = tagged ? String(req.params['tag']) : '';
+      const generation = tag === '' || /^[0-9a-f]{16}$/.test(tag) ? s.issuing(tag) : undefined;
+      if (!generation) {
+        res.status(404).json({ error: 'not_found', error_description: 'no issuing CA is published under this name' });
+        return;
+      }
+      if (what === 'crl') await sendCrl(res, generation.crl);
+      else sendCert(res, generation.der);
+    };
+  router.get(PKI_PATHS.rootCrl, (_req, res) => sendCrl(res, s.rootCrl));
+  router.get(PKI_PATHS.rootCert, (_req, res) => sendCert(res, s.rootDer));
+  router.get(PKI_PATHS.issuingCrl, issuing('crl', false));
+  router.get(PKI_PATHS.issuingCert, issuing('cert', false));
+  router.get(PKI_PATHS.issuingCrl.replace(/\.crl$/, '-:tag.crl'), issuing('crl', true));
+  router.get(PKI_PATHS.issuingCert.replace(/\.crt$/, '-:tag.crt'), issuing('cert', true));
 }
 
 /** Body-parser failures (too large, bad encoding) on /tsa and /ocsp: the protocol's own error, HTTP 400. */

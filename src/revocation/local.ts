@@ -47,9 +47,9 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 export class LocalRevocation implements RevocationProvider {
   readonly #recent = new Map<string, OcspEntry>();
   readonly #making = new Map<string, Promise<OcspEntry>>();
-  readonly #responders: readonly OcspResponder[];
+  #responders: readonly OcspResponder[];
   readonly #status: Pick<Store, 'certificateStatus'>;
-  readonly #crls: readonly CrlSource[];
+  #crls: readonly CrlSource[];
   readonly #clock: () => Date;
 
   /** `responders`: one per CA that runs one; `crls`: one per CA */
@@ -63,6 +63,12 @@ export class LocalRevocation implements RevocationProvider {
     this.#status = status;
     this.#crls = crls;
     this.#clock = clock;
+  }
+
+  /** The responders and CRLs from now on (an issuing CA rollover adds the new CA's beside the old one's). */
+  replace(responders: readonly OcspResponder[], crls: readonly CrlSource[]): void {
+    this.#responders = responders;
+    this.#crls = crls;
   }
 
   get authorities(): readonly Buffer[] {

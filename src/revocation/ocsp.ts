@@ -238,9 +238,14 @@ const UNAUTHORIZED = errorResponse('unauthorized');
  * one responder, so a request naming certificates of two CAs gets unauthorized (RFC 6960 2.3).
  */
 export class OcspResponders {
-  readonly #all: readonly OcspResponder[];
+  #all: readonly OcspResponder[];
 
   constructor(all: readonly OcspResponder[]) {
+    this.#all = all;
+  }
+
+  /** The responders from now on: a CA that rolled over keeps its own beside the new CA's (ca/rollover.ts). */
+  replace(all: readonly OcspResponder[]): void {
     this.#all = all;
   }
 

@@ -86,8 +86,10 @@ export async function signConsented(
   choice: SigningChoice,
   introspection: Introspection,
   fingerprint: string,
-  deps: SignDocDeps,
+  current: SignDocDeps,
 ): Promise<SignDocResult> {
+  // one issuing CA for the whole request, also when a rollover switches it meanwhile (its certificate, chain, evidence)
+  const deps: SignDocDeps = { ...current, issuingCa: current.issuingCa };
   const consent = checkConsent(introspection.payload, request, deps.qtspId, fingerprint); // 5 consent
   requireCustodySupport(choice, request, deps); // custody
   const once = await claimDocuments(consent, request, choice, deps.store, deps.logger); // 5b once per document

@@ -23,7 +23,9 @@ import {
   type CustodyReadiness,
   type EcdsaEncoding,
   type KeyCustody,
+  type KeyGenerations,
   type KeyLocation,
+  type LongLivedSigningKey,
   type LongLivedKeyMaker,
   type LongLivedKeyName,
   type SignerKey,
@@ -117,7 +119,7 @@ class TokenSignerKey extends TokenSigningKey implements SignerKey {
   }
 }
 
-export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
+export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerations {
   readonly kind = 'pkcs11';
   readonly qscd: boolean;
   readonly #token: Pkcs11Token;
@@ -125,6 +127,8 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
   readonly #logger: Logger | undefined;
   /** cached handles and public keys of the long-lived keys, by role */
   #longLived = new Map<LongLivedKeyName, LongLivedHandle>();
+  /** cached handles of tagged generations (KeyGenerations), by label */
+  #tagged = new Map<string, LongLivedHandle>();
   readonly #unsupported = new Set<string>();
   /** the connection: session objects of an earlier one died with their sessions */
   #epoch = 0;
@@ -231,6 +235,70 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
     return this.longLivedKey(name);
   }
 
+  // -------------------------------------------------------------------------------------------------------
+  // generations of a long-lived key (an issuing CA rollover): the current one labelled qtsp-<role>, others
+  // qtsp-<role>.<tag>
+
+  async generateTaggedKey(name: LongLivedKeyName, tag: string, algorithm: KeyAlgorithm): Promise<LongLivedSigningKey> {
+    const label = taggedLabel(name, tag);
+    await this.#token.withSession(async (session) => {
+      destroyLabelled(this.#token, session, label);
+      const pair = await generateTokenKeyPair(this.#token, session, { algorithm, persistent: true, label, epoch: 0 });
+      this.#tagged.set(label, { handle: pair.privateHandle, publicKey: pair.publicKey, algorithm });
+    });
+    return this.#taggedSigningKey(label);
+  }
+
+  async taggedKey(name: LongLivedKeyName, tag: string): Promise<LongLivedSigningKey> {
+    const label = taggedLabel(name, tag);
+    if (!this.#tagged.has(label))
+      await this.#token.withSession((session) => {
+        this.#tagged.set(label, this.#findLongLivedKey(session, label, true));
+      });
+    return this.#taggedSigningKey(label);
+  }
+
+  async retagKey(name: LongLivedKeyName, from: string | undefined, to: string | undefined): Promise<void> {
+    const [source, target] = [from, to].map((t) => (t === undefined ? LONG_LIVED_LABELS[name] : taggedLabel(name, t)));
+    await this.#token.withSession((session) => {
+      if (findObject(this.#token, session, pkcs11js.CKO_PRIVATE_KEY, target!))
+        throw new Error(`token ${JSON.stringify(this.#token.label)} holds a key labelled ${target} already`);
+      for (const objectClass of [pkcs11js.CKO_PRIVATE_KEY, pkcs11js.CKO_PUBLIC_KEY]) {
+        const handle = findObject(this.#token, session, objectClass, source!);
+        if (!handle) throw new Error(`token ${JSON.stringify(this.#token.label)} has no key labelled ${source}`);
+        this.#token.pkcs11.C_SetAttributeValue(session, handle, [{ type: pkcs11js.CKA_LABEL, value: target! }]);
+      }
+    });
+    this.#tagged.delete(source!);
+    this.#tagged.delete(target!);
+  }
+
+  async destroyTaggedKey(name: LongLivedKeyName, tag: string): Promise<boolean> {
+    const label = taggedLabel(name, tag);
+    this.#tagged.delete(label);
+    return this.#token.withSession((session) => {
+      const present = findObject(this.#token, session, pkcs11js.CKO_PRIVATE_KEY, label) !== undefined;
+      destroyLabelled(this.#token, session, label);
+      return present;
+    });
+  }
+
+  async refreshLongLivedKeys(): Promise<void> {
+    this.#tagged.clear();
+    await this.#findLongLivedKeys(true);
+  }
+
+  #taggedSigningKey(label: string): LongLivedSigningKey {
+    const found = this.#tagged.get(label)!;
+    const scheme = found.algorithm === 'RSA-3072' ? 'rsa-pkcs1-v1_5' : 'ecdsa';
+    const key = new TokenSigningKey(this, found.algorithm, scheme, () => {
+      const current = this.#tagged.get(label);
+      if (!current) throw new KeyCustodyUnavailable(`the key ${label} is no longer in the token`);
+      return current.handle;
+    });
+    return Object.assign(key, { publicKey: found.publicKey });
+  }
+
   /** Finds the long-lived keys by label (once; again after a reconnect). */
   async #findLongLivedKeys(atStart: boolean): Promise<void> {
     await this.#token.withSession((session) => {
@@ -238,6 +306,15 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
       for (const name of Object.keys(LONG_LIVED_LABELS) as LongLivedKeyName[])
         found.set(name, this.#findLongLivedKey(session, LONG_LIVED_LABELS[name], atStart));
       this.#longLived = found;
+      // tagged keys found before: their handles are found again too (a reconnect invalidates them)
+      // (one destroyed meanwhile is forgotten)
+      for (const label of [...this.#tagged.keys()]) {
+        try {
+          this.#tagged.set(label, this.#findLongLivedKey(session, label, false));
+        } catch {
+          this.#tagged.delete(label);
+        }
+      }
     });
   }
 
@@ -481,6 +558,12 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker {
     await this.#token.idle(CLOSE_WAIT_MS); // signer keys of requests under way are destroyed on their sessions first
     this.#token.close();
   }
+}
+
+/** CKA_LABEL of a tagged generation of a long-lived key: qtsp-<role>.<tag> */
+function taggedLabel(name: LongLivedKeyName, tag: string): string {
+  if (!/^[0-9a-z-]+$/.test(tag)) throw new TypeError(`a key generation tag is lowercase letters and digits: ${tag}`);
+  return `${LONG_LIVED_LABELS[name]}.${tag}`;
 }
 
 /** The PIN file's first line; a failure names the setting, never the content. */
