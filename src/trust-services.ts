@@ -14,6 +14,7 @@ import { partsOf } from './util/der.ts';
 import type { IssuedCertificate, Store } from './store/types.ts';
 import { fromPem } from './util/base64.ts';
 import type { KeyedCertificate } from './ca/authority.ts';
+import { caKeyId } from './ca/certificate-list.ts';
 import { CeremonyCrl, CrlIssuer, type CrlSource } from './revocation/crl.ts';
 import { keyGenerationsOf, type KeyCustody } from './custody/types.ts';
 import { loadCustodyMaterial, type CustodyMaterial, type PublishedCertificate } from './ca/material.ts';
@@ -76,13 +77,31 @@ function issuedRecord(der: Buffer, issuerKeyId: string): IssuedCertificate {
  * that `qtsp pki revoke` can revoke them and the CRLs and OCSP know them. Idempotent across restarts.
  */
 export async function registerServiceCertificates(store: TrustStore, services: TrustServices): Promise<void> {
-  const records = [
-    issuedRecord(services.issuing.der, services.crls.root.keyId.toString('hex')),
-    issuedRecord(services.tsa.chain[0]!, services.crls.root.keyId.toString('hex')),
+  const rootKeyId = services.crls.root.keyId.toString('hex');
+  await registerRecords(store, [
+    issuedRecord(services.issuing.der, rootKeyId),
+    issuedRecord(services.tsa.chain[0]!, rootKeyId),
     issuedRecord(services.ocspResponderDer, services.crls.issuing.keyId.toString('hex')),
-    issuedRecord(services.rootOcspResponderDer, services.crls.root.keyId.toString('hex')),
+    issuedRecord(services.rootOcspResponderDer, rootKeyId),
     ...services.retiredGenerations.map((g) => issuedRecord(g.responder.responderDer, g.crl.keyId.toString('hex'))),
-  ];
+  ]);
+}
+
+/**
+ * The certificates of material read again, registered before it is used: a signature made right after a
+ * rollover asks the root's responder about the new CA, which must then answer "good", not "unknown".
+ */
+async function registerMaterial(store: TrustStore, m: CustodyMaterial): Promise<void> {
+  const rootKeyId = caKeyId(m.root.der).toString('hex');
+  await registerRecords(store, [
+    issuedRecord(m.issuing.der, rootKeyId),
+    issuedRecord(m.tsa.der, rootKeyId),
+    issuedRecord(m.ocspResponder.der, caKeyId(m.issuing.der).toString('hex')),
+    issuedRecord(m.rootOcspResponder.der, rootKeyId),
+  ]);
+}
+
+async function registerRecords(store: TrustStore, records: readonly IssuedCertificate[]): Promise<void> {
   for (const record of records) {
     if (await store.getCertificate(record.serialHex)) continue;
     try {
@@ -200,15 +219,20 @@ function issuingGenerations(options: TrustServicesOptions, urls: PkiUrls, materi
     rootResponder: responder(material.rootOcspResponder, material.root),
     current: () => current,
     retired: () => retired,
-    async reload(renewed: CustodyMaterial): Promise<void> {
-      if (renewed.issuing.der.equals(current.der)) current.responder.renew(renewed.ocspResponder);
-      else current = currentOf(renewed);
-      retired = (await loadRetiredGenerations(config.dataDir, options.custody)).map((g) => ({
+    /** Reads the retired generations; the returned commit switches to them and `renewed` at once (sync). */
+    async prepare(renewed: CustodyMaterial): Promise<() => void> {
+      const loaded = (await loadRetiredGenerations(config.dataDir, options.custody)).map((g) => ({
         der: g.caDer,
         publishedAs: g.record.publishedAs,
         responder: responder(g.responder, { der: g.caDer }),
         crl: g.ca ? crlIssuer(g.ca) : new CeremonyCrl(g.caDer, g.finalCrl!),
       }));
+      const next = renewed.issuing.der.equals(current.der) ? undefined : currentOf(renewed);
+      return () => {
+        if (next) current = next;
+        else current.responder.renew(renewed.ocspResponder);
+        retired = loaded;
+      };
     },
   };
 }
@@ -257,8 +281,11 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
     async reload() {
       await generations?.refreshLongLivedKeys(); // a rollover moved the token's labels
       const renewed = loadCustodyMaterial(config.dataDir, options.custody);
+      await registerMaterial(store, renewed);
+      const switchIssuing = await issuing.prepare(renewed);
+      // from here on synchronous: no signature sees a new CA without its responder and CRL
       tsa.renew(renewed.tsa);
-      await issuing.reload(renewed);
+      switchIssuing();
       rootResponder.renew(renewed.rootOcspResponder);
       rootCrl.renew(renewed.rootCrl);
       ocsp.replace(responders());

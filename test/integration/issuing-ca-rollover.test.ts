@@ -90,7 +90,7 @@ describe(`issuing CA rollover while the service runs (${TEST_KEY_CUSTODY} keys)`
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const sign = async (text: string): Promise<Signed> => {
+  const sign = async (text: string, level = 'AdES-B-LT'): Promise<Signed> => {
     const document = Buffer.from(text);
     const hash = createHash('sha256').update(document).digest('base64');
     const auth = await authorizeSigning(eco.endpoints, {
@@ -100,7 +100,7 @@ describe(`issuing CA rollover while the service runs (${TEST_KEY_CUSTODY} keys)`
     const res = await callSignDoc(
       eco.signDocUrl,
       eco.endpoints,
-      signDocRequest(auth, { hashes: [hash], hashAlgorithmOID: SHA256_OID, format: 'C', level: 'AdES-B-LT' }),
+      signDocRequest(auth, { hashes: [hash], hashAlgorithmOID: SHA256_OID, format: 'C', level }),
     );
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const signature = Buffer.from((res.body as { SignatureObject: string[] }).SignatureObject[0]!, 'base64');
@@ -195,9 +195,33 @@ describe(`issuing CA rollover while the service runs (${TEST_KEY_CUSTODY} keys)`
       file('after.pem', after_.signer),
     ]);
     assert.notEqual(notOld.code, 0, 'the new signer certificate verifies under the old CA');
-    for (const s of [before_, after_]) {
+    const archived = await sign('signed at B-LTA after the rollover', 'AdES-B-LTA');
+    assert.equal(
+      new X509Certificate(archived.signer).issuer,
+      new X509Certificate(readFileSync(p.issuingCert)).subject,
+      'the B-LTA signer certificate is not from the new CA',
+    );
+    for (const s of [before_, after_, archived]) {
       const ok = await cmsVerify(s);
       assert.equal(ok.code, 0, ok.output);
+    }
+  });
+
+  it("each CA's certificate and CRL at the paths its certificates point at (AIA caIssuers, CRL DP)", async () => {
+    const p = pkiPaths(data());
+    for (const [signer, caFile] of [
+      [before_.signer, oldCa],
+      [after_.signer, p.issuingCert],
+    ] as const) {
+      const text = (await run('openssl', ['x509', '-in', file('s.pem', signer), '-noout', '-text'])).output;
+      const caIssuers = /CA Issuers - URI:(\S+)/.exec(text)![1]!;
+      const crlUrl = /Full Name:\s+URI:(\S+)/.exec(text)![1]!;
+      const path = (url: string) => `${eco.publicationUrl}${new URL(url).pathname}`;
+      const ca = Buffer.from(await (await fetch(path(caIssuers))).arrayBuffer());
+      assert.ok(ca.equals(new X509Certificate(readFileSync(caFile)).raw), `${caIssuers} is not the signer's CA`);
+      const crl = file('ca.crl', Buffer.from(await (await fetch(path(crlUrl))).arrayBuffer()));
+      const verified = await run('openssl', ['crl', '-inform', 'DER', '-in', crl, '-CAfile', caFile, '-noout']);
+      assert.match(verified.output, /verify OK/, `${crlUrl}: ${verified.output}`);
     }
   });
 

@@ -129,6 +129,8 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
   #longLived = new Map<LongLivedKeyName, LongLivedHandle>();
   /** cached handles of tagged generations (KeyGenerations), by label */
   #tagged = new Map<string, LongLivedHandle>();
+  /** long-lived keys that were current before refreshLongLivedKeys (their handles stay valid until a reconnect) */
+  #superseded: LongLivedHandle[] = [];
   readonly #unsupported = new Set<string>();
   /** the connection: session objects of an earlier one died with their sessions */
   #epoch = 0;
@@ -207,13 +209,27 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
         `setting ${SETTING.tokenLabel}: token ${JSON.stringify(this.#token.label)} has no key labelled ` +
           `${LONG_LIVED_LABELS[name]}; run \`qtsp pki init\``,
       );
+    const { publicKey } = found;
     const key = new TokenSigningKey(
       this,
       found.algorithm,
       found.algorithm === 'RSA-3072' ? 'rsa-pkcs1-v1_5' : 'ecdsa',
-      () => this.#longLived.get(name)!.handle,
+      () => this.#handleOf(name, publicKey),
     );
-    return Object.assign(key, { publicKey: found.publicKey });
+    return Object.assign(key, { publicKey });
+  }
+
+  /**
+   * The handle of the key with this public key: the current one of the role (found again after a reconnect), or,
+   * once a rollover made another key current, the one it was (kept or tagged): a certificate never signs with a
+   * key it does not certify.
+   */
+  #handleOf(name: LongLivedKeyName, publicKey: KeyObject): Handle {
+    const current = this.#longLived.get(name);
+    if (current && (current.publicKey === publicKey || current.publicKey.equals(publicKey))) return current.handle;
+    const other = [...this.#tagged.values(), ...this.#superseded].find((k) => k.publicKey.equals(publicKey));
+    if (other) return other.handle;
+    throw new KeyCustodyUnavailable(`the ${LONG_LIVED_LABELS[name]} key of this certificate is no longer in the token`);
   }
 
   /** `qtsp pki init`: a new long-lived key pair as token objects; an existing pair of that label is replaced. */
@@ -284,8 +300,11 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
   }
 
   async refreshLongLivedKeys(): Promise<void> {
-    this.#tagged.clear();
+    // tagged keys keep their labels (a generation's tag is never reused): their cached handles stay
+    const before = [...this.#superseded, ...this.#longLived.values()];
     await this.#findLongLivedKeys(true);
+    const current = [...this.#longLived.values()].map((k) => k.handle);
+    this.#superseded = before.filter((k, i) => !current.includes(k.handle) && before.indexOf(k) === i);
   }
 
   #taggedSigningKey(label: string): LongLivedSigningKey {
@@ -527,6 +546,7 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
     try {
       this.#token.reconnect(readPin(this.#options.pinFile));
       this.#epoch++;
+      this.#superseded = []; // handles of the old connection
       this.#rsa.discard(); // the pooled pairs died with the old sessions
       if (this.#options.requireLongLivedKeys ?? true) await this.#findLongLivedKeys(false);
       this.#healthy = true;
