@@ -23,6 +23,7 @@ import { SHA256_OID, TEST_KEY_CUSTODY } from '../helpers/environment.ts';
 import { cmsVerifyArgs } from '../helpers/openssl.ts';
 import { MovedClock, startClockEcosystem, type MovedEcosystem } from '../helpers/moved-clock.ts';
 import { cmsParts } from '../helpers/pki-oracles.ts';
+import { openSqliteStore, sqlitePath } from '../../src/store/open.ts';
 
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
 const IN_TOKEN = TEST_KEY_CUSTODY === 'softhsm';
@@ -271,5 +272,18 @@ describe(`issuing CA rollover while the service runs (${TEST_KEY_CUSTODY} keys)`
     ]);
     assert.equal(verified.code, 0, verified.output);
     assert.match(verified.output, /verify OK/);
+  });
+
+  it('the rollover and the destruction are in the journal', async () => {
+    const store = await openSqliteStore(sqlitePath(data()));
+    try {
+      const entries = await store.journal.entries(0, await store.journal.horizon());
+      const bodies = entries.map((e) => JSON.parse(e.body.toString('utf8')) as { kind: string; data: never });
+      const data = (kind: string) => bodies.find((b) => b.kind === kind)?.data as Record<string, unknown> | undefined;
+      assert.equal(data('pki.issuing_ca_rollover')?.['retired'], oldTag, bodies.map((b) => b.kind).join(', '));
+      assert.equal(data('pki.issuing_ca_key_destroyed')?.['tag'], oldTag);
+    } finally {
+      await store.close();
+    }
   });
 });
