@@ -223,11 +223,9 @@ export async function destroyRetiredKey(options: DestroyOptions): Promise<Destro
   const ca = await retiredCa(dataDir, generations, record);
   const caEnd = new Date(new X509Certificate(ca.der).validTo);
   const responderDer = await lastResponderCertificate(ca, files.responderCert, now, caEnd, options.store);
-  const finalCrl = await options.signLastCrl(
-    ca,
-    Math.max(1, Math.floor((caEnd.getTime() - now.getTime()) / 1000)),
-    now,
-  );
+  // thisUpdate is whole seconds (RFC 5280 5.1.2.4): nextUpdate lands on the CA's notAfter exactly
+  const validitySeconds = Math.max(1, Math.floor((caEnd.getTime() - Math.floor(now.getTime() / 1000) * 1000) / 1000));
+  const finalCrl = await options.signLastCrl(ca, validitySeconds, now);
   writeFileSync(files.finalCrl, finalCrl);
   replace(files.responderCert, toPem(responderDer, 'CERTIFICATE'));
   const destroyed = { ...record, destroyedAt: now.toISOString() };

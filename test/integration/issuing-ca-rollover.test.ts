@@ -224,6 +224,11 @@ describe(`issuing CA rollover while the service runs (${TEST_KEY_CUSTODY} keys)`
       const verified = await run('openssl', ['crl', '-inform', 'DER', '-in', crl, '-CAfile', caFile, '-noout']);
       assert.match(verified.output, /verify OK/, `${crlUrl}: ${verified.output}`);
     }
+    for (const path of ['/ca/issuing-0000000000000000.crt', '/crl/issuing-..%2Froot.crl']) {
+      const res = await fetch(`${eco.publicationUrl}${path}`);
+      assert.equal(res.status, 404, path);
+      assert.equal(((await res.json()) as { error: string }).error, 'not_found');
+    }
   });
 
   it("OCSP answers good for a signer certificate of each CA, each under its own CA's responder", async () => {
