@@ -12,8 +12,8 @@
  * status stays available for as long as the CA certificate is valid, with no CA key left (docs/operations.md,
  * "The calendar").
  */
-import { randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
-import { copyFileSync, mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createPrivateKey, createPublicKey, randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { generateKeyPair } from '../crypto/keys.ts';
 import { SoftwareSigningKey } from '../crypto/signature.ts';
 import type { KeyGenerations, LongLivedSigningKey } from '../custody/types.ts';
@@ -65,15 +65,15 @@ export class RolloverRefused extends Error {
   override name = 'RolloverRefused';
 }
 
-const NEXT = 'next';
+type Role = 'issuing-ca' | 'ocsp-responder';
 
-/** A fresh key: a software key pair, or one made in the token under the `next` tag. */
-async function nextKey(
+/** A fresh key in the current place: a software key pair, or one made in the token under the role's label. */
+async function newKey(
   generations: KeyGenerations | undefined,
-  name: 'issuing-ca' | 'ocsp-responder',
+  name: Role,
   algorithm: SoftwareKeyedCertificate['key']['algorithm'],
 ): Promise<{ key: LongLivedSigningKey; privateKey?: KeyObject }> {
-  if (generations) return { key: await generations.generateTaggedKey(name, NEXT, algorithm) };
+  if (generations) return { key: await generations.generateTaggedKey(name, undefined, algorithm) };
   const pair = generateKeyPair(algorithm);
   const key = Object.assign(new SoftwareSigningKey(pair.privateKey, algorithm), { publicKey: pair.publicKey });
   return { key, privateKey: pair.privateKey };
@@ -88,10 +88,48 @@ function replace(file: string, content: string, privateFile = false): void {
 }
 
 const pem = (key: KeyObject) => key.export({ type: 'pkcs8', format: 'pem' }) as string;
+const spki = (key: KeyObject) => key.export({ type: 'spki', format: 'der' });
+const certifies = (certDer: Buffer, key: KeyObject) =>
+  spki(new X509Certificate(certDer).publicKey).equals(spki(key.type === 'public' ? key : createPublicKey(key)));
 
 /**
- * The rollover: the new CA and responder are made first; then the current CA is copied to its retired place
- * (its token keys retagged), the new material takes the current files, and the marker is written last.
+ * Keeps the key `certDer` certifies under the retired generation `tag`: the token's key retagged, or a copy of
+ * the key file. A rerun after an interruption finds it kept already; a key that is not the certified one is
+ * refused, never kept or overwritten.
+ */
+async function keepRetired(
+  generations: KeyGenerations | undefined,
+  role: Role,
+  certDer: Buffer,
+  files: { current: string; retired: string },
+  tag: string,
+): Promise<void> {
+  const refuse = (where: string) =>
+    new RolloverRefused(`${where} is not the ${role} key its certificate certifies; the rollover stops`);
+  if (generations) {
+    const kept = await generations.taggedKey(role, tag).catch(() => undefined);
+    if (kept) {
+      if (!certifies(certDer, kept.publicKey)) throw refuse(`the token's ${role} key tagged ${tag}`);
+      return;
+    }
+    if (!certifies(certDer, (await generations.taggedKey(role, undefined)).publicKey))
+      throw refuse(`the token's current ${role} key`);
+    await generations.retagKey(role, undefined, tag);
+    return;
+  }
+  if (existsSync(files.retired)) {
+    if (!certifies(certDer, createPrivateKey(readFileSync(files.retired, 'utf8')))) throw refuse(files.retired);
+    return;
+  }
+  const key = readFileSync(files.current, 'utf8');
+  if (!certifies(certDer, createPrivateKey(key))) throw refuse(files.current);
+  writePrivateFile(files.retired, key);
+}
+
+/**
+ * The rollover: the current CA and responder are kept as the retired generation first (resumable: a rerun
+ * after an interruption finds them kept), then new keys take the current place and are certified, the new
+ * certificates replace the current ones, and the marker is written last.
  */
 export async function rolloverIssuingCa(options: RolloverOptions): Promise<RolloverOutcome> {
   const { dataDir, generations } = options;
@@ -99,39 +137,40 @@ export async function rolloverIssuingCa(options: RolloverOptions): Promise<Rollo
     throw new RolloverRefused('the key custody of the configuration is not where this data directory keeps its keys');
   const p = pkiPaths(dataDir);
   const current = loadCertificate(p.issuingCert);
+  const currentResponder = loadCertificate(p.ocspCert);
   const oldTag = generationTag(current.der);
-  const algorithm = options.root.key.algorithm;
-
-  const ca = await nextKey(generations, 'issuing-ca', algorithm);
-  const tag = generationTag(caKeyIdOfKey(ca.key.publicKey));
-  const name = `${ISSUING_CA_NAME} ${tag.slice(0, 8)}`;
-  const issuingDer = (await certifyNextIssuingCa(options.root, ca.key.publicKey, options.urls, name)).der;
-  const issuing = certifiedKey(issuingDer, ca.key);
-  const responder = await nextKey(generations, 'ocsp-responder', algorithm);
-  const responderDer = (await certifyOcspResponder(issuing, responder.key.publicKey)).der;
-
-  const retired: GenerationRecord = {
+  const files = retiredFiles(dataDir, oldTag);
+  const interrupted = retiredGenerations(dataDir).find((r) => r.tag === oldTag);
+  const retired: GenerationRecord = interrupted ?? {
     tag: oldTag,
     keyId: caKeyId(current.der).toString('hex'),
     publishedAs: currentPublication(dataDir),
     retiredAt: (options.now ?? new Date()).toISOString(),
   };
-  const files = retiredFiles(dataDir, oldTag);
   mkdirSync(files.dir, { recursive: true, mode: 0o700 });
-  copyFileSync(p.issuingCert, files.cert);
-  copyFileSync(p.ocspCert, files.responderCert);
-  if (generations) {
-    for (const role of ['issuing-ca', 'ocsp-responder'] as const) {
-      await generations.retagKey(role, undefined, oldTag);
-      await generations.retagKey(role, NEXT, undefined);
-    }
-  } else {
-    copyFileSync(p.issuingKey, files.key);
-    copyFileSync(p.ocspKey, files.responderKey);
+  writeFileSync(files.cert, toPem(current.der, 'CERTIFICATE'));
+  writeFileSync(files.responderCert, toPem(currentResponder.der, 'CERTIFICATE'));
+  await keepRetired(generations, 'issuing-ca', current.der, { current: p.issuingKey, retired: files.key }, oldTag);
+  await keepRetired(
+    generations,
+    'ocsp-responder',
+    currentResponder.der,
+    { current: p.ocspKey, retired: files.responderKey },
+    oldTag,
+  );
+  writeGenerationRecord(dataDir, retired);
+
+  const algorithm = options.root.key.algorithm;
+  const ca = await newKey(generations, 'issuing-ca', algorithm);
+  const tag = generationTag(caKeyIdOfKey(ca.key.publicKey));
+  const name = `${ISSUING_CA_NAME} ${tag.slice(0, 8)}`;
+  const issuingDer = (await certifyNextIssuingCa(options.root, ca.key.publicKey, options.urls, name)).der;
+  const responder = await newKey(generations, 'ocsp-responder', algorithm);
+  const responderDer = (await certifyOcspResponder(certifiedKey(issuingDer, ca.key), responder.key.publicKey)).der;
+  if (!generations) {
     replace(p.issuingKey, pem(ca.privateKey!), true);
     replace(p.ocspKey, pem(responder.privateKey!), true);
   }
-  writeGenerationRecord(dataDir, retired);
   replace(p.issuingCert, toPem(issuingDer, 'CERTIFICATE'));
   replace(p.ocspCert, toPem(responderDer, 'CERTIFICATE'));
   writeCurrentPublication(dataDir, tag);

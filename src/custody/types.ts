@@ -102,14 +102,18 @@ export type LongLivedSigningKey = SigningKey & { readonly publicKey: KeyObject }
 
 /**
  * A custody that keeps long-lived keys itself and keeps several generations of one side by side: an issuing CA
- * rollover (ca/rollover.ts) makes the next key beside the current one, then the current one is kept under a
- * generation tag (retired) and the next one becomes current. The current key of a role has no tag.
+ * rollover (ca/rollover.ts) keeps the current key under a generation tag (retired), then makes a new current
+ * one. The current key of a role has no tag.
  */
 export interface KeyGenerations {
-  /** a new key pair under `name` and `tag`, replacing one of that name and tag */
-  generateTaggedKey(name: LongLivedKeyName, tag: string, algorithm: KeyAlgorithm): Promise<LongLivedSigningKey>;
-  /** the key under `name` and `tag` (found once, then cached) */
-  taggedKey(name: LongLivedKeyName, tag: string): Promise<LongLivedSigningKey>;
+  /** a new key pair under `name` and `tag` (undefined: the current one), replacing one of that name and tag */
+  generateTaggedKey(
+    name: LongLivedKeyName,
+    tag: string | undefined,
+    algorithm: KeyAlgorithm,
+  ): Promise<LongLivedSigningKey>;
+  /** the key under `name` and `tag` (undefined: the current one), found once, then cached */
+  taggedKey(name: LongLivedKeyName, tag: string | undefined): Promise<LongLivedSigningKey>;
   /** moves a key from one tag to another (undefined: the current key) */
   retagKey(name: LongLivedKeyName, from: string | undefined, to: string | undefined): Promise<void>;
   /** destroys the key pair under `name` and `tag`; true when there was one */

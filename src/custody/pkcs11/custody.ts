@@ -255,8 +255,12 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
   // generations of a long-lived key (an issuing CA rollover): the current one labelled qtsp-<role>, others
   // qtsp-<role>.<tag>
 
-  async generateTaggedKey(name: LongLivedKeyName, tag: string, algorithm: KeyAlgorithm): Promise<LongLivedSigningKey> {
-    const label = taggedLabel(name, tag);
+  async generateTaggedKey(
+    name: LongLivedKeyName,
+    tag: string | undefined,
+    algorithm: KeyAlgorithm,
+  ): Promise<LongLivedSigningKey> {
+    const label = labelOf(name, tag);
     await this.#token.withSession(async (session) => {
       destroyLabelled(this.#token, session, label);
       const pair = await generateTokenKeyPair(this.#token, session, { algorithm, persistent: true, label, epoch: 0 });
@@ -265,8 +269,8 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
     return this.#taggedSigningKey(label);
   }
 
-  async taggedKey(name: LongLivedKeyName, tag: string): Promise<LongLivedSigningKey> {
-    const label = taggedLabel(name, tag);
+  async taggedKey(name: LongLivedKeyName, tag: string | undefined): Promise<LongLivedSigningKey> {
+    const label = labelOf(name, tag);
     if (!this.#tagged.has(label))
       await this.#token.withSession((session) => {
         this.#tagged.set(label, this.#findLongLivedKey(session, label, true));
@@ -275,7 +279,7 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
   }
 
   async retagKey(name: LongLivedKeyName, from: string | undefined, to: string | undefined): Promise<void> {
-    const [source, target] = [from, to].map((t) => (t === undefined ? LONG_LIVED_LABELS[name] : taggedLabel(name, t)));
+    const [source, target] = [from, to].map((t) => labelOf(name, t));
     await this.#token.withSession((session) => {
       if (findObject(this.#token, session, pkcs11js.CKO_PRIVATE_KEY, target!))
         throw new Error(`token ${JSON.stringify(this.#token.label)} holds a key labelled ${target} already`);
@@ -290,7 +294,7 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
   }
 
   async destroyTaggedKey(name: LongLivedKeyName, tag: string): Promise<boolean> {
-    const label = taggedLabel(name, tag);
+    const label = labelOf(name, tag);
     this.#tagged.delete(label);
     return this.#token.withSession((session) => {
       const present = findObject(this.#token, session, pkcs11js.CKO_PRIVATE_KEY, label) !== undefined;
@@ -580,8 +584,9 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
   }
 }
 
-/** CKA_LABEL of a tagged generation of a long-lived key: qtsp-<role>.<tag> */
-function taggedLabel(name: LongLivedKeyName, tag: string): string {
+/** CKA_LABEL of a generation of a long-lived key: qtsp-<role>.<tag>, or qtsp-<role> for the current one */
+function labelOf(name: LongLivedKeyName, tag: string | undefined): string {
+  if (tag === undefined) return LONG_LIVED_LABELS[name];
   if (!/^[0-9a-z-]+$/.test(tag)) throw new TypeError(`a key generation tag is lowercase letters and digits: ${tag}`);
   return `${LONG_LIVED_LABELS[name]}.${tag}`;
 }

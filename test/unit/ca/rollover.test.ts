@@ -7,18 +7,19 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes, X509Certificate } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createPublicKey, generateKeyPairSync, randomBytes, X509Certificate } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadCeremonyRoot, pkiInit } from '../../../src/ca/init.ts';
 import {
   currentPublication,
+  generationTag,
   generationUrls,
   retiredFiles,
   retiredGenerations,
 } from '../../../src/ca/issuing-generations.ts';
-import { pkiPaths } from '../../../src/ca/material.ts';
+import { loadCertificate, pkiPaths } from '../../../src/ca/material.ts';
 import { pkiUrls } from '../../../src/ca/publication.ts';
 import { destroyRetiredKey, rolloverIssuingCa, RolloverRefused } from '../../../src/ca/rollover.ts';
 import { CrlIssuer } from '../../../src/revocation/crl.ts';
@@ -132,5 +133,32 @@ describe('issuing CA rollover with key files', () => {
     const text = await run('openssl', ['crl', '-inform', 'DER', '-in', files.finalCrl, '-noout', '-nextupdate']);
     assert.match(text.output, new RegExp(ca.validTo.replace(/\s+/g, '\\s+')));
     await assert.rejects(destroy(tag, new Date(retiredAt + 4 * HOUR)), RolloverRefused);
+  });
+
+  test('an interrupted rollover is completed by a rerun; a key its certificate does not certify is refused', async () => {
+    const root = loadCeremonyRoot({ dataDir: data() });
+    const p = pkiPaths(data());
+    const caKey = readFileSync(p.issuingKey, 'utf8');
+    const stranger = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({
+      type: 'pkcs8',
+      format: 'pem',
+    }) as string;
+    // no retired copy yet and a key file its certificate does not certify: refused, nothing overwritten
+    writeFileSync(p.issuingKey, stranger);
+    await assert.rejects(
+      rolloverIssuingCa({ dataDir: data(), urls, root, generations: undefined }),
+      (err: Error) => err instanceof RolloverRefused && /is not the issuing-ca key/.test(err.message),
+    );
+    assert.equal(readFileSync(p.issuingKey, 'utf8'), stranger);
+    // as if a run stopped after keeping the CA and replacing its key file, before the certificates
+    const tag = generationTag(loadCertificate(p.issuingCert).der);
+    const files = retiredFiles(data(), tag);
+    mkdirSync(files.dir, { recursive: true });
+    writeFileSync(files.key, caKey);
+    const done = await rolloverIssuingCa({ dataDir: data(), urls, root, generations: undefined });
+    assert.equal(done.retired.tag, tag);
+    assert.equal(readFileSync(files.key, 'utf8'), caKey, 'the retired CA key was not kept');
+    const current = new X509Certificate(readFileSync(p.issuingCert));
+    assert.ok(current.publicKey.equals(createPublicKey(readFileSync(p.issuingKey, 'utf8'))));
   });
 });
