@@ -176,7 +176,7 @@ function timeStamping(
         url: config.tsa.url,
         timeoutMs: config.tsa.timeoutMs,
         retries: config.tsa.retries,
-        chain: externalTsaChain(config, root.der),
+        chain: externalTsaChain(config, material.root.der),
         ...(options.agent && config.tsa.url.startsWith('https:') ? { agent: options.agent } : {}),
       })
     : tsa;
