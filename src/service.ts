@@ -245,7 +245,9 @@ function startBackgroundJobs(
     // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
     retention: options.relayElsewhere ? idle : startRetention(config, store, logger),
     // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
-    sealing: config.journal.enabled ? startSealing(store, pki.tsa, config.journal.sealIntervalSeconds, logger) : idle,
+    sealing: config.journal.enabled
+      ? startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, config.journal.sealIntervalSeconds, logger)
+      : idle,
     // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
     renewal: config.journal.enabled ? startRenewalCheck(store, pki.tsa, config.journal, logger) : idle,
   };

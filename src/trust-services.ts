@@ -38,6 +38,8 @@ export interface TrustServices {
   readonly tsa: LocalTsa;
   /** what B-T..B-LTA signatures use: our TSA, or the external one of tsa.url */
   readonly timestamps: TimestampProvider;
+  /** another operator's TSA that time-stamps each journal batch besides ours (journal.secondTsaUrl) */
+  readonly journalSecondTsa: TimestampProvider | undefined;
   /** answers for the issuing CA and the root, each under its delegated responder */
   readonly ocsp: OcspResponders;
   /** the delegated OCSP responders' certificates: the issuing CA's and the root's */
@@ -120,8 +122,18 @@ async function registerRecords(store: TrustStore, records: readonly IssuedCertif
  */
 export function externalTsaChain(config: Config, rootDer: Buffer): Buffer[] {
   const file = config.tsa.url ? config.tsa.chainFile : undefined;
-  if (!file) return [];
-  const fail = (why: string) => new ConfigError(`setting tsa.chainFile: ${file} ${why}`);
+  return file ? checkedChain('tsa.chainFile', file, [rootDer]) : [];
+}
+
+/** The certificates of journal.secondTsaChainFile (another operator's TSA: its own root), checked at start. */
+export function journalSecondTsaChain(config: Config): Buffer[] {
+  const file = config.journal.secondTsaUrl ? config.journal.secondTsaChainFile : undefined;
+  return file ? checkedChain('journal.secondTsaChainFile', file, []) : [];
+}
+
+/** The PEM certificates of `file`, each issued by itself, another of the file or one of `anchors`. */
+function checkedChain(setting: string, file: string, anchors: readonly Buffer[]): Buffer[] {
+  const fail = (why: string) => new ConfigError(`setting ${setting}: ${file} ${why}`);
   if (!existsSync(file)) throw fail('does not exist');
   const chain = fromPem(readFileSync(file, 'utf8'));
   if (chain.length === 0) throw fail('holds no PEM certificate');
@@ -132,7 +144,7 @@ export function externalTsaChain(config: Config, rootDer: Buffer): Buffer[] {
       throw fail(`has a certificate ${i + 1} that is not X.509`);
     }
   });
-  const known = [...parts.map((p) => p.subject), partsOf(rootDer).subject];
+  const known = [...parts, ...anchors.map(partsOf)].map((p) => p.subject);
   parts.forEach((p, i) => {
     if (!known.some((subject) => subject.equals(p.issuer)))
       throw fail(
@@ -149,6 +161,19 @@ export interface TrustServicesOptions {
   readonly agent?: Agent;
   /** where the issuing CA, TSA and both OCSP responder keys live */
   readonly custody: Pick<KeyCustody, 'longLivedKey' | 'location'>;
+}
+
+/** the second TSA of journal.secondTsaUrl: a client like the one of tsa.url, with that TSA's chain */
+function secondTsa(config: Config, agent: Agent | undefined): RemoteTsa | undefined {
+  const url = config.journal.secondTsaUrl;
+  if (!url) return undefined;
+  return new RemoteTsa({
+    url,
+    timeoutMs: config.tsa.timeoutMs,
+    retries: config.tsa.retries,
+    chain: journalSecondTsaChain(config),
+    ...(agent && url.startsWith('https:') ? { agent } : {}),
+  });
 }
 
 /** One generation of the issuing CA as served: its responder, its CRL, the paths it is published at. */
@@ -260,6 +285,7 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
     },
     tsa,
     timestamps,
+    journalSecondTsa: secondTsa(config, options.agent),
     ocsp,
     get ocspResponderDer() {
       return issuing.current().responder.responderDer;

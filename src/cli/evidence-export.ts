@@ -18,7 +18,7 @@ import { renewHashTree, renewTimeStamps } from '../journal/renewal.ts';
 import { exportEvidence } from '../retention/export.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
 import { RemoteTsa } from '../timestamping/tsa.ts';
-import { externalTsaChain } from '../trust-services.ts';
+import { externalTsaChain, journalSecondTsaChain } from '../trust-services.ts';
 import { httpRequest } from '../util/http-client.ts';
 
 interface ExportArgs {
@@ -78,7 +78,13 @@ async function caCertificates(config: Config, base: string): Promise<{ name: str
     { name: 'issuing', der: await fetchCertificate(urls.issuingCert, timeoutMs) },
   ];
   const external = externalTsaChain(config, ours[0]!.der);
-  return [...ours, ...external.map((der, i) => ({ name: `tsa-${i + 1}`, der }))];
+  // the second TSA of the journal's batches (journal.secondTsaUrl): its chain checks journal/batch-<n>.tsa2.tst
+  const second = journalSecondTsaChain(config);
+  return [
+    ...ours,
+    ...external.map((der, i) => ({ name: `tsa-${i + 1}`, der })),
+    ...second.map((der, i) => ({ name: `journal-tsa2-${i + 1}`, der })),
+  ];
 }
 
 /**

@@ -9,6 +9,7 @@
  * WAL lets this run beside a serving QTSP.
  */
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
@@ -23,7 +24,7 @@ import type {
   StoredCertificate,
   StoredDocument,
 } from '../store/types.ts';
-import { toPem } from '../util/base64.ts';
+import { fromPem, toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 import { auditJournal, describeFinding } from '../journal/audit.ts';
 import { recordFileNames, recordsOf } from '../journal/records.ts';
@@ -168,12 +169,16 @@ async function writeRecords(store: Store, txn: string, out: string | undefined):
   for (const signing of signings) {
     const dir = join(out, signing.certificateSerialHex);
     ensurePrivateDir(dir);
-    for (const { entry, record } of await recordsOf(store, signing.certificateSerialHex)) {
+    for (const { entry, record, secondRecord } of await recordsOf(store, signing.certificateSerialHex)) {
       const names = recordFileNames(entry);
       writePrivateFile(join(dir, names.data), entry.body);
       if (record) writePrivateFile(join(dir, names.record), record);
       else pending++;
       process.stdout.write(`${join(dir, record ? names.record : names.data)}\n`);
+      if (secondRecord) {
+        writePrivateFile(join(dir, names.secondRecord), secondRecord);
+        process.stdout.write(`${join(dir, names.secondRecord)}\n`);
+      }
     }
   }
   if (pending > 0) process.stderr.write(`${pending} entry(ies) not sealed yet: no record until the next seal\n`);
@@ -214,12 +219,18 @@ async function runAudit(args: string[]): Promise<number> {
   if (evidenceStoreMissing(config)) return 1;
   const store = await openStore(config);
   try {
-    const report = await auditJournal(store, { ...(from ? { from } : {}), ...(to ? { to } : {}) });
+    const chainFile = config.journal.secondTsaChainFile;
+    const report = await auditJournal(store, {
+      ...(from ? { from } : {}),
+      ...(to ? { to } : {}),
+      ...(chainFile ? { secondTsaChain: fromPem(readFileSync(chainFile, 'utf8')) } : {}),
+    });
     if (values.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     else {
       for (const f of report.findings) process.stdout.write(`${describeFinding(f)}\n`);
       process.stdout.write(
-        `${report.batches} batch(es), ${report.entries} sealed entries checked, ${report.unsealed} not sealed yet: ` +
+        `${report.batches} batch(es) (${report.secondTimeStamps} also time-stamped by the second TSA), ` +
+          `${report.entries} sealed entries checked, ${report.unsealed} not sealed yet: ` +
           `${report.clean ? 'clean' : `${report.findings.filter((f) => f.kind !== 'purged').length} finding(s)`}\n`,
       );
     }

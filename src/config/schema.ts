@@ -466,6 +466,21 @@ export const configSchema = z
         renewMarginDays: positiveInt.default(365),
         /** How often that is checked (seconds), the first time one interval after the start; 0: never. */
         renewCheckIntervalSeconds: z.coerce.number().int().min(0).default(86400),
+        /**
+         * A second RFC 3161 TSA, of another operator, that time-stamps every batch's root besides ours
+         * (docs/evidence.md): a batch is sealed only with both tokens, so while it fails the entries wait for
+         * the next seal (logged). Unset: our TSA alone. Calls use tsa.timeoutMs and tsa.retries.
+         */
+        secondTsaUrl: url.optional(),
+        /**
+         * PEM certificates of that TSA's chain up to its root (required with secondTsaUrl): `qtsp evidence
+         * audit` checks each second token's TSA certificate against them, and the export carries them.
+         */
+        secondTsaChainFile: z.string().min(1).optional(),
+      })
+      .refine((j) => j.secondTsaUrl === undefined || j.secondTsaChainFile !== undefined, {
+        path: ['secondTsaChainFile'],
+        message: 'journal.secondTsaUrl needs the chain of that TSA (QTSP_JOURNAL_SECOND_TSA_CHAIN_FILE)',
       })
       .prefault({}),
     retention: z

@@ -4,7 +4,8 @@
  *
  * - the chain: batch numbers and seq ranges follow each other, each batch's previous root is the root before
  *   it, its root is the tree of its leaves (RFC 4998 4.2), and its time-stamp token's signature verifies
- *   with the certificate it carries and its imprint is that root;
+ *   with the certificate it carries and its imprint is that root; so does the second TSA's token where a batch
+ *   has one, whose certificate must also chain to that TSA's configured certificates;
  * - each entry against its leaf: unchanged; altered (its bytes hash to no sealed leaf); moved (they hash to the
  *   leaf of another seq); deleted (gone, no tombstone); purged by policy (gone, a retention tombstone with
  *   that leaf hash); inserted (in a sealed range without a leaf, or recorded at a time before the batch ahead
@@ -17,10 +18,11 @@ import { verify, X509Certificate } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { digest, hashByOid, SHA256 } from '../crypto/algorithms.ts';
+import { genTimeOf } from '../timestamping/tsa.ts';
 import type { JournalBatch, JournalRenewal, RenewalLeaf, Store, StoredJournalEntry } from '../store/types.ts';
 import { hashOf, hashRenewalLeaf, recordChains } from './evidence-record.ts';
 import { nodeHash, sha256, treeRoot } from './hash-tree.ts';
-import { allBatches, currentChains, timeStampLeaves } from './renewal.ts';
+import { allBatches, currentChains, timeStampLeaves, tsaCertificate } from './renewal.ts';
 import { batchLeaves } from './seal.ts';
 
 export type Finding =
@@ -34,6 +36,8 @@ export type Finding =
 
 export interface AuditReport {
   readonly batches: number;
+  /** batches that also carry a second TSA's time-stamp (journal.secondTsaUrl), each checked */
+  readonly secondTimeStamps: number;
   /** RFC 4998 renewals checked (renewal.ts) */
   readonly renewals: number;
   readonly entries: number;
@@ -50,6 +54,8 @@ export interface AuditOptions {
   readonly to?: Date;
   /** how far an entry's own time may precede the seal of the batch before it (clock skew, slow commits) */
   readonly toleranceMs?: number;
+  /** the second TSA's certificates up to its root (journal.secondTsaChainFile): its tokens must chain to them */
+  readonly secondTsaChain?: readonly Buffer[];
 }
 
 const DEFAULT_TOLERANCE_MS = 300_000;
@@ -154,8 +160,47 @@ async function renewalFindings(
   return findings;
 }
 
+const MAX_CHAIN = 8;
+
+/**
+ * The TSA certificate of `token` chains to a self-signed certificate among `anchors` (each signature checked),
+ * and was valid at the token's genTime; undefined when it does.
+ */
+export function chainProblem(token: Buffer, anchors: readonly Buffer[]): string | undefined {
+  try {
+    const signer = tsaCertificate(token);
+    const at = genTimeOf(token).getTime();
+    if (at < Date.parse(signer.validFrom) || at > Date.parse(signer.validTo))
+      return "the second time-stamp's TSA certificate was not valid at its genTime";
+    const known = anchors.map((der) => new X509Certificate(der));
+    let current = signer;
+    for (let depth = 0; depth < MAX_CHAIN; depth++) {
+      const issuer = known.find((c) => current.checkIssued(c) && current.verify(c.publicKey));
+      if (!issuer) return "the second time-stamp's TSA certificate does not chain to that TSA's configured chain";
+      if (issuer.checkIssued(issuer) && issuer.verify(issuer.publicKey)) return undefined;
+      current = issuer;
+    }
+    return "the second time-stamp's TSA certificate chain is too long";
+  } catch (err) {
+    return `the second time-stamp's certificate does not parse: ${(err as Error).message}`;
+  }
+}
+
+/** the second TSA's token of a batch: over its root, signed, and (with anchors) chained to that TSA's root */
+function secondTokenProblems(batch: JournalBatch, anchors: readonly Buffer[] | undefined): string[] {
+  if (!batch.secondToken) return [];
+  const problem = checkToken(batch.secondToken, batch.root);
+  if (problem) return [`second time-stamp: ${problem}`];
+  const chain = anchors ? chainProblem(batch.secondToken, anchors) : undefined;
+  return chain ? [chain] : [];
+}
+
 /** the chain's findings for one batch given the one before it */
-async function chainFindings(batch: JournalBatch, before: JournalBatch | undefined): Promise<Finding[]> {
+async function chainFindings(
+  batch: JournalBatch,
+  before: JournalBatch | undefined,
+  secondTsaChain?: readonly Buffer[],
+): Promise<Finding[]> {
   const found: string[] = [];
   if (batch.batchNo !== (before?.batchNo ?? 0) + 1) found.push(`batch ${(before?.batchNo ?? 0) + 1} is missing`);
   if (batch.firstSeq !== (before?.throughSeq ?? 0) + 1) found.push('its entries do not follow the previous batch');
@@ -166,6 +211,7 @@ async function chainFindings(batch: JournalBatch, before: JournalBatch | undefin
     found.push('its root is not the hash tree of its leaves');
   const tokenProblem = checkToken(batch.token, batch.root);
   if (tokenProblem) found.push(tokenProblem);
+  found.push(...secondTokenProblems(batch, secondTsaChain));
   return found.map((detail) => ({ kind: 'chain', batch: batch.batchNo, detail }));
 }
 
@@ -288,7 +334,7 @@ export async function auditJournal(store: Store, options: AuditOptions = {}): Pr
   const findings: Finding[] = [];
   let entries = 0;
   for (const [i, batch] of batches.entries()) {
-    findings.push(...(await chainFindings(batch, batches[i - 1])));
+    findings.push(...(await chainFindings(batch, batches[i - 1], options.secondTsaChain)));
     if (!inPeriod(batch)) continue;
     const checked = await entryFindings(store, batch, sealedBy, batches[i - 1]?.sealedAt, toleranceMs);
     findings.push(...checked.findings);
@@ -301,6 +347,7 @@ export async function auditJournal(store: Store, options: AuditOptions = {}): Pr
   findings.push(...(await renewalFindings(store, batches, renewals)));
   return {
     batches: batches.length,
+    secondTimeStamps: batches.filter((b) => b.secondToken).length,
     renewals: renewals.length,
     entries,
     unsealed: unsealed.count,

@@ -61,15 +61,23 @@ function treeOf(owner: JournalBatch | JournalRenewal): { tree: HashTree; index: 
   return built;
 }
 
-/** the ArchiveTimeStamp of `key` in `owner`'s tree (a data group when `group` has several values) */
-function atsOf(owner: JournalBatch | JournalRenewal, key: number, group?: readonly Buffer[]): Buffer {
+/**
+ * the ArchiveTimeStamp of `key` in `owner`'s tree (a data group when `group` has several values), with the
+ * owner's token or another one over the same root
+ */
+function atsOf(
+  owner: JournalBatch | JournalRenewal,
+  key: number,
+  group?: readonly Buffer[],
+  token: Buffer = owner.token,
+): Buffer {
   const { tree, index } = treeOf(owner);
   const at = index.get(key);
   if (at === undefined) throw new Error(`journal: ${key} is not a leaf of this tree`);
   const path = tree.path(at, group);
   if (path.length > 0 && !pathRoot(nodeHash(hashOf(owner.hashOid)), path).equals(owner.root))
     throw new Error('journal: a reduced hash tree does not lead to its root');
-  return archiveTimeStamp(owner.hashOid, path, owner.token);
+  return archiveTimeStamp(owner.hashOid, path, token);
 }
 
 /** a renewal's leaf index, built once */
@@ -134,5 +142,21 @@ export function evidenceRecord(batch: JournalBatch, seq: number, renewals: reado
     integer(1),
     sequence(...[...new Set(algorithms)].map((a) => algorithmIdentifier(a))),
     sequence(...chains),
+  );
+}
+
+/**
+ * The DER EvidenceRecord of entry `seq` under its batch's second time-stamp (another operator's TSA), or
+ * undefined when the batch has none: one chain of one ArchiveTimeStamp. A record of its own, not a second chain
+ * in the first record: RFC 4998 5.3 makes every chain after the first a hash-tree renewal of those before it
+ * (BouncyCastle checks it as one), so parallel time-stamps of one root are parallel records. Renewals extend
+ * the first record only.
+ */
+export function secondEvidenceRecord(batch: JournalBatch, seq: number): Buffer | undefined {
+  if (!batch.secondToken) return undefined;
+  return sequence(
+    integer(1),
+    sequence(algorithmIdentifier(batch.hashOid)),
+    sequence(sequence(atsOf(batch, seq, undefined, batch.secondToken))),
   );
 }

@@ -84,6 +84,11 @@ export function timeStampLeaves(chains: readonly CurrentChain[]): RenewalLeaf[] 
 
 /** notAfter of the certificate that signed a time-stamp token (the one its SignerInfo names, else the first) */
 export function tsaCertificateEnd(token: Buffer): Date {
+  return new Date(tsaCertificate(token).validTo);
+}
+
+/** the certificate that signed a time-stamp token: the one its SignerInfo names, else the first it carries */
+export function tsaCertificate(token: Buffer): X509Certificate {
   const signed = new pkijs.SignedData({ schema: pkijs.ContentInfo.fromBER(new Uint8Array(token)).content });
   const sid = signed.signerInfos[0]?.sid;
   const certificates = (signed.certificates ?? []).filter((c) => c instanceof pkijs.Certificate);
@@ -96,7 +101,7 @@ export function tsaCertificateEnd(token: Buffer): Date {
         ),
     ) ?? certificates[0];
   if (!signer) throw new Error('journal: a time-stamp carries no TSA certificate');
-  return new Date(new X509Certificate(Buffer.from(signer.toSchema().toBER())).validTo);
+  return new X509Certificate(Buffer.from(signer.toSchema().toBER()));
 }
 
 /**

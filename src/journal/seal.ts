@@ -4,6 +4,10 @@
  * it; the root is time-stamped (RFC 3161) and the batch stored with its leaves. Runs off the signDoc path on a
  * timer (startSealing) and once more at shutdown.
  *
+ * With a second TSA configured (journal.secondTsaUrl, another operator's), the same root is time-stamped by it
+ * too, and the batch is stored only with both tokens: a failure of either fails the seal, which is logged and
+ * tried again at the next interval; the entries wait, none is sealed with one token by mistake.
+ *
  * Several instances may seal the same database: each seals entries up to the store's horizon (store/journal.ts)
  * and inserts batch n+1; a batch number is inserted once, so the loser of a race drops its token and seals again
  * from the winner's batch. One chain, no fork, and each entry in exactly one batch.
@@ -25,10 +29,27 @@ export function batchLeaves(prevRoot: Buffer | null, leaves: readonly JournalLea
   return [...(prevRoot ? [prevRoot] : []), ...leaves.map((l) => l.hash)];
 }
 
+/** The TSAs that time-stamp each batch's root: ours, and another operator's when configured. */
+export interface SealingTsas {
+  readonly tsa: TimestampProvider;
+  readonly second?: TimestampProvider | undefined;
+}
+
+/** both tokens over `root`, or an error saying which TSA failed */
+async function timestamps(tsas: SealingTsas, root: Buffer): Promise<{ token: Buffer; secondToken?: Buffer }> {
+  const [first, second] = await Promise.allSettled([
+    tsas.tsa.timestamp(root, SHA256),
+    tsas.second ? tsas.second.timestamp(root, SHA256) : Promise.resolve(undefined),
+  ]);
+  if (first.status === 'rejected') throw new Error(`our TSA: ${(first.reason as Error).message}`);
+  if (second.status === 'rejected') throw new Error(`the second TSA: ${(second.reason as Error).message}`);
+  return { token: first.value, ...(second.value ? { secondToken: second.value } : {}) };
+}
+
 /** One batch over the entries after `last` up to `through`, time-stamped; undefined when there are none. */
 async function nextBatch(
   store: Store,
-  tsa: TimestampProvider,
+  tsas: SealingTsas,
   last: JournalBatch | undefined,
   horizon: number,
 ): Promise<JournalBatch | undefined> {
@@ -39,7 +60,7 @@ async function nextBatch(
   const leaves = entries.map((e) => ({ seq: e.seq, hash: sha256(e.body) }));
   const prevRoot = last?.root ?? null;
   const root = treeRoot(sha256, batchLeaves(prevRoot, leaves));
-  const token = await tsa.timestamp(root, SHA256);
+  const { token, secondToken } = await timestamps(tsas, root);
   return {
     batchNo: (last?.batchNo ?? 0) + 1,
     firstSeq: after + 1,
@@ -49,18 +70,23 @@ async function nextBatch(
     root,
     leaves,
     token,
+    ...(secondToken ? { secondToken } : {}),
     sealedAt: genTimeOf(token),
   };
 }
 
-/** Seals everything committed so far, in as many batches as it takes; the batches this call added. */
-export async function sealJournal(store: Store, tsa: TimestampProvider): Promise<JournalBatch[]> {
+/**
+ * Seals everything committed so far, in as many batches as it takes; the batches this call added. `tsa`: our
+ * TSA alone, or ours and a second one.
+ */
+export async function sealJournal(store: Store, tsa: TimestampProvider | SealingTsas): Promise<JournalBatch[]> {
+  const tsas = 'timestamp' in tsa ? { tsa } : tsa;
   const sealed: JournalBatch[] = [];
   const horizon = await store.journal.horizon();
   for (let races = 0; races < MAX_RACES; ) {
     const last = await store.journal.lastBatch();
     if ((last?.throughSeq ?? 0) >= horizon) return sealed;
-    const batch = await nextBatch(store, tsa, last, horizon);
+    const batch = await nextBatch(store, tsas, last, horizon);
     if (!batch) return sealed;
     if (await store.journal.addBatch(batch)) sealed.push(batch);
     else races++; // another instance sealed this number first: go on from its batch
@@ -74,18 +100,19 @@ export interface SealingJob {
 }
 
 /** Seals every `intervalSeconds` (0: only at close). A failed seal is logged and tried again next time. */
-export function startSealing(
-  store: Store,
-  tsa: TimestampProvider,
-  intervalSeconds: number,
-  logger: Logger,
-): SealingJob {
+export function startSealing(store: Store, tsa: SealingTsas, intervalSeconds: number, logger: Logger): SealingJob {
   const seal = async () => {
     try {
       const batches = await sealJournal(store, tsa);
       for (const b of batches)
         logger.info(
-          { event: 'journal.sealed', batch: b.batchNo, first_seq: b.firstSeq, through_seq: b.throughSeq },
+          {
+            event: 'journal.sealed',
+            batch: b.batchNo,
+            first_seq: b.firstSeq,
+            through_seq: b.throughSeq,
+            second_tsa: b.secondToken !== undefined,
+          },
           'journal batch sealed',
         );
     } catch (err) {

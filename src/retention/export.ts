@@ -107,10 +107,11 @@ async function writeSigning(
   };
   archive.write(`${dir}/signing.json`, `${JSON.stringify(record, null, 2)}\n`);
   // the journal entries of the signing with their RFC 4998 evidence records (journal/records.ts)
-  for (const { entry, record: ers } of await recordsOf(store, signing.certificateSerialHex, renewals)) {
+  for (const { entry, record: ers, secondRecord } of await recordsOf(store, signing.certificateSerialHex, renewals)) {
     const names = recordFileNames(entry);
     archive.write(`${dir}/${names.data}`, entry.body);
     if (ers) archive.write(`${dir}/${names.record}`, ers);
+    if (secondRecord) archive.write(`${dir}/${names.secondRecord}`, secondRecord);
   }
   return kept.length;
 }
@@ -119,7 +120,8 @@ async function writeSigning(
  * The chain of batches sealed in the period, and the one before them, which links this archive to the one
  * before it: an archive missing from a series shows as a gap in batch numbers. Per batch its seq range, leaves,
  * previous root, root and genTime in journal/batches.json, and its token (DER TimeStampToken) in
- * journal/batch-<n>.tst, which `openssl ts -verify -digest <root> -token_in` checks.
+ * journal/batch-<n>.tst, which `openssl ts -verify -digest <root> -token_in` checks; the second TSA's token, when
+ * the batch has one, in journal/batch-<n>.tsa2.tst.
  */
 async function writeBatchChain(store: Store, archive: ArchiveWriter, from: Date, to: Date): Promise<number> {
   const chain: JournalBatch[] = [];
@@ -136,6 +138,7 @@ async function writeBatchChain(store: Store, archive: ArchiveWriter, from: Date,
   if (before) chain.unshift(before);
   const batches = chain.map((b) => {
     archive.write(`journal/batch-${b.batchNo}.tst`, b.token);
+    if (b.secondToken) archive.write(`journal/batch-${b.batchNo}.tsa2.tst`, b.secondToken);
     return {
       batchNo: b.batchNo,
       firstSeq: b.firstSeq,
@@ -146,6 +149,7 @@ async function writeBatchChain(store: Store, archive: ArchiveWriter, from: Date,
       root: b.root.toString('hex'),
       leaves: b.leaves.map((l) => [l.seq, l.hash.toString('hex')]),
       token: `batch-${b.batchNo}.tst`,
+      secondToken: b.secondToken ? `batch-${b.batchNo}.tsa2.tst` : null,
     };
   });
   archive.write('journal/batches.json', `${JSON.stringify({ batches }, null, 2)}\n`);

@@ -196,6 +196,7 @@ function toBatch(row: Selectable<JournalBatchesTable>): JournalBatch {
     root: Buffer.from(row.root),
     leaves: decodeLeaves(Buffer.from(row.leaves)),
     token: Buffer.from(row.token),
+    ...(row.second_token ? { secondToken: Buffer.from(row.second_token) } : {}),
     sealedAt: new Date(row.sealed_at),
   };
 }
@@ -233,6 +234,7 @@ async function addBatch(a: StoreAccess, b: JournalBatch): Promise<boolean> {
         root: b.root,
         leaves: encodeLeaves(b.leaves),
         token: b.token,
+        second_token: b.secondToken ?? null,
         sealed_at: a.time(b.sealedAt),
       })
       .onConflict((oc) => oc.doNothing()),

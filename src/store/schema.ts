@@ -111,6 +111,8 @@ export interface JournalBatchesTable {
   leaves: Buffer;
   /** RFC 3161 TimeStampToken over root */
   token: Buffer;
+  /** a second TimeStampToken over root, by another operator's TSA (journal.secondTsaUrl); null without one */
+  second_token: Buffer | null;
   sealed_at: Time;
 }
 
@@ -237,6 +239,12 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
     '0008_journal': { up: (db) => createJournal(db, types) },
     // renewals of the journal's evidence records (RFC 4998 section 5): time-stamp and hash-tree renewals
     '0009_journal_renewals': { up: (db) => createJournalRenewals(db, types) },
+    // a batch's time-stamp by a second, independent TSA (journal/seal.ts), when one is configured
+    '0010_journal_second_timestamp': {
+      async up(db) {
+        await db.schema.alterTable('journal_batches').addColumn('second_token', types.bytes).execute();
+      },
+    },
   };
 }
 

@@ -339,6 +339,8 @@ export interface JournalBatch {
   readonly leaves: readonly JournalLeaf[];
   /** RFC 3161 TimeStampToken (DER ContentInfo) over root */
   readonly token: Buffer;
+  /** a second TimeStampToken over root by another operator's TSA, when one was configured at the seal */
+  readonly secondToken?: Buffer;
   /** the token's genTime */
   readonly sealedAt: Date;
 }

@@ -37,6 +37,7 @@ export const MIGRATIONS = [
   { name: '0007_retention' },
   { name: '0008_journal' },
   { name: '0009_journal_renewals' },
+  { name: '0010_journal_second_timestamp' },
 ] as const;
 
 /** whole milliseconds, as both drivers keep them */
