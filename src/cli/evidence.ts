@@ -27,7 +27,7 @@ import type {
 import { fromPem, toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 import { auditJournal, describeFinding } from '../journal/audit.ts';
-import { recordFileNames, recordsOf } from '../journal/records.ts';
+import { groupFileNames, groupRecordsOf, recordFileNames, recordsOf } from '../journal/records.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import { evidenceStoreMissing, runExport, runRenew } from './evidence-export.ts';
 
@@ -152,7 +152,8 @@ async function keptSignatures(store: Store, signings: readonly SigningTransactio
 
 /**
  * `record TXN --out DIR`: for each signing of the txn, its journal entries (the data objects, canonical JSON)
- * and their RFC 4998 evidence records, as BouncyCastle's ERSEvidenceRecord or any RFC 4998 verifier reads them.
+ * and their RFC 4998 evidence records, as BouncyCastle's ERSEvidenceRecord or any RFC 4998 verifier reads them,
+ * and the record over both entries as one data group.
  */
 async function writeRecords(store: Store, txn: string, out: string | undefined): Promise<number> {
   if (!out) {
@@ -177,6 +178,16 @@ async function writeRecords(store: Store, txn: string, out: string | undefined):
       process.stdout.write(`${join(dir, record ? names.record : names.data)}\n`);
       if (secondRecord) {
         writePrivateFile(join(dir, names.secondRecord), secondRecord);
+        process.stdout.write(`${join(dir, names.secondRecord)}\n`);
+      }
+    }
+    // one record over both entries of the signing, a data group (journal/records.ts)
+    for (const group of await groupRecordsOf(store, signing.certificateSerialHex)) {
+      const names = groupFileNames(group);
+      writePrivateFile(join(dir, names.record), group.record);
+      process.stdout.write(`${join(dir, names.record)}\n`);
+      if (group.secondRecord) {
+        writePrivateFile(join(dir, names.secondRecord), group.secondRecord);
         process.stdout.write(`${join(dir, names.secondRecord)}\n`);
       }
     }

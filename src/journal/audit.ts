@@ -5,7 +5,8 @@
  * - the chain: batch numbers and seq ranges follow each other, each batch's previous root is the root before
  *   it, its root is the tree of its leaves (RFC 4998 4.2), and its time-stamp token's signature verifies
  *   with the certificate it carries and its imprint is that root; so does the second TSA's token where a batch
- *   has one, whose certificate must also chain to that TSA's configured certificates;
+ *   has one, whose certificate must also chain to that TSA's configured certificates; each data group of a
+ *   signing's two entries is the hash of their sealed leaves;
  * - each entry against its leaf: unchanged; altered (its bytes hash to no sealed leaf); moved (they hash to the
  *   leaf of another seq); deleted (gone, no tombstone); purged by policy (gone, a retention tombstone with
  *   that leaf hash); inserted (in a sealed range without a leaf, or recorded at a time before the batch ahead
@@ -23,7 +24,7 @@ import type { JournalBatch, JournalRenewal, RenewalLeaf, Store, StoredJournalEnt
 import { hashOf, hashRenewalLeaf, recordChains } from './evidence-record.ts';
 import { nodeHash, sha256, treeRoot } from './hash-tree.ts';
 import { allBatches, currentChains, timeStampLeaves, tsaCertificate } from './renewal.ts';
-import { batchLeaves } from './seal.ts';
+import { batchLeaves, signingGroupHash } from './seal.ts';
 
 export type Finding =
   | { readonly kind: 'chain'; readonly batch: number; readonly detail: string }
@@ -195,10 +196,25 @@ function secondTokenProblems(batch: JournalBatch, anchors: readonly Buffer[] | u
   return chain ? [chain] : [];
 }
 
+/** each data group of a batch: of one of its entries and an entry sealed before, the hash of their leaves */
+function groupProblems(batch: JournalBatch, sealedLeaf: ReadonlyMap<number, Buffer>): string[] {
+  const problems: string[] = [];
+  for (const g of batch.groups ?? []) {
+    const returned = batch.leaves.find((l) => l.seq === g.returnedSeq)?.hash;
+    const authorized = g.authorizedSeq < g.returnedSeq ? sealedLeaf.get(g.authorizedSeq) : undefined;
+    if (!returned || !authorized || !signingGroupHash(authorized, returned).equals(g.hash))
+      problems.push(
+        `its data group of entries ${g.authorizedSeq} and ${g.returnedSeq} is not the hash of their leaves`,
+      );
+  }
+  return problems;
+}
+
 /** the chain's findings for one batch given the one before it */
 async function chainFindings(
   batch: JournalBatch,
   before: JournalBatch | undefined,
+  sealedLeaf: ReadonlyMap<number, Buffer>,
   secondTsaChain?: readonly Buffer[],
 ): Promise<Finding[]> {
   const found: string[] = [];
@@ -207,11 +223,11 @@ async function chainFindings(
   const expectedPrev = before?.root ?? null;
   if (!(expectedPrev === null ? batch.prevRoot === null : batch.prevRoot?.equals(expectedPrev)))
     found.push('its previous root is not the root of the batch before');
-  if (!treeRoot(sha256, batchLeaves(batch.prevRoot, batch.leaves)).equals(batch.root))
+  if (!treeRoot(sha256, batchLeaves(batch.prevRoot, batch.leaves, batch.groups)).equals(batch.root))
     found.push('its root is not the hash tree of its leaves');
   const tokenProblem = checkToken(batch.token, batch.root);
   if (tokenProblem) found.push(tokenProblem);
-  found.push(...secondTokenProblems(batch, secondTsaChain));
+  found.push(...secondTokenProblems(batch, secondTsaChain), ...groupProblems(batch, sealedLeaf));
   return found.map((detail) => ({ kind: 'chain', batch: batch.batchNo, detail }));
 }
 
@@ -331,10 +347,11 @@ export async function auditJournal(store: Store, options: AuditOptions = {}): Pr
     (!options.from || b.sealedAt >= options.from) && (!options.to || b.sealedAt < options.to);
   const audited = batches.filter(inPeriod);
   const sealedBy = sealedLeaves(audited);
+  const sealedLeaf = new Map(batches.flatMap((b) => b.leaves.map((l) => [l.seq, l.hash] as const)));
   const findings: Finding[] = [];
   let entries = 0;
   for (const [i, batch] of batches.entries()) {
-    findings.push(...(await chainFindings(batch, batches[i - 1], options.secondTsaChain)));
+    findings.push(...(await chainFindings(batch, batches[i - 1], sealedLeaf, options.secondTsaChain)));
     if (!inPeriod(batch)) continue;
     const checked = await entryFindings(store, batch, sealedBy, batches[i - 1]?.sealedAt, toleranceMs);
     findings.push(...checked.findings);

@@ -16,7 +16,7 @@
  * as DER by util/der.ts; the time-stamp token is embedded byte for byte.
  */
 import { digest, hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
-import type { JournalBatch, JournalRenewal } from '../store/types.ts';
+import type { JournalBatch, JournalGroup, JournalRenewal } from '../store/types.ts';
 import { algorithmIdentifier, integer, octetString, oid, readWhole, sequence, tlv } from '../util/der.ts';
 import { HashTree, nodeHash, pathRoot } from './hash-tree.ts';
 import { batchLeaves } from './seal.ts';
@@ -35,16 +35,25 @@ function archiveTimeStamp(hashOid: string, path: readonly (readonly Buffer[])[],
 }
 
 /** Trees and leaf indexes built once per batch or renewal: an export asks for one path per entry. */
-const trees = new WeakMap<object, { tree: HashTree; index: Map<number, number> }>();
+interface BuiltTree {
+  readonly tree: HashTree;
+  /** leaf index by entry seq (batches) or key (renewals) */
+  readonly index: Map<number, number>;
+  /** a batch's data groups: leaf index by the signing.returned seq */
+  readonly groups?: Map<number, number>;
+}
+const trees = new WeakMap<object, BuiltTree>();
 
-function treeOf(owner: JournalBatch | JournalRenewal): { tree: HashTree; index: Map<number, number> } {
+function treeOf(owner: JournalBatch | JournalRenewal): BuiltTree {
   let built = trees.get(owner);
   if (!built) {
     if ('batchNo' in owner) {
       const offset = owner.prevRoot ? 1 : 0;
+      const groups = owner.groups ?? [];
       built = {
-        tree: new HashTree(nodeHash(hashOf(owner.hashOid)), batchLeaves(owner.prevRoot, owner.leaves)),
+        tree: new HashTree(nodeHash(hashOf(owner.hashOid)), batchLeaves(owner.prevRoot, owner.leaves, groups)),
         index: new Map(owner.leaves.map((l, i) => [l.seq, i + offset])),
+        groups: new Map(groups.map((g, i) => [g.returnedSeq, i + offset + owner.leaves.length])),
       };
     } else {
       built = {
@@ -71,9 +80,14 @@ function atsOf(
   group?: readonly Buffer[],
   token: Buffer = owner.token,
 ): Buffer {
-  const { tree, index } = treeOf(owner);
-  const at = index.get(key);
+  const at = treeOf(owner).index.get(key);
   if (at === undefined) throw new Error(`journal: ${key} is not a leaf of this tree`);
+  return atsAt(owner, at, group, token);
+}
+
+/** the ArchiveTimeStamp of leaf `at` of `owner`'s tree */
+function atsAt(owner: JournalBatch | JournalRenewal, at: number, group: readonly Buffer[] | undefined, token: Buffer) {
+  const { tree } = treeOf(owner);
   const path = tree.path(at, group);
   if (path.length > 0 && !pathRoot(nodeHash(hashOf(owner.hashOid)), path).equals(owner.root))
     throw new Error('journal: a reduced hash tree does not lead to its root');
@@ -159,4 +173,29 @@ export function secondEvidenceRecord(batch: JournalBatch, seq: number): Buffer |
     sequence(algorithmIdentifier(batch.hashOid)),
     sequence(sequence(atsOf(batch, seq, undefined, batch.secondToken))),
   );
+}
+
+/**
+ * The DER EvidenceRecord of a signing's data group (RFC 4998 4.2): its signing.authorized and signing.returned
+ * entries, `members` their sealed leaf hashes. The group's leaf is in the batch that sealed the signing.returned
+ * entry; the first PartialHashtree holds both hashes, so the record validates over the two data objects
+ * together (and over each alone). With our token and the time-stamp renewals of the batch's chain, or with the
+ * batch's second token (`second`); hash-tree renewals renew the entries' own records.
+ */
+export function groupEvidenceRecord(
+  batch: JournalBatch,
+  group: JournalGroup,
+  members: readonly [Buffer, Buffer],
+  renewals: readonly JournalRenewal[],
+  second = false,
+): Buffer | undefined {
+  const at = treeOf(batch).groups?.get(group.returnedSeq);
+  if (at === undefined) throw new Error(`journal: entry ${group.returnedSeq} has no data group in its batch`);
+  const token = second ? batch.secondToken : batch.token;
+  if (!token) return undefined;
+  const first = atsAt(batch, at, members, token);
+  const chain = second
+    ? sequence(first)
+    : chainWithRenewals(first, token, hashOf(batch.hashOid), renewals, null, batch.batchNo);
+  return sequence(integer(1), sequence(algorithmIdentifier(batch.hashOid)), sequence(chain));
 }

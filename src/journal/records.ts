@@ -1,9 +1,10 @@
 /**
  * The evidence records of a signing: each journal entry about it (its certificate serial) as the data object
- * (the canonical JSON bytes) with its RFC 4998 EvidenceRecord, once its batch is sealed.
+ * (the canonical JSON bytes) with its RFC 4998 EvidenceRecord, once its batch is sealed; and one record over
+ * both of its entries (signing.authorized and signing.returned) as a data group.
  */
-import type { JournalRenewal, Store, StoredJournalEntry } from '../store/types.ts';
-import { evidenceRecord, secondEvidenceRecord } from './evidence-record.ts';
+import type { JournalBatch, JournalRenewal, Store, StoredJournalEntry } from '../store/types.ts';
+import { evidenceRecord, groupEvidenceRecord, secondEvidenceRecord } from './evidence-record.ts';
 
 export interface EntryRecord {
   readonly entry: StoredJournalEntry;
@@ -40,4 +41,49 @@ export async function recordsOf(
 export function recordFileNames(entry: StoredJournalEntry): { data: string; record: string; secondRecord: string } {
   const base = `journal-${entry.seq}-${entry.kind}`;
   return { data: `${base}.json`, record: `${base}.ers`, secondRecord: `${base}.tsa2.ers` };
+}
+
+/** A signing's two entries as one data group, with the record over both (and under the second TSA's token). */
+export interface GroupRecord {
+  readonly authorized: StoredJournalEntry;
+  readonly returned: StoredJournalEntry;
+  readonly record: Buffer;
+  readonly secondRecord: Buffer | undefined;
+}
+
+const sealedLeaf = (batch: JournalBatch | undefined, seq: number) => batch?.leaves.find((l) => l.seq === seq)?.hash;
+
+/** The group records of a signing: one per signing.returned entry sealed with its data group. */
+export async function groupRecordsOf(
+  store: Store,
+  certificateSerialHex: string,
+  renewals?: readonly JournalRenewal[],
+): Promise<GroupRecord[]> {
+  const entries = await store.journal.entriesOf(certificateSerialHex);
+  const all = renewals ?? (await store.journal.renewals());
+  const out: GroupRecord[] = [];
+  for (const returned of entries.filter((e) => e.kind === 'signing.returned')) {
+    const batch = await store.journal.batchOf(returned.seq);
+    const group = batch?.groups?.find((g) => g.returnedSeq === returned.seq);
+    const authorized = group && entries.find((e) => e.seq === group.authorizedSeq);
+    if (!batch || !group || !authorized) continue;
+    const authorizedBatch =
+      group.authorizedSeq >= batch.firstSeq ? batch : await store.journal.batchOf(group.authorizedSeq);
+    const members = [sealedLeaf(authorizedBatch, authorized.seq), sealedLeaf(batch, returned.seq)];
+    if (!members[0] || !members[1]) continue;
+    const pair = members as [Buffer, Buffer];
+    out.push({
+      authorized,
+      returned,
+      record: groupEvidenceRecord(batch, group, pair, all)!,
+      secondRecord: groupEvidenceRecord(batch, group, pair, all, true),
+    });
+  }
+  return out;
+}
+
+/** file names of a group's records: journal-<seq>-<seq>-signing.group.ers / .group.tsa2.ers */
+export function groupFileNames(group: GroupRecord): { record: string; secondRecord: string } {
+  const base = `journal-${group.authorized.seq}-${group.returned.seq}-signing.group`;
+  return { record: `${base}.ers`, secondRecord: `${base}.tsa2.ers` };
 }

@@ -4,6 +4,10 @@
  * it; the root is time-stamped (RFC 3161) and the batch stored with its leaves. Runs off the signDoc path on a
  * timer (startSealing) and once more at shutdown.
  *
+ * A signing's two entries, signing.authorized and signing.returned, also form a data group (RFC 4998 4.2): the
+ * batch that seals the signing.returned entry adds a leaf for the pair after the entries' leaves, so one
+ * evidence record covers both (evidence-record.ts).
+ *
  * With a second TSA configured (journal.secondTsaUrl, another operator's), the same root is time-stamped by it
  * too, and the batch is stored only with both tokens: a failure of either fails the seal, which is logged and
  * tried again at the next interval; the entries wait, none is sealed with one token by mistake.
@@ -13,20 +17,66 @@
  * from the winner's batch. One chain, no fork, and each entry in exactly one batch.
  */
 import { SHA256 } from '../crypto/algorithms.ts';
-import type { JournalBatch, JournalLeaf, Store } from '../store/types.ts';
+import type { JournalBatch, JournalGroup, JournalLeaf, Store, StoredJournalEntry } from '../store/types.ts';
 import type { TimestampProvider } from '../timestamping/provider.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
 import type { Logger } from '../util/logger.ts';
 import { runEvery } from '../util/periodic.ts';
-import { sha256, treeRoot } from './hash-tree.ts';
+import { groupHash, sha256, treeRoot } from './hash-tree.ts';
 
 /** at most this many entries per batch: the leaves row and an audit's reads stay bounded */
 export const MAX_BATCH_ENTRIES = 50_000;
 const MAX_RACES = 10;
+const AUTHORIZED = 'signing.authorized';
+const RETURNED = 'signing.returned';
 
-/** the tree's leaves: the previous root first (the chain), then the entries' leaf hashes in seq order */
-export function batchLeaves(prevRoot: Buffer | null, leaves: readonly JournalLeaf[]): Buffer[] {
-  return [...(prevRoot ? [prevRoot] : []), ...leaves.map((l) => l.hash)];
+/**
+ * the tree's leaves: the previous root first (the chain), then the entries' leaf hashes in seq order, then the
+ * data groups' hashes
+ */
+export function batchLeaves(
+  prevRoot: Buffer | null,
+  leaves: readonly JournalLeaf[],
+  groups: readonly JournalGroup[] = [],
+): Buffer[] {
+  return [...(prevRoot ? [prevRoot] : []), ...leaves.map((l) => l.hash), ...groups.map((g) => g.hash)];
+}
+
+/** the hash of a data group of two sealed leaves (RFC 4998 4.2: sorted, concatenated, hashed) */
+export const signingGroupHash = (authorized: Buffer, returned: Buffer): Buffer =>
+  groupHash(sha256, [authorized, returned]);
+
+/** the sealed leaf hash of a signing's signing.authorized entry from an earlier batch, with its seq */
+async function earlierAuthorized(store: Store, ref: string, before: number) {
+  const entry = (await store.journal.entriesOf(ref)).find((e) => e.kind === AUTHORIZED && e.seq < before);
+  const leaf = entry && (await store.journal.batchOf(entry.seq))?.leaves.find((l) => l.seq === entry.seq);
+  return leaf && { seq: leaf.seq, hash: leaf.hash };
+}
+
+/**
+ * A data group per signing.returned entry of the batch with its signing's signing.authorized entry (in this
+ * batch, or sealed in an earlier one; none when that entry is gone), so one evidence record covers both.
+ */
+async function signingGroups(
+  store: Store,
+  entries: readonly StoredJournalEntry[],
+  leaves: readonly JournalLeaf[],
+): Promise<JournalGroup[]> {
+  const authorizedHere = new Map<string, JournalLeaf>();
+  const groups: JournalGroup[] = [];
+  for (const [i, entry] of entries.entries()) {
+    if (!entry.ref) continue;
+    if (entry.kind === AUTHORIZED) authorizedHere.set(entry.ref, leaves[i]!);
+    if (entry.kind !== RETURNED) continue;
+    const authorized = authorizedHere.get(entry.ref) ?? (await earlierAuthorized(store, entry.ref, entry.seq));
+    if (!authorized) continue;
+    groups.push({
+      authorizedSeq: authorized.seq,
+      returnedSeq: entry.seq,
+      hash: signingGroupHash(authorized.hash, leaves[i]!.hash),
+    });
+  }
+  return groups;
 }
 
 /** The TSAs that time-stamp each batch's root: ours, and another operator's when configured. */
@@ -58,8 +108,9 @@ async function nextBatch(
   if (entries.length === 0) return undefined;
   // the leaf is the hash of the body as it is now: what was written is what gets sealed
   const leaves = entries.map((e) => ({ seq: e.seq, hash: sha256(e.body) }));
+  const groups = await signingGroups(store, entries, leaves);
   const prevRoot = last?.root ?? null;
-  const root = treeRoot(sha256, batchLeaves(prevRoot, leaves));
+  const root = treeRoot(sha256, batchLeaves(prevRoot, leaves, groups));
   const { token, secondToken } = await timestamps(tsas, root);
   return {
     batchNo: (last?.batchNo ?? 0) + 1,
@@ -69,6 +120,7 @@ async function nextBatch(
     prevRoot,
     root,
     leaves,
+    ...(groups.length > 0 ? { groups } : {}),
     token,
     ...(secondToken ? { secondToken } : {}),
     sealedAt: genTimeOf(token),

@@ -10,11 +10,12 @@
  *   sha256sum of each file against the manifest
  *
  * Each signing also carries its journal entries (journal-<seq>-<kind>.json, the canonical bytes) and, once
- * sealed, their RFC 4998 evidence records (.ers), which outlive the manifest's one time-stamp
- * (docs/evidence.md).
+ * sealed, their RFC 4998 evidence records (.ers; .tsa2.ers under a second TSA's token), which outlive the
+ * manifest's one time-stamp, and one record over both entries as a data group (docs/evidence.md).
  *
  * Layout: signings/<created, UTC>-<certificate serial>/{signing.json, introspection.jwt, certificate.pem,
- * signature-<n>.p7s|.xml, journal-<seq>-<kind>.json|.ers}; journal/{batches.json, batch-<n>.tst} (the chain of
+ * signature-<n>.p7s|.xml, journal-<seq>-<kind>.json|.ers|.tsa2.ers,
+ * journal-<seq>-<seq>-signing.group.ers|.group.tsa2.ers}; journal/{batches.json, batch-<n>.tst|.tsa2.tst} (the chain of
  * batches sealed in the period, writeBatchChain); ca/<name>.pem; manifest.json; manifest.tsr.
  */
 import { createHash } from 'node:crypto';
@@ -27,7 +28,7 @@ import type { JournalBatch, JournalRenewal, SigningTransaction, Store, StoredDoc
 import { toPem } from '../util/base64.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import { signaturesOf } from './signatures.ts';
-import { recordFileNames, recordsOf } from '../journal/records.ts';
+import { groupFileNames, groupRecordsOf, recordFileNames, recordsOf } from '../journal/records.ts';
 
 export const ARCHIVE_FORMAT = 'qtsp-evidence-archive/1';
 const PAGE = 200;
@@ -112,6 +113,11 @@ async function writeSigning(
     archive.write(`${dir}/${names.data}`, entry.body);
     if (ers) archive.write(`${dir}/${names.record}`, ers);
     if (secondRecord) archive.write(`${dir}/${names.secondRecord}`, secondRecord);
+  }
+  for (const group of await groupRecordsOf(store, signing.certificateSerialHex, renewals)) {
+    const names = groupFileNames(group);
+    archive.write(`${dir}/${names.record}`, group.record);
+    if (group.secondRecord) archive.write(`${dir}/${names.secondRecord}`, group.secondRecord);
   }
   return kept.length;
 }

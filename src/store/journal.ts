@@ -21,6 +21,7 @@ import type { JournalBatchesTable, JournalEntriesTable, JournalRenewalsTable } f
 import type {
   JournalBatch,
   JournalEntryInput,
+  JournalGroup,
   JournalLeaf,
   JournalRenewal,
   JournalStore,
@@ -149,6 +150,31 @@ function decodeKeyed(bytes: Buffer, hashLength: number): RenewalLeaf[] {
   return leaves;
 }
 
+const GROUP_BYTES = 8 + 8 + 32;
+
+/** data groups as stored: per group its two seqs (8 bytes each, big-endian) and its SHA-256 */
+function encodeGroups(groups: readonly JournalGroup[]): Buffer | null {
+  if (groups.length === 0) return null;
+  const out = Buffer.alloc(groups.length * GROUP_BYTES);
+  groups.forEach((g, i) => {
+    out.writeBigUInt64BE(BigInt(g.authorizedSeq), i * GROUP_BYTES);
+    out.writeBigUInt64BE(BigInt(g.returnedSeq), i * GROUP_BYTES + 8);
+    g.hash.copy(out, i * GROUP_BYTES + 16);
+  });
+  return out;
+}
+
+function decodeGroups(bytes: Buffer): JournalGroup[] {
+  const groups: JournalGroup[] = [];
+  for (let at = 0; at + GROUP_BYTES <= bytes.length; at += GROUP_BYTES)
+    groups.push({
+      authorizedSeq: Number(bytes.readBigUInt64BE(at)),
+      returnedSeq: Number(bytes.readBigUInt64BE(at + 8)),
+      hash: Buffer.from(bytes.subarray(at + 16, at + GROUP_BYTES)),
+    });
+  return groups;
+}
+
 function toRenewal(row: Selectable<JournalRenewalsTable>): JournalRenewal {
   if (row.kind !== 'timestamp' && row.kind !== 'hashtree') throw new Error(`journal: renewal kind ${row.kind}`);
   return {
@@ -197,6 +223,7 @@ function toBatch(row: Selectable<JournalBatchesTable>): JournalBatch {
     leaves: decodeLeaves(Buffer.from(row.leaves)),
     token: Buffer.from(row.token),
     ...(row.second_token ? { secondToken: Buffer.from(row.second_token) } : {}),
+    ...(row.groups ? { groups: decodeGroups(Buffer.from(row.groups)) } : {}),
     sealedAt: new Date(row.sealed_at),
   };
 }
@@ -235,6 +262,7 @@ async function addBatch(a: StoreAccess, b: JournalBatch): Promise<boolean> {
         leaves: encodeLeaves(b.leaves),
         token: b.token,
         second_token: b.secondToken ?? null,
+        groups: encodeGroups(b.groups ?? []),
         sealed_at: a.time(b.sealedAt),
       })
       .onConflict((oc) => oc.doNothing()),

@@ -113,6 +113,8 @@ export interface JournalBatchesTable {
   token: Buffer;
   /** a second TimeStampToken over root, by another operator's TSA (journal.secondTsaUrl); null without one */
   second_token: Buffer | null;
+  /** data groups (JournalGroup): per group the two seqs (8 bytes each, big-endian) and its hash; null: none */
+  groups: Buffer | null;
   sealed_at: Time;
 }
 
@@ -243,6 +245,12 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
     '0010_journal_second_timestamp': {
       async up(db) {
         await db.schema.alterTable('journal_batches').addColumn('second_token', types.bytes).execute();
+      },
+    },
+    // each signing's two entries as one data group of a batch's tree (journal/seal.ts)
+    '0011_journal_groups': {
+      async up(db) {
+        await db.schema.alterTable('journal_batches').addColumn('groups', types.bytes).execute();
       },
     },
   };

@@ -327,6 +327,16 @@ export interface JournalLeaf {
   readonly hash: Buffer;
 }
 
+/**
+ * A data group of RFC 4998 (4.2) in a batch's tree: a signing's signing.authorized entry and one of its
+ * signing.returned entries (this batch's), the leaf being the hash of their sealed leaf hashes, sorted.
+ */
+export interface JournalGroup {
+  readonly authorizedSeq: number;
+  readonly returnedSeq: number;
+  readonly hash: Buffer;
+}
+
 /** A sealed batch: entries (firstSeq - 1, throughSeq], its hash tree root (covering prevRoot) and time-stamp. */
 export interface JournalBatch {
   readonly batchNo: number;
@@ -341,6 +351,8 @@ export interface JournalBatch {
   readonly token: Buffer;
   /** a second TimeStampToken over root by another operator's TSA, when one was configured at the seal */
   readonly secondToken?: Buffer;
+  /** the signings whose two entries form a data group, leaves after the entries' (journal/seal.ts) */
+  readonly groups?: readonly JournalGroup[];
   /** the token's genTime */
   readonly sealedAt: Date;
 }

@@ -18,16 +18,16 @@ export function testTsa(dataDir: string): LocalTsa {
 const CHECKER = fileURLToPath(new URL('../oracles/ErsChecker.java', import.meta.url));
 const CLASSPATH = ['bcprov', 'bcpkix', 'bcutil'].map((j) => `/usr/share/java/${j}.jar`).join(':');
 
-/** BouncyCastle's verdict on `record` (a file) for the data object in `data` (a file) at `at` */
+/** BouncyCastle's verdict on `record` (a file) for the data object in `data` (a file; several: a group) at `at` */
 export function bouncyCastleVerdict(
   record: string,
-  data: string,
+  data: string | readonly string[],
   at = new Date(),
 ): Promise<{ valid: boolean; output: string }> {
   return new Promise((resolve, reject) => {
     execFile(
       'java',
-      ['-cp', CLASSPATH, CHECKER, record, data, at.toISOString()],
+      ['-cp', CLASSPATH, CHECKER, record, ...(typeof data === 'string' ? [data] : data), at.toISOString()],
       { timeout: 120_000 },
       (err, stdout, stderr) => {
         const output = `${stdout}${stderr}`.trim();

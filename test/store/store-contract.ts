@@ -38,6 +38,7 @@ export const MIGRATIONS = [
   { name: '0008_journal' },
   { name: '0009_journal_renewals' },
   { name: '0010_journal_second_timestamp' },
+  { name: '0011_journal_groups' },
 ] as const;
 
 /** whole milliseconds, as both drivers keep them */

@@ -1,0 +1,148 @@
+/**
+ * One evidence record over both entries of a signing (signing.authorized and signing.returned) as an RFC 4998
+ * data group: `qtsp evidence record TXN` writes it, BouncyCastle (test/oracles/ErsChecker.java, ERSDataGroup)
+ * validates it over the two data objects and refuses a changed byte in either; also when the two entries were
+ * sealed in different batches, and after a time-stamp renewal. The audit checks each group's leaf.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { auditJournal } from '../../src/journal/audit.ts';
+import { renewTimeStamps } from '../../src/journal/renewal.ts';
+import { groupRecordsOf } from '../../src/journal/records.ts';
+import { sealJournal } from '../../src/journal/seal.ts';
+import { openSqliteStore, sqlitePath } from '../../src/store/open.ts';
+import type { RecordSigningInput, Store } from '../../src/store/types.ts';
+import type { LocalTsa } from '../../src/timestamping/tsa.ts';
+import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
+import { qtsp } from '../helpers/qtsp-cli.ts';
+import { claimFor, signing } from '../store/store-contract.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'qtsp-journal-group-'));
+const dataDir = join(dir, 'data');
+let tsa: LocalTsa;
+let store: Store;
+
+before(async () => {
+  tsa = testTsa(join(dir, 'pki'));
+  store = await openSqliteStore(sqlitePath(dataDir));
+});
+after(async () => {
+  await store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** signDoc's two writes of a signing: its evidence (step 6), then the signature returned (step 10) */
+async function authorize(txn: string): Promise<RecordSigningInput> {
+  const input = signing(txn);
+  await store.recordSigning(input);
+  return input;
+}
+
+async function returnSignature(input: RecordSigningInput): Promise<void> {
+  const hash = input.transaction.hashes[0]!;
+  const claim = claimFor(input, [hash]);
+  assert.equal((await store.claimDocuments(claim, new Date(0))).kind, 'claimed');
+  const signature = { hash, signature: randomBytes(64).toString('base64'), revocation: null };
+  await store.keepSignatures({
+    claim,
+    signatures: [signature],
+    evidenceSerialHex: input.certificate.serialHex,
+    outbox: [],
+  });
+}
+
+const write = (name: string, bytes: Buffer) => {
+  const path = join(dir, name);
+  writeFileSync(path, bytes);
+  return path;
+};
+
+/** BouncyCastle on the group record over both data objects, and with one byte changed in each in turn */
+async function checkGroup(name: string, record: Buffer, authorized: Buffer, returned: Buffer): Promise<void> {
+  const ers = write(`${name}.ers`, record);
+  const good = await bouncyCastleVerdict(ers, [write(`${name}-a.json`, authorized), write(`${name}-r.json`, returned)]);
+  assert.ok(good.valid, `${name}: ${good.output}`);
+  for (const [which, body] of [
+    ['authorized', authorized],
+    ['returned', returned],
+  ] as const) {
+    const changed = Buffer.from(body);
+    changed[30] = changed[30]! ^ 0x01;
+    const objects =
+      which === 'authorized'
+        ? [write(`${name}-a-changed.json`, changed), write(`${name}-r.json`, returned)]
+        : [write(`${name}-a.json`, authorized), write(`${name}-r-changed.json`, changed)];
+    const bad = await bouncyCastleVerdict(ers, objects);
+    assert.equal(bad.valid, false, `${name}, a byte of the ${which} entry changed: ${bad.output}`);
+  }
+}
+
+describe("one evidence record over a signing's two entries", () => {
+  it('qtsp evidence record TXN writes it; BouncyCastle validates it over both and refuses a changed byte', async () => {
+    const input = await authorize('txn-group-one-batch');
+    await returnSignature(input);
+    const [batch] = await sealJournal(store, tsa);
+    assert.equal(batch?.groups?.length, 1, 'a data group for the signing');
+    const out = join(dir, 'records');
+    const run = await qtsp(['evidence', 'record', 'txn-group-one-batch', '--out', out, '--data-dir', dataDir]);
+    assert.equal(run.code, 0, run.output);
+    const signingDir = join(out, input.certificate.serialHex);
+    const files = readdirSync(signingDir);
+    const group = files.find((f) => f.endsWith('-signing.group.ers'));
+    assert.ok(group, `the group record among ${files.join(', ')}`);
+    const body = (kind: string) => readFileSync(join(signingDir, files.find((f) => f.endsWith(`-${kind}.json`))!));
+    await checkGroup(
+      'one-batch',
+      readFileSync(join(signingDir, group)),
+      body('signing.authorized'),
+      body('signing.returned'),
+    );
+  });
+
+  it('covers both also when they were sealed in different batches, and after a time-stamp renewal', async () => {
+    const input = await authorize('txn-group-two-batches');
+    const [first] = await sealJournal(store, tsa);
+    await returnSignature(input);
+    const [second] = await sealJournal(store, tsa);
+    assert.ok(first && second && first.batchNo < second.batchNo);
+    assert.equal(second.groups?.length, 1);
+    const [group] = await groupRecordsOf(store, input.certificate.serialHex);
+    assert.ok(group, 'a group record');
+    assert.ok(group.authorized.seq <= first.throughSeq && group.returned.seq > first.throughSeq);
+    await checkGroup('two-batches', group.record, group.authorized.body, group.returned.body);
+
+    assert.equal((await renewTimeStamps(store, tsa, { force: true, marginMs: 0 })).length, 1);
+    const [renewed] = await groupRecordsOf(store, input.certificate.serialHex);
+    assert.ok(renewed && renewed.record.length > group.record.length, 'the renewal joins the chain');
+    await checkGroup('renewed', renewed.record, renewed.authorized.body, renewed.returned.body);
+  });
+
+  it('the audit accepts the groups, and names one whose hash is not that of its leaves', async () => {
+    const clean = await auditJournal(store);
+    assert.equal(clean.clean, true, JSON.stringify(clean.findings));
+    const last = (await store.journal.lastBatch())!;
+    const grouped = (await store.journal.batches(1, 100)).find((b) => b.groups?.length)!;
+    const returnedSeq = grouped.groups![0]!.returnedSeq;
+    const forged = Buffer.alloc(48); // the same hash, said to be of a later entry
+    forged.writeBigUInt64BE(BigInt(returnedSeq + 1), 0);
+    forged.writeBigUInt64BE(BigInt(returnedSeq), 8);
+    grouped.groups![0]!.hash.copy(forged, 16);
+    const db = new Database(sqlitePath(dataDir));
+    try {
+      db.prepare('UPDATE journal_batches SET groups = ? WHERE batch_no = ?').run(forged, grouped.batchNo);
+    } finally {
+      db.close();
+    }
+    const report = await auditJournal(store);
+    assert.ok(last.batchNo >= grouped.batchNo);
+    assert.deepEqual(
+      report.findings.map((f) => ('detail' in f ? f.detail : f.kind)),
+      [`its data group of entries ${returnedSeq + 1} and ${returnedSeq} is not the hash of their leaves`],
+    );
+  });
+});
