@@ -16,6 +16,7 @@ import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import { startRetention, type RetentionJob } from './retention/purge.ts';
 import { startSealing, type SealingJob } from './journal/seal.ts';
+import { crlJournal, journaledIssuance } from './journal/ca-events.ts';
 import { startRenewalCheck, type RenewalJob } from './journal/renewal.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
@@ -123,11 +124,16 @@ function warnIfOpenToOthers(dataDir: string, logger: Logger): void {
 /** TSA, OCSP responder, CRLs: the issuing CA, TSA and responder certificates are registered in the store */
 async function startTrustServices(
   config: Config,
-  store: TrustServicesStore,
+  store: TrustServicesStore & Pick<Store, 'journal'>,
   agent: HttpAgent,
   custody: KeyCustody,
+  logger: Logger,
 ): Promise<TrustServices> {
-  const pki = createTrustServices({ config, store, agent, custody });
+  // the issuing CA's CRLs on record (journal/ca-events.ts)
+  const crlIssued = config.journal.enabled
+    ? crlJournal(store.journal, 'issuing', config.revocation.crlRefreshSeconds, logger)
+    : undefined;
+  const pki = createTrustServices({ config, store, agent, custody, ...(crlIssued ? { crlIssued } : {}) });
   await pki.reload(); // the retired issuing CAs of a rollover too; registers the certificates
   return pki;
 }
@@ -263,7 +269,7 @@ async function startWithCustody(
   const agents = createOutgoingAgents(config);
   const trust = await startTrustSources(config, agents.plain, logger, options.keyArchiveDir);
   const { store, storeHealth } = await openWatchedStore(config, logger);
-  const pki = await startTrustServices(config, store, agents.plain, keys);
+  const pki = await startTrustServices(config, store, agents.plain, keys, logger);
   if (config.journal.enabled) await journalStart(config, store, keys);
   // never waits for Redis: records wait in the outbox until it answers (spec 6.2)
   const delivery = startDeliveries(config, {
@@ -442,10 +448,12 @@ function watchRenewals(
   const responder = async () => {
     try {
       const { pki } = parts;
+      // the instance that issues the renewed certificate journals it (journal/ca-events.ts)
+      const records = config.journal.enabled ? journaledIssuance(parts.store, 'ocsp-responder', logger) : parts.store;
       const renewed = await renewedResponder(
         pki.ocspResponderDer,
         pki.issuing,
-        parts.store,
+        records,
         config.calendar.responderRenewDays,
         new Date(),
       );

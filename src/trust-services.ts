@@ -15,7 +15,7 @@ import type { IssuedCertificate, Store } from './store/types.ts';
 import { fromPem } from './util/base64.ts';
 import type { KeyedCertificate } from './ca/authority.ts';
 import { caKeyId } from './ca/certificate-list.ts';
-import { CeremonyCrl, CrlIssuer, type CrlSource } from './revocation/crl.ts';
+import { CeremonyCrl, CrlIssuer, type CrlIssuerOptions, type CrlSource } from './revocation/crl.ts';
 import { keyGenerationsOf, type KeyCustody } from './custody/types.ts';
 import { loadCustodyMaterial, type CustodyMaterial, type PublishedCertificate } from './ca/material.ts';
 import { currentPublication, generationUrls, loadRetiredGenerations } from './ca/issuing-generations.ts';
@@ -161,6 +161,8 @@ export interface TrustServicesOptions {
   readonly agent?: Agent;
   /** where the issuing CA, TSA and both OCSP responder keys live */
   readonly custody: Pick<KeyCustody, 'longLivedKey' | 'location'>;
+  /** told of each CRL of the issuing CA signed here (the journal's pki.crl_issued, journal/ca-events.ts) */
+  readonly crlIssued?: CrlIssuerOptions['issued'];
 }
 
 /** the second TSA of journal.secondTsaUrl: a client like the one of tsa.url, with that TSA's chain */
@@ -221,12 +223,14 @@ function issuingGenerations(options: TrustServicesOptions, urls: PkiUrls, materi
       status: store,
       validitySeconds: config.revocation.ocspValiditySeconds,
     });
-  const crlIssuer = (ca: KeyedCertificate) =>
+  // the current CA's CRLs go on record (options.crlIssued); a retired CA's last ones were journaled with it
+  const crlIssuer = (ca: KeyedCertificate, issued?: CrlIssuerOptions['issued']) =>
     new CrlIssuer({
       ca,
       revoked: store,
       validitySeconds: config.revocation.crlValiditySeconds,
       refreshSeconds: config.revocation.crlRefreshSeconds,
+      ...(issued ? { issued } : {}),
     });
   const currentOf = (m: CustodyMaterial) => {
     const publishedAs = currentPublication(config.dataDir);
@@ -234,7 +238,7 @@ function issuingGenerations(options: TrustServicesOptions, urls: PkiUrls, materi
       der: m.issuing.der,
       publishedAs,
       responder: responder(m.ocspResponder, m.issuing),
-      crl: crlIssuer(m.issuing),
+      crl: crlIssuer(m.issuing, options.crlIssued),
       issuing: { ...m.issuing, signerPointers: issuingCaPointers(generationUrls(urls, publishedAs)) },
     };
   };

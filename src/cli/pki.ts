@@ -26,6 +26,7 @@ import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
 import { markRenewed, renewalPlan, writeRenewed, writeRenewedRootCrl, type PlannedRenewal } from '../ca/renewal.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
 import { destroyIssuingCa, rollover } from './pki-rollover.ts';
+import { certificateFacts } from '../journal/ca-events.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
 import type { Config } from '../config/schema.ts';
@@ -242,9 +243,30 @@ async function renew(config: Config, flags: RenewFlags): Promise<number> {
     config.dataDir,
     due.map((r) => r.object),
   );
+  await journalCaEvent(config, 'pki.renewed', {
+    objects: due.map((r) => r.object),
+    certificates: due
+      .filter((r) => r.object !== 'root-crl') // journaled by signRootCrl
+      .map((r) => certificateFacts(r.object, certificateDer(reissuedFile(config.dataDir, r.object)))),
+  });
   process.stdout.write(`renewed ${due.map((r) => r.object).join(', ')}; ${PICKED_UP}\n`);
   return 0;
 }
+
+/** the certificate file of a certificate a ceremony reissues */
+function reissuedFile(dataDir: string, object: string): string {
+  const p = pkiPaths(dataDir);
+  const files: Record<string, string> = {
+    tsa: p.tsaCert,
+    'ocsp-responder': p.ocspCert,
+    'root-ocsp-responder': p.rootOcspCert,
+  };
+  const file = files[object];
+  if (!file) throw new Error(`no certificate file for ${object}`);
+  return file;
+}
+
+const certificateDer = (file: string) => new X509Certificate(readFileSync(file)).raw;
 
 interface RenewFlags {
   readonly within?: string | undefined;
@@ -327,6 +349,10 @@ async function clientCert(config: Config, values: ClientCertFlags): Promise<numb
       return 0;
     }
     const r = await rotateClientCertificate(files);
+    await journalCaEvent(config, 'pki.client_certificate_rotated', {
+      previousX5tS256: r.previous,
+      ...certificateFacts('qtsp-client', certificateDer(files.certFile)),
+    });
     process.stdout.write(
       `registered ${r.current} (valid until ${r.notAfter.toISOString()}) beside ${r.previous} and installed it ` +
         `as ${files.certFile}; instances switch within ${config.calendar.reloadCheckSeconds} s ` +

@@ -45,6 +45,14 @@ export interface CrlIssuerOptions {
   readonly validitySeconds: number;
   readonly refreshSeconds: number;
   readonly clock?: () => Date;
+  /** told of each CRL signed here, after it is built (the journal, journal/ca-events.ts); must not throw */
+  readonly issued?: (crl: {
+    readonly der: Buffer;
+    readonly number: number;
+    readonly thisUpdate: Date;
+    readonly nextUpdate: Date;
+    readonly revokedCount: number;
+  }) => void;
 }
 
 /** A CRL as issued: its number, DER, when this process issued it (ms) and its thisUpdate (ms, whole seconds). */
@@ -122,7 +130,15 @@ export class CrlIssuer {
     const number = crlNumber(now, revoked.length);
     if (this.#current?.number === number) return this.#current;
     const der = await this.build(revoked, now);
-    this.#current = { der, number, issuedAt: now.getTime(), thisUpdate: wholeSeconds(now).getTime() };
+    const thisUpdate = wholeSeconds(now);
+    this.#current = { der, number, issuedAt: now.getTime(), thisUpdate: thisUpdate.getTime() };
+    this.#o.issued?.({
+      der,
+      number,
+      thisUpdate,
+      nextUpdate: new Date(thisUpdate.getTime() + this.#o.validitySeconds * 1000),
+      revokedCount: revoked.length,
+    });
     return this.#current;
   }
 

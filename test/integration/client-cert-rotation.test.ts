@@ -8,7 +8,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import pino from 'pino';
@@ -102,6 +102,11 @@ describe('TLS client certificate rotation toward the banks', () => {
     const next: ClientPair = { cert: readFileSync(p.clientCert, 'utf8'), key: readFileSync(p.clientKey, 'utf8') };
     assert.notEqual(x5t(next.cert), x5t(old.cert));
     assert.deepEqual(await registered(), [x5t(old.cert), x5t(next.cert)]);
+    const journaled = (await env.qtsp.deps.store.journal.entries(0, Number.MAX_SAFE_INTEGER))
+      .map((e) => JSON.parse(e.body.toString('utf8')) as { kind: string; data: Record<string, unknown> })
+      .find((b) => b.kind === 'pki.client_certificate_rotated');
+    assert.equal(journaled?.data['previousX5tS256'], x5t(old.cert), 'the rotation is journaled');
+    assert.equal(journaled?.data['serialHex'], new X509Certificate(next.cert).serialNumber.toLowerCase());
     await signs('during the overlap');
     assert.equal((await introspectAs(old)).status, 200, 'the bank refused the old certificate during the overlap');
     assert.equal((await introspectAs(next)).status, 200, 'the bank refused the new certificate during the overlap');

@@ -63,4 +63,42 @@ describe('CA events in the journal', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('a renewal at a ceremony journals the certificates it reissued', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qtsp-journal-pki-'));
+    const data = join(dir, 'data');
+    const offline = join(dir, 'offline');
+    try {
+      const made = await qtsp(['pki', 'ceremony', '--data-dir', data, '--ceremony-dir', offline]);
+      assert.equal(made.code, 0, made.stderr);
+      // everything is due within this many days: the TSA, both OCSP responders and the root CRL
+      const args = ['pki', 'ceremony', '--renew', '--within', '100000', '--data-dir', data, '--ceremony-dir', offline];
+      const renewed = await qtsp(args);
+      assert.equal(renewed.code, 0, renewed.stderr);
+      const store = await openSqliteStore(sqlitePath(data));
+      try {
+        const entries = await store.journal.entries(0, await store.journal.horizon());
+        const bodies = entries.map((e) => JSON.parse(e.body.toString('utf8')));
+        const event = bodies.find((b) => b.kind === 'pki.renewed');
+        assert.ok(event, `kinds: ${bodies.map((b) => b.kind).join(', ')}`);
+        const byName = new Map(
+          (event.data.certificates as { name: string; serialHex: string; sha256: string }[]).map((c) => [c.name, c]),
+        );
+        for (const [name, file] of [
+          ['tsa', 'tsa.pem'],
+          ['ocsp-responder', 'ocsp-responder.pem'],
+          ['root-ocsp-responder', 'root-ocsp-responder.pem'],
+        ] as const) {
+          assert.ok((event.data.objects as string[]).includes(name), name);
+          const cert = new X509Certificate(readFileSync(join(data, 'pki', file)));
+          assert.equal(byName.get(name)?.sha256, sha256(cert.raw), name);
+          assert.equal(byName.get(name)?.serialHex, cert.serialNumber.toLowerCase(), name);
+        }
+      } finally {
+        await store.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
