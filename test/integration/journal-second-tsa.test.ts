@@ -20,7 +20,9 @@ import { exportEvidence } from '../../src/retention/export.ts';
 import { openSqliteStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import { type LocalTsa, RemoteTsa } from '../../src/timestamping/tsa.ts';
+import { startEnvironment } from '../helpers/environment.ts';
 import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
+import { qtsp } from '../helpers/qtsp-cli.ts';
 import { run, tsVerifyArgs } from '../helpers/openssl.ts';
 import { type OpensslTsa, startOpensslTsa } from '../helpers/openssl-tsa.ts';
 import { signing } from '../store/store-contract.ts';
@@ -131,6 +133,28 @@ describe('a second TSA of another operator per batch', () => {
       report.findings.map((f) => [f.kind, 'batch' in f ? f.batch : null, 'detail' in f ? f.detail : null]),
       [['chain', last.batchNo, 'second time-stamp: the time-stamp covers another hash than the root']],
     );
+  });
+
+  it('the service seals with both TSAs; qtsp evidence audit checks both against the configured chain', async () => {
+    const env = await startEnvironment({
+      journal: { secondTsaUrl: other.url, secondTsaChainFile: other.chainFile, sealIntervalSeconds: 1 },
+    });
+    try {
+      const journal = env.qtsp.deps.store.journal;
+      let batch = await journal.lastBatch();
+      for (let i = 0; i < 240 && !batch; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        batch = await journal.lastBatch();
+      }
+      assert.ok(batch?.secondToken, 'the service sealed a batch with the second token');
+      const env2 = { QTSP_JOURNAL_SECOND_TSA_CHAIN_FILE: other.chainFile };
+      const audit = await qtsp(['evidence', 'audit', '--data-dir', env.dataDir], env2);
+      assert.equal(audit.code, 0, audit.output);
+      assert.match(audit.stdout, /\((\d+) also time-stamped by the second TSA\)/);
+      assert.doesNotMatch(audit.stdout, /\(0 also time-stamped/);
+    } finally {
+      await env.close();
+    }
   });
 
   it('the export carries the second token and the records of both TSAs', async () => {
