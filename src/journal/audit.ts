@@ -200,7 +200,8 @@ function secondTokenProblems(batch: JournalBatch, anchors: readonly Buffer[] | u
 function groupProblems(batch: JournalBatch, sealedLeaf: ReadonlyMap<number, Buffer>): string[] {
   const problems: string[] = [];
   for (const g of batch.groups ?? []) {
-    const returned = batch.leaves.find((l) => l.seq === g.returnedSeq)?.hash;
+    const inBatch = batch.firstSeq <= g.returnedSeq && g.returnedSeq <= batch.throughSeq;
+    const returned = inBatch ? sealedLeaf.get(g.returnedSeq) : undefined;
     const authorized = g.authorizedSeq < g.returnedSeq ? sealedLeaf.get(g.authorizedSeq) : undefined;
     if (!returned || !authorized || !signingGroupHash(authorized, returned).equals(g.hash))
       problems.push(

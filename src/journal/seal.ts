@@ -46,11 +46,26 @@ export function batchLeaves(
 export const signingGroupHash = (authorized: Buffer, returned: Buffer): Buffer =>
   groupHash(sha256, [authorized, returned]);
 
-/** the sealed leaf hash of a signing's signing.authorized entry from an earlier batch, with its seq */
-async function earlierAuthorized(store: Store, ref: string, before: number) {
-  const entry = (await store.journal.entriesOf(ref)).find((e) => e.kind === AUTHORIZED && e.seq < before);
-  const leaf = entry && (await store.journal.batchOf(entry.seq))?.leaves.find((l) => l.seq === entry.seq);
-  return leaf && { seq: leaf.seq, hash: leaf.hash };
+/**
+ * The sealed leaf of a signing's signing.authorized entry from an earlier batch; each earlier batch read once
+ * per seal, its leaves by seq.
+ */
+function earlierAuthorized(store: Store): (ref: string, before: number) => Promise<JournalLeaf | undefined> {
+  const read: { batch: JournalBatch; bySeq: Map<number, Buffer> }[] = [];
+  const batchOf = async (seq: number) => {
+    const known = read.find(({ batch: b }) => b.firstSeq <= seq && seq <= b.throughSeq);
+    if (known) return known;
+    const batch = await store.journal.batchOf(seq);
+    if (!batch) return undefined;
+    const added = { batch, bySeq: new Map(batch.leaves.map((l) => [l.seq, l.hash])) };
+    read.push(added);
+    return added;
+  };
+  return async (ref, before) => {
+    const entry = (await store.journal.entriesOf(ref)).find((e) => e.kind === AUTHORIZED && e.seq < before);
+    const hash = entry && (await batchOf(entry.seq))?.bySeq.get(entry.seq);
+    return hash && { seq: entry.seq, hash };
+  };
 }
 
 /**
@@ -63,12 +78,13 @@ async function signingGroups(
   leaves: readonly JournalLeaf[],
 ): Promise<JournalGroup[]> {
   const authorizedHere = new Map<string, JournalLeaf>();
+  const earlier = earlierAuthorized(store);
   const groups: JournalGroup[] = [];
   for (const [i, entry] of entries.entries()) {
     if (!entry.ref) continue;
     if (entry.kind === AUTHORIZED) authorizedHere.set(entry.ref, leaves[i]!);
     if (entry.kind !== RETURNED) continue;
-    const authorized = authorizedHere.get(entry.ref) ?? (await earlierAuthorized(store, entry.ref, entry.seq));
+    const authorized = authorizedHere.get(entry.ref) ?? (await earlier(entry.ref, entry.seq));
     if (!authorized) continue;
     groups.push({
       authorizedSeq: authorized.seq,
