@@ -8,9 +8,12 @@
  * Jobs carry only the outbox id; the payload stays in the store (notifications hold a user's sub, which has
  * no business in Redis). bullmq drops an add() whose job id exists, so handing an entry over twice is harmless.
  */
+import { connect as netConnect, type LookupFunction } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { Queue, type JobsOptions } from 'bullmq';
-import { Redis, type RedisOptions } from 'ioredis';
+import { AbstractConnector, Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config/schema.ts';
+import { hostLookup } from '../util/host-lookup.ts';
 
 export interface DeliveryJob {
   /** the outbox id (mediation: the reference_id) */
@@ -31,15 +34,55 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
 }
 
 /**
+ * ioredis's own connector (StandaloneConnector), resolving the host with `lookup` (util/host-lookup.ts): its
+ * reconnects, every 2 s while Redis or its name is gone, then leave no lookup that a stop would wait for.
+ */
+function connectorWith(lookup: LookupFunction) {
+  return class LookupConnector extends AbstractConnector {
+    private readonly options: RedisOptions;
+
+    constructor(options: unknown) {
+      const o = options as RedisOptions;
+      super(o.disconnectTimeout ?? 2000);
+      this.options = o;
+    }
+
+    connect(): Promise<ReturnType<typeof netConnect>> {
+      const o = this.options;
+      const target = { host: o.host ?? 'localhost', port: o.port ?? 6379, family: o.family ?? 0, lookup };
+      this.connecting = true;
+      return new Promise((resolve, reject) => {
+        // as ioredis's: the stream is made on the next tick, unless disconnect() came first
+        process.nextTick(() => {
+          if (!this.connecting) return reject(new Error('Connection is closed.'));
+          try {
+            this.stream = o.tls ? tlsConnect({ ...target, ...o.tls }) : netConnect(target);
+          } catch (err) {
+            return reject(err);
+          }
+          this.stream.once('error', (err: Error) => (this.firstError = err));
+          resolve(this.stream);
+        });
+      });
+    }
+  };
+}
+
+/**
  * A Redis connection. `blocking` (workers) must retry commands for ever (bullmq requires
  * maxRetriesPerRequest null); producers fail fast. ioredis reconnects on its own; errors are reported through
- * onError, which the caller rate-limits (ioredis emits one per reconnect attempt).
+ * onError, which the caller rate-limits (ioredis emits one per reconnect attempt). Host names are resolved by
+ * `lookup`, which the owner closes when it stops (a lookup of its own when none is given).
  */
-export function redisConnection(url: string, options: { blocking: boolean; onError: (err: Error) => void }): Redis {
+export function redisConnection(
+  url: string,
+  options: { blocking: boolean; onError: (err: Error) => void; lookup?: LookupFunction },
+): Redis {
   const common: RedisOptions = {
     connectTimeout: 2000,
     // reconnect after 50 ms, 100 ms, ... at most every 2 s: Redis coming back is noticed within 2 s
     retryStrategy: (times) => Math.min(times * 50, 2000),
+    Connector: connectorWith(options.lookup ?? hostLookup().lookup),
   };
   const redis = options.blocking
     ? new Redis(url, { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true })

@@ -76,6 +76,8 @@ function processor(topic: string, deliver: Deliver, o: WorkerOptions) {
  */
 export class DeliveryWorkers {
   private readonly workers: Worker<DeliveryJob>[] = [];
+  /** the deliveries running now, which close() lets finish */
+  private readonly running = new Set<Promise<unknown>>();
   private closed = false;
   private readonly start = () => {
     if (!this.closed && this.workers.length === 0) this.createWorkers();
@@ -89,7 +91,8 @@ export class DeliveryWorkers {
   private createWorkers(): void {
     const o = this.o;
     for (const [topic, deliver] of Object.entries(o.handlers)) {
-      const worker = new Worker<DeliveryJob>(topic, processor(topic, deliver, o), {
+      const run = processor(topic, deliver, o);
+      const worker = new Worker<DeliveryJob>(topic, (job) => this.track(run(job)), {
         connection: o.connection,
         prefix: o.config.redis.prefix,
         concurrency: o.config.delivery.concurrency,
@@ -109,6 +112,17 @@ export class DeliveryWorkers {
     }
   }
 
+  private track<T>(delivery: Promise<T>): Promise<T> {
+    this.running.add(delivery);
+    const done = () => this.running.delete(delivery);
+    delivery.then(done, done);
+    return delivery;
+  }
+
+  private async settled(): Promise<void> {
+    while (this.running.size > 0) await Promise.allSettled([...this.running]);
+  }
+
   /** 'failed' fires for every failed attempt; only a job in bullmq's failed set is given up for good. */
   private async settleFailed(job: Job<DeliveryJob>, err: Error): Promise<void> {
     if ((await job.getState()) !== 'failed') return;
@@ -116,17 +130,18 @@ export class DeliveryWorkers {
   }
 
   /**
-   * Lets running deliveries finish (each is bounded by delivery.timeoutMs), then closes without waiting for
-   * Redis: a graceful bullmq close waits for a Redis that is down for as long as it stays down. A delivery
-   * cut short runs again elsewhere once its lock expires, which the duplicate refusal makes harmless.
+   * Takes no new job, lets running deliveries finish (each is bounded by delivery.timeoutMs), then closes
+   * without waiting for Redis: a graceful bullmq close waits for a Redis that is down for as long as it stays
+   * down, and bullmq's waiting pause reconnects its blocking connection afterwards, which needs Redis and its
+   * name again. A delivery cut short, or whose completion did not reach Redis, runs again once its lock
+   * expires; the outbox's delivered mark and the duplicate refusal make that harmless.
    */
   async close(): Promise<void> {
     this.closed = true;
     this.o.connection.off('ready', this.start);
     const graceMs = this.o.config.delivery.timeoutMs + this.o.config.redis.commandTimeoutMs;
-    await Promise.allSettled(
-      this.workers.map((w) => withTimeout(w.pause(), graceMs, 'worker pause').catch(() => undefined)),
-    );
+    await Promise.allSettled(this.workers.map((w) => withTimeout(w.pause(true), graceMs, 'worker pause')));
+    await withTimeout(this.settled(), graceMs, 'deliveries in flight').catch(() => undefined);
     await Promise.allSettled(this.workers.map((w) => withTimeout(w.close(true), graceMs, 'worker close')));
     this.o.connection.disconnect();
   }
