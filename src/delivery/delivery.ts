@@ -6,11 +6,10 @@
  * mediation records and the notifications); this module knows no topic. Starting never waits for Redis: the
  * connections come up in the background, and until they do the outbox simply keeps the entries.
  */
-import type { LookupFunction } from 'node:net';
 import { ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import type { OutboxState, Store } from '../store/types.ts';
-import { hostLookup } from '../util/host-lookup.ts';
+import { hostLookup, type HostLookup } from '../util/host-lookup.ts';
 import type { Logger } from '../util/logger.ts';
 import { DeliveryQueues, redisConnection, type QueueDepth } from './queue.ts';
 import { OutboxRelay, type CommittedEntry } from './relay.ts';
@@ -76,16 +75,16 @@ export function startDelivery(config: Config, deps: DeliveryDeps): Delivery {
   const url = redisUrl(config);
   // Redis's host name resolved without the thread pool: a stop never waits for a DNS that does not answer
   const names = hostLookup();
-  const queues = producerQueues(url, names.lookup, config, deps);
+  const queues = producerQueues(url, names, config, deps);
   const relay = deps.relayElsewhere ? undefined : startRelay(config, deps, queues);
-  const workers = deps.workers ? startWorkers(url, names.lookup, config, deps) : undefined;
+  const workers = deps.workers ? startWorkers(url, names, config, deps) : undefined;
   return {
     // without a relay here, the primary's relay reads what the workers wrote
     wake: relay ? (entries) => relay.wake(entries) : () => deps.relayElsewhere!(),
     idle: async () => relay?.idle(),
     status: () => deliveryStatus(deps.store, queues),
     async close() {
-      // no new lookup from here on: connections that are up finish their work, the others stay down
+      // no lookup and no reconnect from here on: connections that are up finish their work, the others stay down
       names.close();
       await relay?.stop();
       await workers?.close();
@@ -104,9 +103,9 @@ function redisUrl(config: Config): string {
 }
 
 /** the producer side: a fail-fast connection and the topics' queues on it */
-function producerQueues(url: string, lookup: LookupFunction, config: Config, deps: DeliveryDeps): DeliveryQueues {
+function producerQueues(url: string, names: HostLookup, config: Config, deps: DeliveryDeps): DeliveryQueues {
   const log = outageLogger(deps.logger, 'producer');
-  const connection = redisConnection(url, { blocking: false, onError: log.error, lookup });
+  const connection = redisConnection(url, { blocking: false, onError: log.error, names });
   connection.on('ready', log.ready);
   return new DeliveryQueues(connection, deps.topics, config, log.error);
 }
@@ -125,9 +124,9 @@ function startRelay(config: Config, deps: DeliveryDeps, queues: DeliveryQueues):
 }
 
 /** the workers, on a blocking connection of their own */
-function startWorkers(url: string, lookup: LookupFunction, config: Config, deps: DeliveryDeps): DeliveryWorkers {
+function startWorkers(url: string, names: HostLookup, config: Config, deps: DeliveryDeps): DeliveryWorkers {
   const log = outageLogger(deps.logger, 'worker');
-  const connection = redisConnection(url, { blocking: true, onError: log.error, lookup });
+  const connection = redisConnection(url, { blocking: true, onError: log.error, names });
   connection.on('ready', log.ready);
   return new DeliveryWorkers({ connection, store: deps.store, handlers: deps.handlers(), config, logger: deps.logger });
 }

@@ -8,12 +8,12 @@
  * Jobs carry only the outbox id; the payload stays in the store (notifications hold a user's sub, which has
  * no business in Redis). bullmq drops an add() whose job id exists, so handing an entry over twice is harmless.
  */
-import { connect as netConnect, type LookupFunction } from 'node:net';
+import { isIP, connect as netConnect, Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { Queue, type JobsOptions } from 'bullmq';
 import { AbstractConnector, Redis, type RedisOptions } from 'ioredis';
 import type { Config } from '../config/schema.ts';
-import { hostLookup } from '../util/host-lookup.ts';
+import { hostLookup, type HostLookup } from '../util/host-lookup.ts';
 
 export interface DeliveryJob {
   /** the outbox id (mediation: the reference_id) */
@@ -34,10 +34,12 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): P
 }
 
 /**
- * ioredis's own connector (StandaloneConnector), resolving the host with `lookup` (util/host-lookup.ts): its
- * reconnects, every 2 s while Redis or its name is gone, then leave no lookup that a stop would wait for.
+ * ioredis's own connector (StandaloneConnector), with the host resolved first by `names`
+ * (util/host-lookup.ts): its reconnects, every 2 s while Redis or its name is gone, then leave no lookup that a
+ * stop would wait for. Once `names` is closed, a reconnect gets a stream that closes without an error: the
+ * connection ends quietly, whoever still listens to it or not (bullmq's copies).
  */
-function connectorWith(lookup: LookupFunction) {
+function connectorWith(names: HostLookup) {
   return class LookupConnector extends AbstractConnector {
     private readonly options: RedisOptions;
 
@@ -47,23 +49,35 @@ function connectorWith(lookup: LookupFunction) {
       this.options = o;
     }
 
-    connect(): Promise<ReturnType<typeof netConnect>> {
+    async connect(): Promise<Socket> {
       const o = this.options;
-      const target = { host: o.host ?? 'localhost', port: o.port ?? 6379, family: o.family ?? 0, lookup };
+      const host = o.host ?? 'localhost';
       this.connecting = true;
-      return new Promise((resolve, reject) => {
-        // as ioredis's: the stream is made on the next tick, unless disconnect() came first
-        process.nextTick(() => {
-          if (!this.connecting) return reject(new Error('Connection is closed.'));
-          try {
-            this.stream = o.tls ? tlsConnect({ ...target, ...o.tls }) : netConnect(target);
-          } catch (err) {
-            return reject(err);
-          }
-          this.stream.once('error', (err: Error) => (this.firstError = err));
-          resolve(this.stream);
-        });
-      });
+      let address = host;
+      if (!isIP(host)) {
+        try {
+          const found = await names.addresses(host, o.family === 6 ? 6 : o.family === 4 ? 4 : 0);
+          address = found[0]!.address;
+        } catch (err) {
+          // a name not found reaches ioredis as a connection that failed, which it retries
+          return this.ended((err as NodeJS.ErrnoException).code === 'ECANCELLED' ? undefined : (err as Error));
+        }
+      }
+      // as ioredis's: no stream once disconnect() came first
+      if (!this.connecting) throw new Error('Connection is closed.');
+      const target = { host: address, port: o.port ?? 6379 };
+      this.stream = o.tls ? tlsConnect({ servername: host, ...o.tls, ...target }) : netConnect(target);
+      this.stream.once('error', (err: Error) => (this.firstError = err));
+      return this.stream as Socket;
+    }
+
+    /** a stream already closed: ioredis reports `firstError`, if any, and reconnects or ends as it would */
+    private ended(err?: Error): Socket {
+      const stream = new Socket();
+      stream.destroy();
+      this.stream = stream;
+      this.firstError = err;
+      return stream;
     }
   };
 }
@@ -72,17 +86,19 @@ function connectorWith(lookup: LookupFunction) {
  * A Redis connection. `blocking` (workers) must retry commands for ever (bullmq requires
  * maxRetriesPerRequest null); producers fail fast. ioredis reconnects on its own; errors are reported through
  * onError, which the caller rate-limits (ioredis emits one per reconnect attempt). Host names are resolved by
- * `lookup`, which the owner closes when it stops (a lookup of its own when none is given).
+ * `names`, which the owner closes when it stops: from then on no connection (bullmq's copies of this one
+ * included) reconnects. Without `names`, the connection has a lookup of its own.
  */
 export function redisConnection(
   url: string,
-  options: { blocking: boolean; onError: (err: Error) => void; lookup?: LookupFunction },
+  options: { blocking: boolean; onError: (err: Error) => void; names?: HostLookup },
 ): Redis {
+  const names = options.names ?? hostLookup();
   const common: RedisOptions = {
     connectTimeout: 2000,
     // reconnect after 50 ms, 100 ms, ... at most every 2 s: Redis coming back is noticed within 2 s
-    retryStrategy: (times) => Math.min(times * 50, 2000),
-    Connector: connectorWith(options.lookup ?? hostLookup().lookup),
+    retryStrategy: (times) => (names.closed ? null : Math.min(times * 50, 2000)),
+    Connector: connectorWith(names),
   };
   const redis = options.blocking
     ? new Redis(url, { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true })

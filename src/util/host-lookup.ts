@@ -1,17 +1,20 @@
 /**
- * A host name lookup for `net.connect({ lookup })` that never holds the process's exit. Node's own lookup
- * (getaddrinfo) runs on libuv's thread pool, cannot be cancelled, and every exit waits for it: with a DNS server
- * that does not answer, a stop that was done in a second then waits the resolver's timeouts for each lookup
- * still queued. This one reads /etc/hosts, then asks DNS through c-ares (sockets on the event loop, each query
- * bounded, all cancelled by close()) for the names resolv.conf's search list makes of the host; only a name DNS
- * has just said it does not know goes to getaddrinfo (other name services), which then answers at once.
+ * Host names resolved for our own connections (Redis) so that no lookup ever holds the process's exit. Node's
+ * own lookup (getaddrinfo) runs on libuv's thread pool, cannot be cancelled, and every exit waits for it: with a
+ * DNS server that does not answer, a stop that was done in a second then waits the resolver's timeouts for each
+ * lookup still queued. This one reads /etc/hosts, then asks DNS through c-ares (sockets on the event loop, each
+ * query bounded, all cancelled by close()) for the names resolv.conf's search list makes of the host; only a
+ * name DNS has just said it does not know goes to getaddrinfo (other name services), which then answers at once.
  */
-import { isIP, type LookupFunction } from 'node:net';
+import { isIP } from 'node:net';
 import { promises as dns, type LookupAddress } from 'node:dns';
 import { readFile } from 'node:fs/promises';
 
 export interface HostLookup {
-  readonly lookup: LookupFunction;
+  /** the addresses of `host` (family 0: both); rejects with code ECANCELLED once closed */
+  addresses(host: string, family?: 0 | 4 | 6): Promise<LookupAddress[]>;
+  /** true once close() was called */
+  readonly closed: boolean;
   /** cancels the queries in flight; later lookups fail at once */
   close(): void;
 }
@@ -88,23 +91,11 @@ export function hostLookup(options: HostLookupOptions = {}): HostLookup {
     return dns.lookup(host, { family, all: true });
   }
 
-  // net.connect asks for all addresses (autoSelectFamily) or for one
-  const lookup: LookupFunction = (host, opts, callback) => {
-    const family =
-      opts.family === 'IPv6' || opts.family === 6 ? 6 : opts.family === 'IPv4' || opts.family === 4 ? 4 : 0;
-    const answer = callback as (err: Error | null, address?: string | LookupAddress[], family?: number) => void;
-    resolve(host, family).then(
-      ([first, ...rest]) => {
-        if (!first) answer(Object.assign(new Error(`lookup ${host}: no address`), { code: 'ENOTFOUND' }));
-        else if (opts.all) answer(null, [first, ...rest]);
-        else answer(null, first.address, first.family);
-      },
-      (err: Error) => answer(err),
-    );
-  };
-
   return {
-    lookup,
+    addresses: (host, family = 0) => resolve(host, family),
+    get closed() {
+      return closed;
+    },
     close() {
       closed = true;
       resolver.cancel();

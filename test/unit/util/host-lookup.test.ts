@@ -8,8 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { LookupAddress } from 'node:dns';
-import { hostLookup, hostsEntries, searchNames, type HostLookup } from '../../../src/util/host-lookup.ts';
+import { hostLookup, hostsEntries, searchNames } from '../../../src/util/host-lookup.ts';
 
 const HOSTS = `# comment 127.0.0.9 commented
 127.0.0.1\tlocalhost
@@ -18,14 +17,6 @@ const HOSTS = `# comment 127.0.0.9 commented
 fe80::1%lo0 linklocal
 not-an-address cache.internal
 `;
-
-function lookupAll(l: HostLookup, host: string, family = 0): Promise<LookupAddress[]> {
-  return new Promise((resolve, reject) =>
-    l.lookup(host, { family, all: true }, (err, addresses) =>
-      err ? reject(err) : resolve(addresses as unknown as LookupAddress[]),
-    ),
-  );
-}
 
 describe('hostsEntries', () => {
   it('finds a name or alias on any line, case-insensitively, skipping comments and what is no address', () => {
@@ -71,14 +62,9 @@ describe('hostLookup', () => {
       const hostsFile = join(dir, 'hosts');
       writeFileSync(hostsFile, HOSTS);
       const l = hostLookup({ hostsFile });
-      assert.deepEqual(await lookupAll(l, 'cache.internal'), [{ address: '10.0.0.5', family: 4 }]);
-      assert.deepEqual(await lookupAll(l, 'localhost', 6), [{ address: '::1', family: 6 }]);
-      const one = await new Promise<[string, number]>((resolve, reject) =>
-        l.lookup('localhost', { family: 4 }, (err, address, family) =>
-          err ? reject(err) : resolve([address as string, family as number]),
-        ),
-      );
-      assert.deepEqual(one, ['127.0.0.1', 4]);
+      assert.deepEqual(await l.addresses('cache.internal'), [{ address: '10.0.0.5', family: 4 }]);
+      assert.deepEqual(await l.addresses('localhost', 6), [{ address: '::1', family: 6 }]);
+      assert.deepEqual(await l.addresses('localhost', 4), [{ address: '127.0.0.1', family: 4 }]);
       l.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -88,6 +74,6 @@ describe('hostLookup', () => {
   it('after close(), fails every lookup at once', async () => {
     const l = hostLookup();
     l.close();
-    await assert.rejects(lookupAll(l, 'localhost'), { code: 'ECANCELLED' });
+    await assert.rejects(l.addresses('localhost'), { code: 'ECANCELLED' });
   });
 });
