@@ -20,6 +20,7 @@
  * PostgreSQL: bounded waits (a database that stops answering fails the request, 503, instead of holding it).
  */
 import { mkdirSync } from 'node:fs';
+import { isIP, Socket } from 'node:net';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import {
@@ -37,6 +38,7 @@ import pg from 'pg';
 import type { Statement, Writer } from './group-commit.ts';
 import { startWriterThread } from './sqlite-writer.ts';
 import { migrate, type SchemaShape, type Tables, type Time } from './schema.ts';
+import { hostLookup, type HostLookup } from '../util/host-lookup.ts';
 
 export interface StoreDialect {
   readonly driver: 'sqlite' | 'postgres';
@@ -174,8 +176,12 @@ export interface PostgresStoreOptions {
 export async function postgresDialect(options: PostgresStoreOptions): Promise<StoreDialect> {
   const budget = Math.max(2, options.maxConnections ?? 10);
   const orderedConnections = Math.max(1, Math.floor(budget / 3));
-  const db = await openMigrated(options.url, budget - orderedConnections);
-  const ordered = orderedWrites(options.url, orderedConnections);
+  const names = hostLookup();
+  const db = await openMigrated(options.url, budget - orderedConnections, names).catch((err: unknown) => {
+    names.close();
+    throw err;
+  });
+  const ordered = orderedWrites(options.url, orderedConnections, names);
   const writer: Writer = {
     write: (statements, durability = 'durable') => runWrite(durability === 'ordered' ? ordered : db, statements),
     close: async () => undefined,
@@ -189,6 +195,7 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
     probeFiller: undefined,
     rowLocks: true,
     async close() {
+      names.close(); // a connection asked for from now on fails at once, with no lookup
       await ordered.destroy();
       await db.destroy();
     },
@@ -203,8 +210,14 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
  * request in flight as the rejection of its query (a 503 on signDoc); pg-pool drops a client that is no longer
  * queryable when it is released, and the next query connects anew.
  */
-function postgresPool(url: string, max: number): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: 5000, query_timeout: 10_000 });
+function postgresPool(url: string, max: number, names: HostLookup): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    connectionTimeoutMillis: 5000,
+    query_timeout: 10_000,
+    stream: () => socketResolvingWith(names),
+  });
   pool.on('error', () => undefined); // an idle client lost: the next query (and readiness' ping) reports it
   pool.on('connect', (client) => {
     client.on('error', () => undefined);
@@ -212,9 +225,30 @@ function postgresPool(url: string, max: number): pg.Pool {
   return pool;
 }
 
+/**
+ * pg's socket, with the server's host name resolved by `names` (util/host-lookup.ts), not by Node's lookup,
+ * which a process exit waits for: a stop with PostgreSQL and its DNS gone is not held by it. pg calls
+ * connect(port, host), or connect(path) for a Unix socket.
+ */
+function socketResolvingWith(names: HostLookup): Socket {
+  const socket = new Socket();
+  const connect = socket.connect.bind(socket) as (port: number | string, host?: string) => Socket;
+  socket.connect = ((port: number | string, host?: string) => {
+    if (host === undefined || isIP(host)) return connect(port, host);
+    names.addresses(host).then(
+      ([first]) => {
+        if (!socket.destroyed) connect(port, first!.address);
+      },
+      (err: Error) => socket.destroy(err),
+    );
+    return socket;
+  }) as typeof socket.connect;
+  return socket;
+}
+
 /** The connections for reads and durable writes, once the schema is migrated. */
-async function openMigrated(url: string, max: number): Promise<Kysely<Tables>> {
-  const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: postgresPool(url, max) }) });
+async function openMigrated(url: string, max: number, names: HostLookup): Promise<Kysely<Tables>> {
+  const db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool: postgresPool(url, max, names) }) });
   try {
     // the version tables go where the store's tables go (search_path): stores may share one database
     const { rows } = await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(db);
@@ -233,8 +267,8 @@ async function openMigrated(url: string, max: number): Promise<Kysely<Tables>> {
  * theirs too. A session setting rather than SET LOCAL in each write: that took a transaction, hence three more
  * round trips, even for a write of one statement.
  */
-function orderedWrites(url: string, max: number): Kysely<Tables> {
-  const pool = postgresPool(url, max);
+function orderedWrites(url: string, max: number, names: HostLookup): Kysely<Tables> {
+  const pool = postgresPool(url, max, names);
   // a failure fails the client's next query too
   pool.on('connect', (client) => void client.query('SET synchronous_commit TO OFF').catch(() => undefined));
   return new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });

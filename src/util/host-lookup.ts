@@ -1,10 +1,11 @@
 /**
- * Host names resolved for our own connections (Redis) so that no lookup ever holds the process's exit. Node's
- * own lookup (getaddrinfo) runs on libuv's thread pool, cannot be cancelled, and every exit waits for it: with a
- * DNS server that does not answer, a stop that was done in a second then waits the resolver's timeouts for each
- * lookup still queued. This one reads /etc/hosts, then asks DNS through c-ares (sockets on the event loop, each
- * query bounded, all cancelled by close()) for the names resolv.conf's search list makes of the host; only a
- * name DNS has just said it does not know goes to getaddrinfo (other name services), which then answers at once.
+ * Host names resolved for our own connections (Redis, PostgreSQL) so that no lookup ever holds the process's
+ * exit. Node's own lookup (getaddrinfo) runs on libuv's thread pool, cannot be cancelled, and every exit waits
+ * for it: with a DNS server that does not answer, a stop that was done in a second then waits the resolver's
+ * timeouts for each lookup still queued. This one reads /etc/hosts, then asks DNS through c-ares (sockets on the
+ * event loop, each query bounded, all cancelled by close()) for the names resolv.conf's search list makes of
+ * the host; only a name DNS has just said it does not know goes to getaddrinfo (other name services), which
+ * then answers at once.
  */
 import { isIP } from 'node:net';
 import { promises as dns, type LookupAddress } from 'node:dns';

@@ -1,9 +1,10 @@
 /**
- * SIGTERM when Redis is gone and so is the DNS that names it: `qtsp worker` and `qtsp serve` exit 0, promptly.
- * Each runs in a mount namespace of its own (`unshare -m`, as root) whose /etc/hosts names Redis until the test
- * takes the name away, and whose /etc/resolv.conf points at a DNS server that takes every query and never
- * answers (each system lookup then hangs for the 30 s of `options timeout:30`). The connections' reconnects
- * then ask DNS for the name every 2 s; a lookup on libuv's thread pool would hold the exit until it times out.
+ * SIGTERM when Redis (and, for `qtsp serve`, PostgreSQL) is gone and so is the DNS that names it: `qtsp worker`
+ * and `qtsp serve` exit 0, promptly. Each runs in a mount namespace of its own (`unshare -m`, as root) whose
+ * /etc/hosts names the servers until the test takes the names away, and whose /etc/resolv.conf points at a DNS
+ * server that takes every query and never answers (each system lookup then hangs for the 30 s of
+ * `options timeout:30`). Reconnects then ask DNS for the names; a lookup on libuv's thread pool would hold the
+ * exit until it times out.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,11 +20,13 @@ import { startRedisServer, type LocalRedis } from '../../src/util/redis-server.t
 import { childEnv, waitFor } from '../helpers/delivery.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 import { startServeFleet, type ServeFleet } from '../helpers/instances.ts';
+import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { QTSP_BIN } from '../helpers/qtsp-cli.ts';
 
 /** a loopback address of its own for the silent DNS server (port 53 needs root, as the namespace does) */
 const SILENT_DNS = `127.53.${1 + randomInt(250)}.${1 + randomInt(250)}`;
 const REDIS_NAME = 'qtsp-redis.test';
+const POSTGRES_NAME = 'qtsp-postgres.test';
 /** the bound the processes get, and the time they are given: generous, yet well short of one lookup's 30 s */
 const SHUTDOWN_TIMEOUT_MS = 8000;
 const EXIT_WITHIN_MS = 20_000;
@@ -47,7 +50,7 @@ interface Names {
   readonly dir: string;
   readonly hosts: string;
   readonly resolv: string;
-  /** /etc/hosts no longer names Redis: its name is DNS's to give, which says nothing */
+  /** /etc/hosts no longer names the servers: their names are DNS's to give, which says nothing */
   forget(): void;
 }
 
@@ -55,7 +58,7 @@ function names(): Names {
   const dir = mkdtempSync(join(tmpdir(), 'qtsp-names-'));
   const hosts = join(dir, 'hosts');
   const resolv = join(dir, 'resolv.conf');
-  writeFileSync(hosts, `127.0.0.1 localhost\n127.0.0.1 ${REDIS_NAME}\n`);
+  writeFileSync(hosts, `127.0.0.1 localhost\n127.0.0.1 ${REDIS_NAME} ${POSTGRES_NAME}\n`);
   writeFileSync(resolv, `nameserver ${SILENT_DNS}\noptions timeout:30 attempts:1\n`);
   // written in place: the bind mount follows the file, not its name
   return { dir, hosts, resolv, forget: () => writeFileSync(hosts, '127.0.0.1 localhost\n') };
@@ -114,14 +117,16 @@ async function clients(redis: LocalRedis): Promise<number> {
 }
 
 /**
- * Starts `qtsp <args>` with Redis at REDIS_NAME, waits for its connections, stops Redis and takes its name
- * away, waits until the process asks the silent DNS, then sends SIGTERM: resolves with how it ended and when.
+ * Starts `qtsp <args>` with Redis at REDIS_NAME, waits for its connections, stops Redis (and `postgres`) and
+ * takes the names away, waits until the process asks the silent DNS, then sends SIGTERM: resolves with how it
+ * ended and when.
  */
-async function stopWithoutRedisOrDns(
+async function stopWithoutServersOrDns(
   args: readonly string[],
   env: NodeJS.ProcessEnv,
   ready: RegExp,
   dns: { queries: () => number },
+  postgres?: PostgresServer,
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; ms: number; output: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'qtsp-redis-'));
   const n = names();
@@ -133,6 +138,7 @@ async function stopWithoutRedisOrDns(
     await waitFor('the process to start', () => ready.test(output()), 90_000, 200);
     await waitFor('its connections to Redis', async () => (await clients(redis)) >= 2, 30_000, 200);
     await redis.stop();
+    await postgres?.stop();
     n.forget();
     const before = dns.queries();
     await waitFor('a reconnect to ask DNS for the name', () => dns.queries() > before, 30_000, 50);
@@ -167,7 +173,7 @@ describe('SIGTERM with Redis and its DNS gone', { skip }, () => {
   });
 
   it('`qtsp worker` exits 0 within its bound', async () => {
-    const r = await stopWithoutRedisOrDns(
+    const r = await stopWithoutServersOrDns(
       ['worker'],
       childEnv(env, { QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS), QTSP_LOG_LEVEL: 'info' }),
       /qtsp worker delivering/,
@@ -181,20 +187,25 @@ describe('SIGTERM with Redis and its DNS gone', { skip }, () => {
     assert.match(r.output, /"event":"shutdown.done"/);
   });
 
-  it('`qtsp serve` exits 0 within its bound', async () => {
+  it('`qtsp serve` on PostgreSQL exits 0 within its bound', async () => {
+    const postgres = await startPostgres({ ownCluster: true });
+    const url = new URL(await postgres.freshSchemaUrl());
+    url.hostname = POSTGRES_NAME;
     const serveEnv = fleet.instanceEnv('dns-gone', {
+      store: { driver: 'postgres', url: url.toString() },
       extra: {
         QTSP_LIFECYCLE_DRAIN_TIMEOUT_MS: '1000',
         QTSP_LIFECYCLE_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
         QTSP_LOG_LEVEL: 'info',
       },
     });
-    const r = await stopWithoutRedisOrDns(
+    const r = await stopWithoutServersOrDns(
       ['serve'],
       { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), NODE_ENV: 'test', ...serveEnv },
       /qtsp serving signDoc at/,
       dns,
-    );
+      postgres,
+    ).finally(() => postgres.stop().catch(() => undefined));
     assert.ok(
       r.code !== null || r.signal !== null,
       `still running ${r.ms} ms after SIGTERM:\n${r.output.slice(-3000)}`,
