@@ -66,7 +66,9 @@ function connectorWith(names: HostLookup) {
       // as ioredis's: no stream once disconnect() came first
       if (!this.connecting) throw new Error('Connection is closed.');
       const target = { host: address, port: o.port ?? 6379 };
-      this.stream = o.tls ? tlsConnect({ servername: host, ...o.tls, ...target }) : netConnect(target);
+      // the certificate is checked against the name, not the address it resolved to
+      const servername = isIP(host) ? {} : { servername: host };
+      this.stream = o.tls ? tlsConnect({ ...servername, ...o.tls, ...target }) : netConnect(target);
       this.stream.once('error', (err: Error) => (this.firstError = err));
       return this.stream as Socket;
     }
