@@ -8,7 +8,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,7 +18,8 @@ import { pkiInit } from '../../src/ca/init.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { httpRequest, type HttpResponse, tlsAgent, type HttpAgent } from '../../src/util/http-client.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
-import { opensslCmsVerify, opensslNewKey, opensslOk, run, scratch } from '../helpers/openssl.ts';
+import { opensslCmsVerify, opensslNewKey, run, scratch } from '../helpers/openssl.ts';
+import { startOpensslTsa } from '../helpers/openssl-tsa.ts';
 import {
   ATTR,
   cmsParts,
@@ -423,12 +423,10 @@ describe('CRLs and CA certificates', () => {
 });
 
 describe('an external TSA (tsa.url)', () => {
-  type Mode = 'forward' | 'foreign' | 'error' | 'hang' | 'reset' | 'garbage';
+  type Mode = 'forward' | 'error' | 'hang' | 'reset' | 'garbage';
   let mode: Mode = 'forward';
-  let foreignReply: (query: Buffer) => Promise<Buffer> = async () => Buffer.alloc(0);
   let calls = 0;
   let proxy: http.Server;
-  let proxyUrl: string;
   let env2: TestEnvironment;
 
   before(async () => {
@@ -441,10 +439,6 @@ describe('an external TSA (tsa.url)', () => {
         if (mode === 'error') return void res.writeHead(500).end();
         if (mode === 'hang') return;
         if (mode === 'reset') return void req.socket.destroy();
-        if (mode === 'foreign')
-          return void foreignReply(Buffer.concat(chunks)).then((r) =>
-            res.writeHead(200, { 'content-type': 'application/timestamp-reply' }).end(r),
-          );
         if (mode === 'garbage')
           return void res.writeHead(200, { 'content-type': 'application/timestamp-reply' }).end('garbage');
         post('/tsa', Buffer.concat(chunks), String(req.headers['content-type'])).then((r) =>
@@ -454,8 +448,7 @@ describe('an external TSA (tsa.url)', () => {
     });
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
     const { port } = proxy.address() as AddressInfo;
-    proxyUrl = `http://127.0.0.1:${port}/tsa`;
-    env2 = await startEnvironment({ tsa: { url: proxyUrl, timeoutMs: 400, retries: 1 } });
+    env2 = await startEnvironment({ tsa: { url: `http://127.0.0.1:${port}/tsa`, timeoutMs: 400, retries: 1 } });
   });
   after(async () => {
     await env2?.close();
@@ -478,89 +471,9 @@ describe('an external TSA (tsa.url)', () => {
     assert.ok(ok.ok, ok.output);
   });
 
-  /** another operator's TSA: its own root, its tokens made by `openssl ts -reply` */
-  async function foreignTsa(): Promise<{ root: string; unit: string; reply: (query: Buffer) => Promise<Buffer> }> {
-    const f = (name: string) => work.file(`foreign-${name}`);
-    await opensslOk([
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      f('root.key'),
-      '-out',
-      f('root.pem'),
-      '-subj',
-      '/CN=Another Operator TSA Root',
-      '-days',
-      '30',
-    ]);
-    await opensslNewKey({ keyFile: f('unit.key'), out: f('unit.csr'), subject: '/CN=Another Operator TSU' });
-    work.file('foreign-ext.cnf', 'extendedKeyUsage=critical,timeStamping\nkeyUsage=critical,digitalSignature\n');
-    await opensslOk([
-      'x509',
-      '-req',
-      '-in',
-      f('unit.csr'),
-      '-CA',
-      f('root.pem'),
-      '-CAkey',
-      f('root.key'),
-      '-set_serial',
-      '7',
-      '-days',
-      '30',
-      '-extfile',
-      f('ext.cnf'),
-      '-out',
-      f('unit.pem'),
-    ]);
-    work.file('foreign-serial', '01\n');
-    const config = work.file(
-      'foreign-tsa.cnf',
-      [
-        '[ tsa ]',
-        'default_tsa = unit',
-        '[ unit ]',
-        `serial = ${f('serial')}`,
-        'crypto_device = builtin',
-        'signer_digest = sha256',
-        'default_policy = 1.3.6.1.4.1.32473.3161.9',
-        'digests = sha256, sha384, sha512',
-        'ess_cert_id_alg = sha256',
-        '',
-      ].join('\n'),
-    );
-    const reply = async (query: Buffer) => {
-      const q = work.file(`foreign-${randomUUID()}.tsq`, query);
-      await opensslOk([
-        'ts',
-        '-reply',
-        '-config',
-        config,
-        '-queryfile',
-        q,
-        '-signer',
-        f('unit.pem'),
-        '-inkey',
-        f('unit.key'),
-        '-out',
-        `${q}.tsr`,
-      ]);
-      return readFileSync(`${q}.tsr`);
-    };
-    return { root: f('root.pem'), unit: f('unit.pem'), reply };
-  }
-
   it("another operator's TSA (openssl ts -reply), its chain in tsa.chainFile: B-T verifies, B-LT is 502", async () => {
-    const other = await foreignTsa();
-    mode = 'foreign';
-    foreignReply = other.reply;
-    const chain = work.file('foreign-chain.pem', readFileSync(other.unit, 'utf8') + readFileSync(other.root, 'utf8'));
-    const env3 = await startEnvironment({ tsa: { url: proxyUrl, chainFile: chain } });
+    const other = await startOpensslTsa(work.file('other-tsa'));
+    const env3 = await startEnvironment({ tsa: { url: other.url, chainFile: other.chainFile } });
     try {
       const sign = (level: string) =>
         signThroughSandbox(env3, [sha('sha256', DOC).toString('base64')], { fields: { conformance_level: level } });
@@ -569,7 +482,7 @@ describe('an external TSA (tsa.url)', () => {
       const signature = Buffer.from((bT.body['SignatureObject'] as string[])[0]!, 'base64');
       const parts = await cmsParts(signature);
       const token = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!.values[0]!;
-      const verified = await verifyToken(token, { data: parts.signatureValue }, other.root);
+      const verified = await verifyToken(token, { data: parts.signatureValue }, other.rootFile);
       assert.ok(verified.ok, verified.output);
       // our responders answer for none of its certificates (conformance.md): refused, never a 500
       const bLT = await sign('AdES-B-LT');
@@ -578,20 +491,26 @@ describe('an external TSA (tsa.url)', () => {
       assert.equal(bLT.body['SignatureObject'], undefined);
     } finally {
       await env3.close();
+      await other.close();
     }
   });
 
   it('a tsa.chainFile that lacks an issuer, holds no certificate or is missing: refused at start', async () => {
-    const other = await foreignTsa();
+    const other = await startOpensslTsa(work.file('other-tsa-2'));
+    await other.close();
     const cases: [string, RegExp][] = [
-      [other.unit, /lacks the issuer of certificate 1 \(CN=Another Operator TSA Root\)/], // without its root
+      // its TSA certificate without its root
+      [
+        `${work.file('other-tsa-2')}/tsa.pem`,
+        /lacks the issuer of certificate 1 \(O=Other Operator, CN=Other Operator TSA Root\)/,
+      ],
       [work.file('no-certificate.pem', 'not PEM\n'), /holds no PEM certificate/],
       [work.file('not-x509.pem', '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n'), /not X\.509/],
       [`${work.dir}/missing.pem`, /does not exist/],
     ];
     for (const [chainFile, why] of cases) {
       await assert.rejects(
-        startEnvironment({ tsa: { url: proxyUrl, chainFile } }),
+        startEnvironment({ tsa: { url: other.url, chainFile } }),
         (err: Error) =>
           err instanceof ConfigError && /^setting tsa\.chainFile: /.test(err.message) && why.test(err.message),
       );
