@@ -7,6 +7,10 @@ import { fileURLToPath } from 'node:url';
 import { pkiInit } from '../../src/ca/init.ts';
 import { loadCaMaterial, loadTrustServiceMaterial } from '../../src/ca/material.ts';
 import { LocalTsa } from '../../src/timestamping/tsa.ts';
+import { randomBytes } from 'node:crypto';
+import assert from 'node:assert/strict';
+import type { RecordSigningInput, Store } from '../../src/store/types.ts';
+import { claimFor } from '../store/store-contract.ts';
 
 /** our TSA over the material `pki init` writes into `dataDir` */
 export function testTsa(dataDir: string): LocalTsa {
@@ -35,5 +39,19 @@ export function bouncyCastleVerdict(
         else resolve({ valid: !err && stdout.trim() === 'valid', output });
       },
     );
+  });
+}
+
+/** signDoc step 10 for a recorded signing: its first document's signature kept, so its signing.returned entry */
+export async function returnSignature(store: Store, input: RecordSigningInput): Promise<void> {
+  const hash = input.transaction.hashes[0]!;
+  const claim = claimFor(input, [hash]);
+  assert.equal((await store.claimDocuments(claim, new Date(0))).kind, 'claimed');
+  const signature = { hash, signature: randomBytes(64).toString('base64'), revocation: null };
+  await store.keepSignatures({
+    claim,
+    signatures: [signature],
+    evidenceSerialHex: input.certificate.serialHex,
+    outbox: [],
   });
 }

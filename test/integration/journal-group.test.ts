@@ -6,7 +6,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,9 +17,9 @@ import { sealJournal } from '../../src/journal/seal.ts';
 import { openSqliteStore, sqlitePath } from '../../src/store/open.ts';
 import type { RecordSigningInput, Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
-import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
+import { bouncyCastleVerdict, returnSignature, testTsa } from '../helpers/journal.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
-import { claimFor, signing } from '../store/store-contract.ts';
+import { signing } from '../store/store-contract.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'qtsp-journal-group-'));
 const dataDir = join(dir, 'data');
@@ -41,19 +40,6 @@ async function authorize(txn: string): Promise<RecordSigningInput> {
   const input = signing(txn);
   await store.recordSigning(input);
   return input;
-}
-
-async function returnSignature(input: RecordSigningInput): Promise<void> {
-  const hash = input.transaction.hashes[0]!;
-  const claim = claimFor(input, [hash]);
-  assert.equal((await store.claimDocuments(claim, new Date(0))).kind, 'claimed');
-  const signature = { hash, signature: randomBytes(64).toString('base64'), revocation: null };
-  await store.keepSignatures({
-    claim,
-    signatures: [signature],
-    evidenceSerialHex: input.certificate.serialHex,
-    outbox: [],
-  });
 }
 
 const write = (name: string, bytes: Buffer) => {
@@ -85,7 +71,7 @@ async function checkGroup(name: string, record: Buffer, authorized: Buffer, retu
 describe("one evidence record over a signing's two entries", () => {
   it('qtsp evidence record TXN writes it; BouncyCastle validates it over both and refuses a changed byte', async () => {
     const input = await authorize('txn-group-one-batch');
-    await returnSignature(input);
+    await returnSignature(store, input);
     const [batch] = await sealJournal(store, tsa);
     assert.equal(batch?.groups?.length, 1, 'a data group for the signing');
     const out = join(dir, 'records');
@@ -107,7 +93,7 @@ describe("one evidence record over a signing's two entries", () => {
   it('covers both also when they were sealed in different batches, and after a time-stamp renewal', async () => {
     const input = await authorize('txn-group-two-batches');
     const [first] = await sealJournal(store, tsa);
-    await returnSignature(input);
+    await returnSignature(store, input);
     const [second] = await sealJournal(store, tsa);
     assert.ok(first && second && first.batchNo < second.batchNo);
     assert.equal(second.groups?.length, 1);

@@ -7,7 +7,6 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,14 +18,14 @@ import { groupRecordsOf, recordFileNames, recordsOf } from '../../src/journal/re
 import { sealJournal } from '../../src/journal/seal.ts';
 import { exportEvidence } from '../../src/retention/export.ts';
 import { openSqliteStore } from '../../src/store/open.ts';
-import type { RecordSigningInput, Store } from '../../src/store/types.ts';
+import type { Store } from '../../src/store/types.ts';
 import { type LocalTsa, RemoteTsa } from '../../src/timestamping/tsa.ts';
 import { startEnvironment } from '../helpers/environment.ts';
-import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
+import { bouncyCastleVerdict, returnSignature, testTsa } from '../helpers/journal.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
 import { run, tsVerifyArgs } from '../helpers/openssl.ts';
 import { type OpensslTsa, startOpensslTsa } from '../helpers/openssl-tsa.ts';
-import { claimFor, signing } from '../store/store-contract.ts';
+import { signing } from '../store/store-contract.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'qtsp-journal-tsa2-'));
 const storeFile = join(dir, 'store', 'qtsp.sqlite');
@@ -48,20 +47,6 @@ after(async () => {
   await other.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** signDoc step 10 for `input`: its signing.returned entry */
-async function returnSignature(input: RecordSigningInput): Promise<void> {
-  const hash = input.transaction.hashes[0]!;
-  const claim = claimFor(input, [hash]);
-  assert.equal((await store.claimDocuments(claim, new Date(0))).kind, 'claimed');
-  const signature = { hash, signature: randomBytes(64).toString('base64'), revocation: null };
-  await store.keepSignatures({
-    claim,
-    signatures: [signature],
-    evidenceSerialHex: input.certificate.serialHex,
-    outbox: [],
-  });
-}
 
 const file = (name: string, bytes: Buffer) => {
   const path = join(dir, name);
@@ -96,7 +81,7 @@ describe('a second TSA of another operator per batch', () => {
     const input = followed;
     await store.recordSigning(input);
     await store.recordSigning(signing('txn-two-tsas-other'));
-    await returnSignature(input);
+    await returnSignature(store, input);
     const [batch] = await sealJournal(store, { tsa, second });
     assert.ok(batch?.secondToken, 'the batch carries the second token');
     const stored = (await store.journal.lastBatch())!;
