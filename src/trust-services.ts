@@ -53,9 +53,9 @@ export interface TrustServices {
   readonly retiredGenerations: readonly IssuingGeneration[];
   /**
    * Reads the material again after a ceremony renewed some of it (ca/renewal.ts): the TSA, both delegated OCSP
-   * responders and the root CRL serve the files' certificates, keys and CRL from now on; new certificates are
-   * registered in the store. After an issuing CA rollover the new CA issues from now on, and the retired ones
-   * (ca/issuing-generations.ts) answer OCSP and CRLs for theirs.
+   * responders and the root CRL serve the files' certificates, keys (a token's found again) and CRL from now on;
+   * new certificates are registered in the store. After an issuing CA rollover the new CA issues from now on,
+   * and the retired ones (ca/issuing-generations.ts) answer OCSP and CRLs for theirs.
    */
   reload(): Promise<void>;
 }
@@ -309,7 +309,8 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
       return retired();
     },
     async reload() {
-      await generations?.refreshLongLivedKeys(); // a rollover moved the token's labels
+      // a renewal or a rollover moved the token's labels: the new keys, checked against the certificates below
+      await generations?.refreshLongLivedKeys();
       const renewed = loadCustodyMaterial(config.dataDir, options.custody);
       await registerMaterial(store, renewed);
       const switchIssuing = await issuing.prepare(renewed);

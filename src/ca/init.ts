@@ -479,6 +479,19 @@ export function reissue(
 }
 
 /**
+ * A certificate for a fresh key a custody made for `name` (renewal at a ceremony, ca/renewal.ts), under today's
+ * profile: the TSA and the root's responder by the root, the issuing CA's responder by the issuing CA.
+ */
+export async function certifyRenewedKey(
+  name: CeremonyReissued,
+  ca: KeyedCertificate,
+  publicKey: KeyObject,
+  urls: PkiUrls,
+): Promise<Buffer> {
+  return (await issueCertificateAsync(requestFor(ca, PROFILES[name](urls), publicKey))).der;
+}
+
+/**
  * A new certificate for the existing key of the issuing CA's delegated OCSP responder, by the issuing CA, under
  * today's profile with the given validity and serial (renewal by the service: ca/responder-renewal.ts).
  */

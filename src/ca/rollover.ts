@@ -12,7 +12,7 @@
  * status stays available for as long as the CA certificate is valid, with no CA key left (docs/operations.md,
  * "The calendar").
  */
-import { createPrivateKey, createPublicKey, randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
+import { createPrivateKey, randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { generateKeyPair } from '../crypto/keys.ts';
 import { SoftwareSigningKey } from '../crypto/signature.ts';
@@ -40,7 +40,7 @@ import {
 import { keysInCustody, loadCertificate, pkiPaths } from './material.ts';
 import type { PkiUrls } from './publication.ts';
 import { keyIdentifier } from './x509.ts';
-import { markRenewed } from './renewal.ts';
+import { certifies, markRenewed } from './renewal.ts';
 
 export interface RolloverOptions {
   readonly dataDir: string;
@@ -88,9 +88,6 @@ function replace(file: string, content: string, privateFile = false): void {
 }
 
 const pem = (key: KeyObject) => key.export({ type: 'pkcs8', format: 'pem' }) as string;
-const spki = (key: KeyObject) => key.export({ type: 'spki', format: 'der' });
-const certifies = (certDer: Buffer, key: KeyObject) =>
-  spki(new X509Certificate(certDer).publicKey).equals(spki(key.type === 'public' ? key : createPublicKey(key)));
 
 /**
  * Keeps the key `certDer` certifies under the retired generation `tag`: the token's key retagged, or a copy of

@@ -27,7 +27,10 @@ const PICKED_UP = 'running instances pick it up without a restart (calendar.relo
  * `work` with the custody's key generations when the long-lived keys are in a token (the sandbox's SoftHSM2
  * token of `qtsp dev` included), else with undefined (key files).
  */
-async function withGenerations<T>(config: Config, work: (g: KeyGenerations | undefined) => Promise<T>): Promise<T> {
+export async function withGenerations<T>(
+  config: Config,
+  work: (g: KeyGenerations | undefined) => Promise<T>,
+): Promise<T> {
   if (!keysInCustody(config.dataDir)) return work(undefined);
   const keys = await sandboxKeys(config);
   const effective = keys ? loadConfig({ dataDir: config.dataDir, keys: { ...config.keys, ...keys } }) : config;

@@ -23,9 +23,18 @@ import {
   type ClientCertificateFiles,
 } from '../ca/client-certificate.ts';
 import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
-import { markRenewed, renewalPlan, writeRenewed, writeRenewedRootCrl, type PlannedRenewal } from '../ca/renewal.ts';
+import {
+  destroyRetiredKeys,
+  markRenewed,
+  renewalPlan,
+  renewKeysInCustody,
+  retiredKeys,
+  writeRenewed,
+  writeRenewedRootCrl,
+  type PlannedRenewal,
+} from '../ca/renewal.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
-import { destroyIssuingCa, rollover } from './pki-rollover.ts';
+import { destroyIssuingCa, rollover, withGenerations } from './pki-rollover.ts';
 import { certificateFacts } from '../journal/ca-events.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
@@ -205,8 +214,34 @@ async function renewRootCrl(config: Config, ceremonyDir: string | undefined): Pr
 }
 
 const planLine = (r: PlannedRenewal, now: Date) =>
-  `  ${r.object}: ${r.what} ${r.due <= now ? 'ended' : 'ends'} ${r.due.toISOString()}` +
-  `${r.skipped ? ` (not renewed: ${r.skipped})` : ''}\n`;
+  `  ${r.object}: ${r.what} ${r.due <= now ? 'ended' : 'ends'} ${r.due.toISOString()}\n`;
+
+/**
+ * The keys of `names` renewed in the token (ca/renewal.ts renewKeysInCustody, which first completes an
+ * interrupted renewal); after the marker, the keys they replace are destroyed once the running instances had
+ * time to switch (three reload checks). Also with nothing due: a rerun marks and destroys what an interrupted
+ * one left.
+ */
+async function renewInCustody(
+  config: Config,
+  names: readonly CeremonyReissued[],
+  root: () => CeremonyRoot,
+  mark: (renewed: readonly string[]) => Promise<void>,
+): Promise<void> {
+  await withGenerations(config, async (generations) => {
+    if (!generations) return;
+    const urls = pkiUrls(publicBaseUrl(config));
+    const renewed = await renewKeysInCustody(names, { dataDir: config.dataDir, urls, root, generations });
+    const retired = await retiredKeys(generations);
+    if (renewed.length === 0 && retired.length === 0) return;
+    await mark(renewed);
+    const waitSeconds = 3 * config.calendar.reloadCheckSeconds;
+    process.stdout.write(`the keys they replace are destroyed in ${waitSeconds} s, once the instances switched\n`);
+    await new Promise((resolve) => setTimeout(resolve, waitSeconds * 1000));
+    const destroyed = await destroyRetiredKeys(generations);
+    process.stdout.write(`destroyed the replaced keys of ${destroyed.join(', ')} in the key custody\n`);
+  });
+}
 
 /**
  * `qtsp pki ceremony --renew`: what is due within `--within` days (default the largest warning threshold) among
@@ -221,35 +256,45 @@ async function renew(config: Config, flags: RenewFlags): Promise<number> {
     return 2;
   }
   const now = new Date();
-  const plan = renewalPlan(materialCalendar(config), within, now, keysInCustody(config.dataDir));
-  const due = plan.filter((r) => !r.skipped);
+  const due = renewalPlan(materialCalendar(config), within, now);
   process.stdout.write(
-    plan.length
-      ? `due within ${within} days:\n${plan.map((r) => planLine(r, now)).join('')}`
+    due.length
+      ? `due within ${within} days:\n${due.map((r) => planLine(r, now)).join('')}`
       : `nothing due within ${within} days\n`,
   );
-  if (flags['dry-run'] || due.length === 0) return 0;
+  if (flags['dry-run']) return 0;
+  const inCustody = keysInCustody(config.dataDir);
+  if (due.length === 0 && !inCustody) return 0;
   const ceremonyDir = flags['ceremony-dir'];
-  const root = loadCeremonyRoot({ dataDir: config.dataDir, ...(ceremonyDir ? { ceremonyDir } : {}) });
+  let ceremonyRoot: CeremonyRoot | undefined;
+  const root = () =>
+    (ceremonyRoot ??= loadCeremonyRoot({ dataDir: config.dataDir, ...(ceremonyDir ? { ceremonyDir } : {}) }));
   const urls = pkiUrls(publicBaseUrl(config));
-  for (const r of due) {
-    if (r.object === 'root-crl') writeRenewedRootCrl(config.dataDir, await signRootCrl(config, root));
-    else {
-      const name = r.object as CeremonyReissued;
-      writeRenewed(config.dataDir, name, reissue(name, config.dataDir, urls, root));
-    }
+  const reissued = due.filter((r) => r.object !== 'root-crl').map((r) => r.object as CeremonyReissued);
+  const rootCrl = due.some((r) => r.object === 'root-crl');
+  if (rootCrl) writeRenewedRootCrl(config.dataDir, await signRootCrl(config, root()));
+  let marked = false;
+  const mark = async (renewed: readonly string[]) => {
+    marked = true;
+    // in the plan's order, then what a rerun completed
+    const planned = due.map((r) => r.object).filter((o) => o === 'root-crl' || renewed.includes(o));
+    const objects = [...planned, ...renewed.filter((o) => !planned.includes(o))];
+    markRenewed(config.dataDir, objects);
+    await journalCaEvent(config, 'pki.renewed', {
+      objects,
+      certificates: objects
+        .filter((o) => o !== 'root-crl') // journaled by signRootCrl
+        .map((o) => certificateFacts(o, certificateDer(reissuedFile(config.dataDir, o)))),
+    });
+    process.stdout.write(`renewed ${objects.join(', ') || 'what an interrupted ceremony left'}; ${PICKED_UP}\n`);
+  };
+  if (inCustody) {
+    await renewInCustody(config, reissued, root, mark);
+    if (rootCrl && !marked) await mark([]);
+    return 0;
   }
-  markRenewed(
-    config.dataDir,
-    due.map((r) => r.object),
-  );
-  await journalCaEvent(config, 'pki.renewed', {
-    objects: due.map((r) => r.object),
-    certificates: due
-      .filter((r) => r.object !== 'root-crl') // journaled by signRootCrl
-      .map((r) => certificateFacts(r.object, certificateDer(reissuedFile(config.dataDir, r.object)))),
-  });
-  process.stdout.write(`renewed ${due.map((r) => r.object).join(', ')}; ${PICKED_UP}\n`);
+  for (const name of reissued) writeRenewed(config.dataDir, name, reissue(name, config.dataDir, urls, root()));
+  await mark(reissued);
   return 0;
 }
 

@@ -103,7 +103,9 @@ export type LongLivedSigningKey = SigningKey & { readonly publicKey: KeyObject }
 /**
  * A custody that keeps long-lived keys itself and keeps several generations of one side by side: an issuing CA
  * rollover (ca/rollover.ts) keeps the current key under a generation tag (retired), then makes a new current
- * one. The current key of a role has no tag.
+ * one; a renewal at a ceremony (ca/renewal.ts) makes a fresh key under a tag, then moves it to the current
+ * place and the replaced one under a tag. The current key of a role has no tag. Running instances find the
+ * current keys again on reload (refreshLongLivedKeys); a certificate signs with the key it certifies.
  */
 export interface KeyGenerations {
   /** a new key pair under `name` and `tag` (undefined: the current one), replacing one of that name and tag */

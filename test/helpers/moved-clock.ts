@@ -44,10 +44,10 @@ export class MovedClock {
     };
   }
 
-  /** a command on this clock; `code` its exit status */
-  run(cmd: string, args: readonly string[]): Promise<ToolResult & { code: number }> {
+  /** a command on this clock, with `env` beside the process's; `code` its exit status */
+  run(cmd: string, args: readonly string[], env: Record<string, string> = {}): Promise<ToolResult & { code: number }> {
     return new Promise((resolve) => {
-      execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...this.env() } }, (err, stdout, stderr) =>
+      execFile(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env, ...this.env() } }, (err, stdout, stderr) =>
         resolve({
           ok: !err,
           code: err ? ((err as { code?: number }).code ?? 1) : 0,

@@ -1,8 +1,9 @@
 /**
  * Renewal at a ceremony on a moved clock (libfaketime): one ecosystem started at the key ceremony signs a CAdES
  * B-LT signature; a year and a day on it refuses to sign (the root CRL has ended); `qtsp pki ceremony --renew`
- * plans (`--dry-run`) and renews the root CRL, the TSA with a fresh TSU key and both delegated OCSP responders;
- * the running instance picks them up without a restart. Then a new CAdES B-LT signature passes openssl on the
+ * plans (`--dry-run`) and renews the root CRL, the TSA with a fresh TSU key and both delegated OCSP responders
+ * with fresh keys (in a token: made there, sensitive and never extractable, the replaced ones destroyed once the
+ * instance switched, as pkcs11-tool shows); the running instance picks them up without a restart. Then a new CAdES B-LT signature passes openssl on the
  * moved clock (CMS, its time-stamp under the renewed TSA, the renewed responders' OCSP answers), a PAdES B-LT
  * PDF passes pdfsig on the moved clock (valid, trusted, revocation checked online), and the
  * signature made before the renewal still verifies at its signing time (openssl -attime). Then our TLS client
@@ -18,7 +19,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { execFileSync } from 'node:child_process';
 import { pkiPaths } from '../../src/ca/material.ts';
+import { SOFTHSM2_MODULE } from '../../src/custody/softhsm/token.ts';
 import { authorizeSigning, callSignDoc, signDocRequest } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { SHA256 } from '../../src/crypto/algorithms.ts';
@@ -37,8 +40,9 @@ import { ATTR, cmsParts, nssTrustStore, ocspOfRevocationChoice } from '../helper
 
 const DAY = 24 * 3600 * 1000;
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
-/** with key files the ceremony renews the TSA and responder keys too; in a token only the root CRL */
-const RENEWS_KEYS = TEST_KEY_CUSTODY === 'software';
+/** the ceremony runs with the instance's key custody and reload check */
+const CEREMONY_ENV = { QTSP_KEYS_PROVIDER: TEST_KEY_CUSTODY, QTSP_CALENDAR_RELOAD_CHECK_SECONDS: '1' };
+const KEY_LABELS = ['qtsp-tsa', 'qtsp-ocsp-responder', 'qtsp-root-ocsp-responder'];
 const SAMPLE = readFileSync(fileURLToPath(new URL('../../fixtures/documents/sample.pdf', import.meta.url)));
 
 interface Signed {
@@ -117,7 +121,25 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     return m ? Number(m[1]) : undefined;
   };
   const ceremony = (...args: string[]) =>
-    clock.run(process.execPath, [QTSP, 'pki', 'ceremony', '--renew', '--within', '400', '--data-dir', data(), ...args]);
+    clock.run(
+      process.execPath,
+      [QTSP, 'pki', 'ceremony', '--renew', '--within', '400', '--data-dir', data(), ...args],
+      CEREMONY_ENV,
+    );
+  /** pkcs11-tool on the sandbox's SoftHSM2 token (keys.provider softhsm): its objects, one text block each */
+  const tokenObjects = () => {
+    const softhsm = join(data(), 'softhsm');
+    const pin = readFileSync(join(softhsm, 'user.pin'), 'utf8').trim();
+    const out = execFileSync(
+      'pkcs11-tool',
+      ['--module', SOFTHSM2_MODULE, '--token-label', 'qtsp-sandbox', '--login', '--pin', pin, '--list-objects'],
+      { env: { ...process.env, SOFTHSM2_CONF: join(softhsm, 'softhsm2.conf') }, encoding: 'utf8' },
+    );
+    return out.split(/\n(?=\S)/);
+  };
+  /** the private key objects labelled `label` */
+  const privateKeys = (objects: string[], label: string) =>
+    objects.filter((o) => o.startsWith('Private Key Object') && new RegExp(`label:\\s+${label}\\n`).test(`${o}\n`));
 
   it('at the ceremony: a CAdES B-LT signature', async () => {
     before_ = await sign('signed at the ceremony');
@@ -138,12 +160,19 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     assert.ok(readFileSync(pkiPaths(data()).rootCrl).equals(crl), 'a dry run changed the root CRL');
     const renewed = await ceremony();
     assert.equal(renewed.code, 0, renewed.output);
-    assert.match(
-      renewed.output,
-      RENEWS_KEYS ? /renewed tsa, ocsp-responder, root-ocsp-responder, root-crl;/ : /renewed root-crl;/,
-    );
-    if (!RENEWS_KEYS) assert.match(renewed.output, /^ {2}tsa: .*\(not renewed: its key is kept in the key custody/m);
+    assert.match(renewed.output, /renewed tsa, ocsp-responder, root-ocsp-responder, root-crl;/);
     await readinessWhen(eco, (r) => r.status === 200, 'ready after the renewal');
+    if (TEST_KEY_CUSTODY === 'softhsm') {
+      assert.match(renewed.output, /destroyed the replaced keys of tsa, ocsp-responder, root-ocsp-responder/);
+      // one key per name, fresh, made in the token and never extractable; no replaced or half-made one left
+      const objects = tokenObjects();
+      assert.ok(!objects.some((o) => /label:\s+\S+\.(retired|renewing)\n/.test(`${o}\n`)), objects.join('\n'));
+      for (const label of KEY_LABELS) {
+        const keys = privateKeys(objects, label);
+        assert.equal(keys.length, 1, `${label}:\n${objects.join('\n')}`);
+        assert.match(keys[0]!, /Access:\s+sensitive, always sensitive, never extractable/);
+      }
+    }
     const status = await clock.run(process.execPath, [QTSP, 'pki', 'status', '--data-dir', data()]);
     assert.equal(status.code, 0, status.output);
   });
@@ -155,7 +184,11 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     assert.ok(ok.ok, ok.output);
     const p = pkiPaths(data());
     const tsa = fromPem(readFileSync(p.tsaCert, 'utf8'))[0]!;
-    assert.equal(!tsa.equals(oldTsa), RENEWS_KEYS, 'the TSA certificate renewed with key files only');
+    assert.ok(!tsa.equals(oldTsa), 'the TSA certificate is not renewed');
+    assert.ok(
+      !new X509Certificate(tsa).publicKey.equals(new X509Certificate(oldTsa).publicKey),
+      'the renewed TSA certificate certifies the old TSU key',
+    );
     const parts = await cmsParts(after_.signature);
     assert.ok(
       parts.certificates.some((c) => c.equals(tsa)),

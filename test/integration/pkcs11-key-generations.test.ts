@@ -3,11 +3,20 @@
  * outside with pkcs11-tool: the next key made beside the current one, the current one kept under a tag, the
  * next one made current. A key handed out before the switch goes on signing with the key it certifies, never
  * with its successor (a certificate must never sign with a key it does not certify); a destroyed tagged key is
- * gone from the token and signs no more.
+ * gone from the token and signs no more. A renewal at a ceremony (ca/renewal.ts) moves keys the same way; one
+ * stopped halfway is completed by a rerun: the certificate written beside its file certifies the current key.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { verify } from 'node:crypto';
+import { verify, X509Certificate } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { certifyRenewedKey, loadCeremonyRoot, pkiInit } from '../../src/ca/init.ts';
+import { pkiPaths } from '../../src/ca/material.ts';
+import { pkiUrls } from '../../src/ca/publication.ts';
+import { destroyRetiredKeys, renewKeysInCustody, retiredKeys } from '../../src/ca/renewal.ts';
+import { fromPem, toPem } from '../../src/util/base64.ts';
 import { Pkcs11Custody } from '../../src/custody/pkcs11/custody.ts';
 import { LONG_LIVED_KEYS } from '../../src/custody/types.ts';
 import { createTestToken, SOFTHSM2_MODULE, type TestToken } from '../helpers/softhsm.ts';
@@ -65,5 +74,43 @@ describe('PKCS#11 key generations (SoftHSM2)', () => {
     await assert.rejects(old.sign('sha256', DATA));
     assert.equal(await custody.destroyTaggedKey('issuing-ca', '0123456789abcdef'), false);
     assert.ok(privateKey('qtsp-issuing-ca'), 'the current key went too');
+  });
+
+  it('a renewal stopped halfway in the token is completed by a rerun, the replaced key kept retired', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qtsp-renewal-token-'));
+    try {
+      const dataDir = join(dir, 'data');
+      pkiInit({ dataDir, qtspId: 'sp:sandbox.qtsp.localhost:6f1c4c52-0b0e-4c4e-9d6b-2b9b8f0d7a31' });
+      const urls = pkiUrls('http://pki.example');
+      const root = loadCeremonyRoot({ dataDir });
+      const tsaCert = pkiPaths(dataDir).tsaCert;
+      const certified = () => new X509Certificate(fromPem(readFileSync(tsaCert, 'utf8'))[0]!).publicKey;
+      // the TSA certificate of the token's key, as a ceremony in the token makes it
+      const old = custody.longLivedKey('tsa');
+      writeFileSync(tsaCert, toPem(await certifyRenewedKey('tsa', root, old.publicKey, urls), 'CERTIFICATE'));
+      // a renewal that stopped after the old key left the current place, before the fresh one took it
+      const fresh = await custody.generateTaggedKey('tsa', 'renewing', 'P-256');
+      writeFileSync(
+        `${tsaCert}.renewing`,
+        toPem(await certifyRenewedKey('tsa', root, fresh.publicKey, urls), 'CERTIFICATE'),
+      );
+      await custody.retagKey('tsa', undefined, 'retired');
+      const r = { dataDir, urls, root: () => root, generations: custody };
+      assert.deepEqual(await renewKeysInCustody([], r), ['tsa']);
+      assert.ok(certified().equals(fresh.publicKey), 'the certificate does not certify the fresh key');
+      assert.equal(existsSync(`${tsaCert}.renewing`), false);
+      await custody.refreshLongLivedKeys();
+      assert.ok(custody.longLivedKey('tsa').publicKey.equals(fresh.publicKey), 'the fresh key is not current');
+      assert.equal(privateKey('qtsp-tsa\\.renewing'), undefined);
+      // the key the old certificate certifies still signs under it until the ceremony destroys it
+      assert.ok(verify('sha256', DATA, { key: old.publicKey, dsaEncoding: 'der' }, await old.sign('sha256', DATA)));
+      assert.deepEqual(await retiredKeys(custody), ['tsa']);
+      assert.deepEqual(await destroyRetiredKeys(custody), ['tsa']);
+      assert.equal(privateKey('qtsp-tsa\\.retired'), undefined, 'pkcs11-tool still lists the retired key');
+      // a second rerun finds nothing left to complete
+      assert.deepEqual(await renewKeysInCustody([], r), []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
