@@ -12,7 +12,7 @@ import type { Deliver } from './delivery/worker.ts';
 import { mediationDeliverer } from './mediation/deliver.ts';
 import { MEDIATION_TOPIC } from './mediation/record.ts';
 import { notificationDeliverer, recipientCertDir } from './notification/deliver.ts';
-import { ensureMailCertificate, mailCertificateChain } from './notification/mail-certificate.ts';
+import { mailCertificateChain, mailSigner } from './notification/mail-certificate.ts';
 import { NOTIFICATION_TOPIC } from './notification/request.ts';
 import type { Store } from './store/types.ts';
 import type { IdpDirectory } from './trust/idp-directory.ts';
@@ -46,7 +46,7 @@ function handlers(config: Config, deps: DeliveriesDeps): Record<string, Deliver>
       spId: config.qtspId,
       ca: readFileSync(config.trust.caFile),
       timeoutMs: config.delivery.timeoutMs,
-      signer: ensureMailCertificate(config.dataDir, config.notification.from),
+      signer: mailSigner(config.dataDir, config.notification.from),
       chain: mailCertificateChain(config.dataDir),
       recipientCertDir: recipientCertDir(config),
       idps: deps.idps,

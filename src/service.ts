@@ -25,6 +25,7 @@ import { keyArchiveAnchors, pkiCalendar, type CalendarEntry } from './ca/calenda
 import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
 import { renewalMarkerFile, writeRenewedCertificate } from './ca/renewal.ts';
 import { renewedResponder } from './ca/responder-renewal.ts';
+import { renewMailCertificate } from './notification/mail-certificate.ts';
 import { createTrustServices, type TrustServices, type TrustStore as TrustServicesStore } from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
 import { describeCustody, type KeyCustody } from './custody/types.ts';
@@ -408,7 +409,8 @@ function watchMaterialCalendar(config: Config, anchors: readonly CalendarEntry[]
  * A ceremony that renewed material marks it last (ca/renewal.ts): this instance then serves the renewed TSA,
  * OCSP responders and root CRL and reads the calendar again, without a restart. Polled (fs.watchFile). Every
  * calendar.checkIntervalSeconds (and at start) the issuing CA's responder certificate is renewed by the service
- * when due (ca/responder-renewal.ts), written to this data directory and reloaded. One reload at a time.
+ * when due (ca/responder-renewal.ts), written to this data directory and reloaded, and so is our S/MIME mail
+ * certificate (notification/mail-certificate.ts). One reload at a time.
  * A rotated TLS client certificate (client.certFile) is presented from the next connection on.
  */
 function watchRenewals(
@@ -465,12 +467,17 @@ function watchRenewals(
       logger.error({ event: 'pki.responder_renewal_failed', error: (err as Error).message }, 'responder not renewed');
     }
   };
-  const byService = config.calendar.responderRenewDays > 0;
-  const timer = setInterval(() => {
-    if (byService) reloading = reloading.then(responder);
-  }, config.calendar.checkIntervalSeconds * 1000);
+  const mail = () => renewMail(config, parts, logger);
+  const renewals = [
+    ...(config.calendar.responderRenewDays > 0 ? [responder] : []),
+    ...(config.calendar.mailRenewDays > 0 ? [mail] : []),
+  ];
+  const renewDue = () => {
+    for (const renewal of renewals) reloading = reloading.then(renewal);
+  };
+  const timer = setInterval(renewDue, config.calendar.checkIntervalSeconds * 1000);
   timer.unref();
-  if (byService) reloading = reloading.then(responder);
+  renewDue();
   return {
     stop: () => {
       clearInterval(timer);
@@ -478,6 +485,21 @@ function watchRenewals(
       client.stop();
     },
   };
+}
+
+/**
+ * Our S/MIME mail certificate renewed when due (notification/mail-certificate.ts), once per store; every
+ * deliverer reads the renewed file when it next sends (mailSigner).
+ */
+async function renewMail(config: Config, parts: Pick<Running, 'calendar' | 'store'>, logger: Logger): Promise<void> {
+  try {
+    const days = config.calendar.mailRenewDays;
+    if (!(await renewMailCertificate(config.dataDir, parts.store, days, new Date()))) return;
+    logger.info({ event: 'pki.mail_certificate_renewed' }, 'renewed the S/MIME mail certificate');
+    parts.calendar.reload();
+  } catch (err) {
+    logger.error({ event: 'pki.mail_renewal_failed', error: (err as Error).message }, 'mail certificate not renewed');
+  }
 }
 
 /** What the signDoc pipeline needs, from the configuration and the started parts. */

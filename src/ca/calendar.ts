@@ -197,7 +197,7 @@ function beside(sources: CalendarSources): [string, CertificateFields][] {
         object: 'mail-certificate',
         title: 'S/MIME mail certificate',
         renewedBy: 'service',
-        renew: 'the service, on the first notification within a day of its end',
+        renew: 'the service, calendar.mailRenewDays before its end',
         signing: false,
       },
     ]);

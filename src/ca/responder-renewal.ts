@@ -7,8 +7,10 @@
  * one (notBefore = the moment the renewal fell due; the serial a hash of the responder's key and that moment),
  * so every instance computes the same serial; the first stores its certificate, the others find it under that
  * serial and take the stored one. OCSP responses signed before stay verifiable: each carries its certificate.
+ * renewedOnce does the same for any certificate an online key of ours issues (the S/MIME mail certificate:
+ * notification/mail-certificate.ts).
  */
-import { createHash, X509Certificate } from 'node:crypto';
+import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
 import type { IssuedCertificate, Store } from '../store/types.ts';
 import type { KeyedCertificate } from './authority.ts';
 import { caKeyId } from './certificate-list.ts';
@@ -18,7 +20,7 @@ const DAY_MS = 24 * 3600 * 1000;
 
 export type CertificateRecords = Pick<Store, 'getCertificate' | 'addCertificate'>;
 
-/** A positive 16-byte serial every instance derives alike from the responder key and the renewal moment. */
+/** A positive 16-byte serial every instance derives alike from the certified key and the renewal moment. */
 function renewalSerial(responder: X509Certificate, dueAt: Date): Buffer {
   const spki = responder.publicKey.export({ type: 'spki', format: 'der' });
   const serial = createHash('sha256').update(spki).update(dueAt.toISOString()).digest().subarray(0, 16);
@@ -26,16 +28,25 @@ function renewalSerial(responder: X509Certificate, dueAt: Date): Buffer {
   return serial;
 }
 
+/** A new certificate for the key `current` certifies, with the validity and serial given. */
+export type Recertify = (
+  publicKey: KeyObject,
+  validity: { readonly notBefore: Date; readonly notAfter: Date },
+  serial: Buffer,
+) => Promise<{ der: Buffer }>;
+
 /**
- * The renewed certificate (DER) of the responder whose certificate is `currentDer`, or undefined while it is
- * not due at `now`. Stored in `records` (once across instances); taken from there when another instance was first.
+ * The renewed certificate (DER) of the key `currentDer` certifies, by `issuer`, or undefined while it is not
+ * due at `now` (renewBeforeDays before its end). Stored in `records` (once across instances); taken from there
+ * when another instance was first.
  */
-export async function renewedResponder(
+export async function renewedOnce(
   currentDer: Buffer,
-  issuing: KeyedCertificate,
+  issuer: { readonly der: Buffer },
   records: CertificateRecords,
   renewBeforeDays: number,
   now: Date,
+  recertify: Recertify,
 ): Promise<Buffer | undefined> {
   const current = new X509Certificate(currentDer);
   const notBefore = new Date(current.validFrom);
@@ -50,13 +61,14 @@ export async function renewedResponder(
     notBefore: dueAt,
     notAfter: new Date(dueAt.getTime() + (notAfter.getTime() - notBefore.getTime())),
   };
-  const { der } = await recertifyOcspResponder(issuing, current.publicKey, validity, serial);
+  const { der } = await recertify(current.publicKey, validity, serial);
+  const renewed = new X509Certificate(der);
   const record: IssuedCertificate = {
     serialHex,
-    issuerKeyId: caKeyId(issuing.der).toString('hex'),
-    subject: current.subject.split('\n').join(', '),
-    notBefore: new Date(new X509Certificate(der).validFrom),
-    notAfter: new Date(new X509Certificate(der).validTo),
+    issuerKeyId: caKeyId(issuer.der).toString('hex'),
+    subject: renewed.subject.split('\n').join(', '),
+    notBefore: new Date(renewed.validFrom),
+    notAfter: new Date(renewed.validTo),
     issuedAt: now,
     txn: null,
     der,
@@ -69,4 +81,17 @@ export async function renewedResponder(
     if (!first) throw err;
     return first.der;
   }
+}
+
+/** The issuing CA's responder certificate renewed (renewedOnce), for the key it certifies. */
+export function renewedResponder(
+  currentDer: Buffer,
+  issuing: KeyedCertificate,
+  records: CertificateRecords,
+  renewBeforeDays: number,
+  now: Date,
+): Promise<Buffer | undefined> {
+  return renewedOnce(currentDer, issuing, records, renewBeforeDays, now, (publicKey, validity, serial) =>
+    recertifyOcspResponder(issuing, publicKey, validity, serial),
+  );
 }

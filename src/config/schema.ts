@@ -338,6 +338,11 @@ export const configSchema = z
          */
         responderRenewDays: z.coerce.number().int().min(0).default(30),
         /**
+         * Days before our S/MIME mail certificate ends at which the service certifies its key again with the
+         * mail CA (checked every checkIntervalSeconds; once across the instances on one store). 0 turns it off.
+         */
+        mailRenewDays: z.coerce.number().int().min(0).default(30),
+        /**
          * How long a TSU key is used after its certificate's notBefore (days; EN 319 421 7.6: well before the
          * certificate ends, so that its time-stamps still verify). A ceremony renews it with a fresh key.
          */

@@ -25,7 +25,8 @@ export interface NotificationSender {
   /** PEM CAs trusted for the SMTP server's certificate */
   readonly ca: Buffer;
   readonly timeoutMs: number;
-  readonly signer: KeyedCertificate;
+  /** our mail certificate as it is now (the service renews it: mail-certificate.ts) */
+  readonly signer: () => KeyedCertificate;
   readonly chain: readonly Buffer[];
   /** <encodeURIComponent(iss)>.pem: the IDP's encryption certificate, when it has one */
   readonly recipientCertDir: string;
@@ -83,7 +84,7 @@ export function notificationDeliverer(sender: NotificationSender): Deliver {
     const to = await targetAddress(sender.idps, payload.iss);
     const raw = await composeNotification(
       { id: entry.id, from: sender.from, to, spId: sender.spId, payload },
-      sender.signer,
+      sender.signer(),
       sender.chain,
       recipientCertificate(sender.recipientCertDir, payload.iss),
     );

@@ -5,12 +5,15 @@
  * our signatures; the mail carries the mail CA certificate (mailCertificateChain). Not issued by the root,
  * whose key is offline, nor by the issuing CA, whose certificate policy is qualified electronic signatures.
  * Profile (RFC 8550 4.4): rfc822Name = the sender address, keyUsage digitalSignature, EKU emailProtection.
- * A changed sender address gets a new certificate.
+ * A changed sender address gets a new certificate. The service renews it before its end for the same key
+ * (renewedMailCertificate, once across the instances on one store: ca/responder-renewal.ts renewedOnce); every
+ * deliverer signs with the certificate file as it is when it sends (mailSigner).
  */
-import { X509Certificate } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { X509Certificate, type KeyObject } from 'node:crypto';
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { fromPem, toPem } from '../util/base64.ts';
+import { renewedOnce, type CertificateRecords } from '../ca/responder-renewal.ts';
 import * as pkijs from 'pkijs';
-import { fromPem } from '../util/base64.ts';
 import { SoftwareSigningKey } from '../crypto/signature.ts';
 import {
   certifiedKey,
@@ -43,24 +46,30 @@ export function mailCertificatePaths(dataDir: string): { cert: string; key: stri
 /** rfc822Name entries of the subjectAltName extension */
 export function certificateEmails(certificate: pkijs.Certificate): string[] {
   const san = certificate.extensions?.find((e) => e.extnID === OID.subjectAltName);
-  const names = (san?.parsedValue as pkijs.GeneralNames | undefined)?.names ?? [];
+  // pkijs parses subjectAltName (RFC 5280 4.2.1.6) as an AltName
+  const names = (san?.parsedValue as pkijs.AltName | undefined)?.altNames ?? [];
   return names.filter((n) => n.type === 1).map((n) => String(n.value));
 }
 
-function issueMailCertificate(ca: KeyedCertificate, address: string): SoftwareKeyedCertificate {
-  const keys = generateKeyPair('P-256');
-  const now = Date.now();
+/** The mail certificate for `publicKey` (RFC 8550 4.4), with the validity and serial given (else fresh ones). */
+function mailCertificateFor(
+  ca: KeyedCertificate,
+  publicKey: KeyObject,
+  address: string,
+  validity: { readonly notBefore: Date; readonly notAfter: Date },
+  serial?: Buffer,
+) {
   const san = new pkijs.GeneralNames({ names: [new pkijs.GeneralName({ type: 1, value: address })] });
-  const { der, certificate } = issueCertificate({
+  return issueCertificate({
     subject: buildName([
       { type: OID.countryName, value: 'DE' },
       { type: OID.organizationName, value: 'qtsp sandbox trust service' },
       { type: OID.commonName, value: 'qtsp end-user notifications' },
     ]),
-    publicKey: spkiOf(keys.publicKey),
+    publicKey: spkiOf(publicKey),
     issuer: ca.issuer,
-    notBefore: new Date(now - 3600_000),
-    notAfter: new Date(now + YEARS * 365 * 24 * 3600_000),
+    ...validity,
+    ...(serial ? { serial } : {}),
     extensions: [
       basicConstraintsExtension(false),
       keyUsageExtension(['digitalSignature', 'nonRepudiation']),
@@ -69,6 +78,13 @@ function issueMailCertificate(ca: KeyedCertificate, address: string): SoftwareKe
     ],
     keyIdentifiers: true,
   });
+}
+
+function issueMailCertificate(ca: KeyedCertificate, address: string): SoftwareKeyedCertificate {
+  const keys = generateKeyPair('P-256');
+  const now = Date.now();
+  const validity = { notBefore: new Date(now - 3600_000), notAfter: new Date(now + YEARS * 365 * 24 * 3600_000) };
+  const { der, certificate } = mailCertificateFor(ca, keys.publicKey, address, validity);
   return { ...certifiedKey(der, new SoftwareSigningKey(keys.privateKey), certificate), privateKey: keys.privateKey };
 }
 
@@ -98,4 +114,48 @@ export function ensureMailCertificate(dataDir: string, address: string): KeyedCe
   const created = issueMailCertificate(mailCa, address);
   saveKeyed(created, paths.cert, paths.key);
   return created;
+}
+
+/**
+ * The mail certificate renewed by the mail CA for the same key and address, `renewBeforeDays` before its end
+ * (renewedOnce: once across the instances on one store), written over the file; undefined while none exists,
+ * none is due, or the file holds the renewed one already.
+ */
+export async function renewMailCertificate(
+  dataDir: string,
+  records: CertificateRecords,
+  renewBeforeDays: number,
+  now: Date,
+): Promise<Buffer | undefined> {
+  const paths = mailCertificatePaths(dataDir);
+  if (!existsSync(paths.cert)) return undefined;
+  const current = fromPem(readFileSync(paths.cert, 'utf8'))[0]!;
+  const p = pkiPaths(dataDir);
+  const mailCa = loadKeyed(p.mailCaCert, p.mailCaKey);
+  const address = certificateEmails(pkijs.Certificate.fromBER(new Uint8Array(current)))[0] ?? '';
+  const renewed = await renewedOnce(current, mailCa, records, renewBeforeDays, now, async (key, validity, serial) =>
+    mailCertificateFor(mailCa, key, address, validity, serial),
+  );
+  if (!renewed || renewed.equals(current)) return undefined;
+  writeFileSync(`${paths.cert}.renewing`, toPem(renewed, 'CERTIFICATE'));
+  renameSync(`${paths.cert}.renewing`, paths.cert);
+  return renewed;
+}
+
+/**
+ * What a deliverer signs with: the mail certificate for `address` (ensureMailCertificate, at once), read again
+ * whenever its file was replaced (a renewal by any instance), so no restart is needed.
+ */
+export function mailSigner(dataDir: string, address: string): () => KeyedCertificate {
+  const { cert } = mailCertificatePaths(dataDir);
+  const stampOf = () => {
+    const s = statSync(cert);
+    return `${s.ino}:${s.mtimeMs}:${s.size}`;
+  };
+  const load = () => ({ signer: ensureMailCertificate(dataDir, address), stamp: stampOf() });
+  let loaded = load();
+  return () => {
+    if (stampOf() !== loaded.stamp) loaded = load();
+    return loaded.signer;
+  };
 }
