@@ -70,6 +70,37 @@ export interface MovedEcosystem {
 
 const own = extname(fileURLToPath(import.meta.url));
 const CHILD = fileURLToPath(new URL(`./clock-child${own}`, import.meta.url));
+const RP = fileURLToPath(new URL(`./clock-rp${own}`, import.meta.url));
+
+export interface ClockRpRequest {
+  readonly endpoints: RpEndpoints;
+  readonly signDocUrl: string;
+  readonly document: Buffer;
+  /** P: a PAdES signing of the PDF `document` */
+  readonly format: 'C' | 'X' | 'P';
+  readonly level: string;
+}
+
+/**
+ * The relying party's flow in a process on `clock` (test/helpers/clock-rp.ts): it accepts the TLS certificates
+ * the sandbox renews on that clock, which this process, on the real clock, takes for not yet valid.
+ */
+export async function clockRp(
+  clock: MovedClock,
+  request: ClockRpRequest,
+): Promise<{ status?: number; body?: unknown; pdf?: string }> {
+  const json = JSON.stringify({ ...request, document: request.document.toString('base64') });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const r = await clock.run(process.execPath, [...(own === '.ts' ? ['--import', 'tsx'] : []), RP, json]);
+    const line = r.output.split('\n').find((l) => l.startsWith('RP_RESULT '));
+    if (line) return JSON.parse(line.slice('RP_RESULT '.length));
+    // the sandbox renews its ended TLS server certificates within seconds of the clock's move
+    if (!r.output.includes('certificate has expired') || Date.now() > deadline)
+      throw new Error(`the relying party on the moved clock failed: ${r.output.slice(-3000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}
 
 /** The sandbox and the QTSP of `config` in a child process on `clock` (test/helpers/clock-child.ts). */
 export async function startMovedEcosystem(clock: MovedClock, config: ConfigInput): Promise<MovedEcosystem> {

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { pkiPaths } from '../../src/ca/material.ts';
+import type { HashAlgorithm } from '../../src/crypto/algorithms.ts';
 import { inScratch, run, type Scratch, type ToolResult, tsVerifyArgs } from './openssl.ts';
 
 /**
@@ -305,3 +306,41 @@ export function tamper(der: Buffer, at: number): Buffer {
 
 export const sha = (alg: string, data: Uint8Array) => createHash(alg).update(data).digest();
 export const readPem = (file: string) => readFileSync(file, 'utf8');
+
+/**
+ * The archive-time-stamp-v3 imprint input (EN 319 122-1 5.5.3), recomputed from OpenSSL's parse: eContentType,
+ * the document hash, the SignerInfo fields before unsignedAttrs, and the ATSHashIndexV3, whose three lists are
+ * first checked against the hashes of what the SignedData holds (5.5.2).
+ */
+export async function archiveImprint(
+  parts: CmsParts,
+  atsToken: Buffer,
+  docHash: Buffer,
+  alg: HashAlgorithm,
+): Promise<Buffer> {
+  const tokenNodes = await asn1parse(atsToken);
+  const attrOid = tokenNodes.find((n) => n.text.endsWith(ATTR.atsHashIndexV3));
+  assert.ok(attrOid, 'the archive time-stamp token carries no ats-hash-index-v3');
+  const attrSeq = tokenNodes.filter((n) => n.depth === attrOid.depth - 1 && n.offset < attrOid.offset).pop()!;
+  const valueSet = childrenOf(tokenNodes, attrSeq)[1]!;
+  const indexNode = childrenOf(tokenNodes, valueSet)[0]!;
+  const hashIndex = bytesOf(atsToken, indexNode);
+  const [algNode, certsNode, crlsNode, attrsNode] = childrenOf(tokenNodes, indexNode);
+  const algText = childrenOf(tokenNodes, algNode!)[0]!.text;
+  assert.ok(
+    algText.endsWith(`:${alg.node}`) || algText.endsWith(alg.oid),
+    `hashIndAlgorithm ${algText}, expected ${alg.name}`,
+  );
+  const listed = (n: typeof certsNode) =>
+    childrenOf(tokenNodes, n!).map((o) => bytesOf(atsToken, o).subarray(2).toString('hex'));
+  const hex = (b: Buffer) => sha(alg.node, b).toString('hex');
+  assert.deepEqual(listed(certsNode), parts.certificates.map(hex), 'certificatesHashIndex');
+  assert.deepEqual(listed(crlsNode), parts.crls.map(hex), 'crlsHashIndex');
+  const sigTs = parts.unsigned.find((a) => a.name === ATTR.signatureTimeStamp)!;
+  assert.deepEqual(
+    listed(attrsNode),
+    sigTs.values.map((v) => hex(Buffer.concat([sigTs.oid, v]))),
+    'unsignedAttrValuesHashIndex',
+  );
+  return Buffer.concat([parts.eContentType, docHash, ...parts.signerInfoFields, hashIndex]);
+}

@@ -27,10 +27,12 @@ export interface XmlsecOptions {
   readonly untrustedPem?: string;
 }
 
+/** `runner`: how xmlsec1 is started (another clock: test/helpers/moved-clock.ts) */
 export function xmlsecVerify(
   signatureXml: Uint8Array,
   document: Uint8Array,
   options: XmlsecOptions,
+  runner: (cmd: string, args: readonly string[]) => Promise<ToolResult> = run,
 ): Promise<ToolResult> {
   return inScratch(async (s) => {
     const doc = s.file('doc.bin', document);
@@ -39,7 +41,7 @@ export function xmlsecVerify(
       doc,
     ]);
     const untrusted = options.untrustedPem ? ['--untrusted-pem', options.untrustedPem] : [];
-    return run('xmlsec1', [
+    return runner('xmlsec1', [
       '--verify',
       '--id-attr:Id',
       XADES_SIGNED_PROPERTIES_ID,

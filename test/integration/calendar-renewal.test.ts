@@ -8,13 +8,17 @@
  * PDF passes pdfsig on the moved clock (valid, trusted, revocation checked online), and the
  * signature made before the renewal still verifies at its signing time (openssl -attime). Then our TLS client
  * certificate is rotated through the SP directory (`qtsp pki client-cert --rotate`, the instance switches,
- * `--retire`) and a signature is made with the new one. Three years on, past
+ * `--retire`) and a signature is made with the new one. Two years and a day on, the root CRL of that ceremony
+ * has ended: signDoc answers 503 until a second `ceremony --renew --within 30` renews it and the TSA (its key
+ * usage period ended); then CAdES B-LT and B-LTA pass openssl (cms, ts incl. the archive time-stamp, ocsp),
+ * PAdES B-LT pdfsig and XAdES B-T xmlsec1, all on the moved clock, and the signatures made before each
+ * renewal verify at their signing times. Three years on, past
  * the end of the responder certificate the ceremony renewed, the service has certified its responder's key
  * again by itself, and our OCSP answers verify with openssl on the moved clock.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,21 +26,21 @@ import { fileURLToPath } from 'node:url';
 import { execFileSync } from 'node:child_process';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { SOFTHSM2_MODULE } from '../../src/custody/softhsm/token.ts';
-import { authorizeSigning, callSignDoc, signDocRequest } from '../../src/rp/flow.ts';
 import { fromPem } from '../../src/util/base64.ts';
 import { SHA256 } from '../../src/crypto/algorithms.ts';
-import { signPdfs } from '../../src/rp/pades.ts';
 import { readSignatures } from '../../src/rp/pdf.ts';
-import { SHA256_OID, TEST_KEY_CUSTODY } from '../helpers/environment.ts';
+import { TEST_KEY_CUSTODY } from '../helpers/environment.ts';
 import { cmsVerifyArgs, tsVerifyArgs } from '../helpers/openssl.ts';
 import {
+  clockRp,
   MovedClock,
   notReadyNaming,
   readinessWhen,
   startClockEcosystem,
   type MovedEcosystem,
 } from '../helpers/moved-clock.ts';
-import { ATTR, cmsParts, nssTrustStore, ocspOfRevocationChoice } from '../helpers/pki-oracles.ts';
+import { archiveImprint, ATTR, cmsParts, nssTrustStore, ocspOfRevocationChoice, sha } from '../helpers/pki-oracles.ts';
+import { xmlsecVerify } from '../helpers/xmlsec.ts';
 
 const DAY = 24 * 3600 * 1000;
 const QTSP = fileURLToPath(new URL('../../bin/qtsp.js', import.meta.url));
@@ -59,6 +63,9 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
   let signedAt: number;
   let oldTsa: Buffer;
   let afterRenewal: Signed;
+  let afterRenewalAt: number;
+  /** pdfsig's trust store: our root alone */
+  let nss: string | undefined;
   const data = () => join(dir, 'data');
   const file = (name: string, bytes: Uint8Array) => {
     const path = join(dir, name);
@@ -77,24 +84,20 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const sign = async (text: string): Promise<Signed> => {
+  /** signDoc through the relying party's flow, run on the moved clock */
+  const callSign = async (text: string, format: 'C' | 'X', level: string) => {
     const document = Buffer.from(text);
-    const hash = createHash('sha256').update(document).digest('base64');
-    const auth = await authorizeSigning(eco.endpoints, {
-      documentDigests: [{ hash, label: text }],
-      hashAlgorithmOID: SHA256_OID,
-    });
-    const res = await callSignDoc(
-      eco.signDocUrl,
-      eco.endpoints,
-      signDocRequest(auth, { hashes: [hash], hashAlgorithmOID: SHA256_OID, format: 'C', level: 'AdES-B-LT' }),
-    );
+    const res = await clockRp(clock, { endpoints: eco.endpoints, signDocUrl: eco.signDocUrl, document, format, level });
+    return { res: res as { status: number; body: unknown }, document };
+  };
+  const sign = async (text: string, format: 'C' | 'X' = 'C', level = 'AdES-B-LT'): Promise<Signed> => {
+    const { res, document } = await callSign(text, format, level);
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    const body = res.body as { SignatureObject: string[]; revocationInfo: { ocsp: string[] } };
+    const body = res.body as { SignatureObject: string[]; revocationInfo?: { ocsp?: string[] } };
     return {
       signature: Buffer.from(body.SignatureObject[0]!, 'base64'),
       document,
-      ocsp: body.revocationInfo.ocsp.map((o) => Buffer.from(o, 'base64')),
+      ocsp: (body.revocationInfo?.ocsp ?? []).map((o) => Buffer.from(o, 'base64')),
     };
   };
   /** openssl cms -verify -cades on the moved clock, at `attime` (Unix seconds) when given */
@@ -120,10 +123,10 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     const m = /^qtsp_pki_end_timestamp_seconds\{[^}]*object="tls-client"[^}]*\} (\S+)$/m.exec(text);
     return m ? Number(m[1]) : undefined;
   };
-  const ceremony = (...args: string[]) =>
+  const ceremony = (within: number, ...args: string[]) =>
     clock.run(
       process.execPath,
-      [QTSP, 'pki', 'ceremony', '--renew', '--within', '400', '--data-dir', data(), ...args],
+      [QTSP, 'pki', 'ceremony', '--renew', '--within', String(within), '--data-dir', data(), ...args],
       CEREMONY_ENV,
     );
   /** pkcs11-tool on the sandbox's SoftHSM2 token (keys.provider softhsm): its objects, one text block each */
@@ -141,55 +144,14 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
   const privateKeys = (objects: string[], label: string) =>
     objects.filter((o) => o.startsWith('Private Key Object') && new RegExp(`label:\\s+${label}\\n`).test(`${o}\n`));
 
-  it('at the ceremony: a CAdES B-LT signature', async () => {
-    before_ = await sign('signed at the ceremony');
-    signedAt = Math.floor(Date.now() / 1000);
-    oldTsa = fromPem(readFileSync(pkiPaths(data()).tsaCert, 'utf8'))[0]!;
-    const ok = await cmsVerify(before_);
-    assert.ok(ok.ok, ok.output);
-  });
-
-  it('a year and a day on: not ready; --dry-run plans the renewal, --renew renews, the instance picks it up', async () => {
-    clock.set(366);
-    await notReadyNaming(eco, 'root-crl');
-    const crl = readFileSync(pkiPaths(data()).rootCrl);
-    const plan = await ceremony('--dry-run');
-    assert.equal(plan.code, 0, plan.output);
-    for (const object of ['tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl'])
-      assert.match(plan.output, new RegExp(`^  ${object}: `, 'm'));
-    assert.ok(readFileSync(pkiPaths(data()).rootCrl).equals(crl), 'a dry run changed the root CRL');
-    const renewed = await ceremony();
-    assert.equal(renewed.code, 0, renewed.output);
-    assert.match(renewed.output, /renewed tsa, ocsp-responder, root-ocsp-responder, root-crl;/);
-    await readinessWhen(eco, (r) => r.status === 200, 'ready after the renewal');
-    if (TEST_KEY_CUSTODY === 'softhsm') {
-      assert.match(renewed.output, /destroyed the replaced keys of tsa, ocsp-responder, root-ocsp-responder/);
-      // one key per name, fresh, made in the token and never extractable; no replaced or half-made one left
-      const objects = tokenObjects();
-      assert.ok(!objects.some((o) => /label:\s+\S+\.(retired|renewing)\n/.test(`${o}\n`)), objects.join('\n'));
-      for (const label of KEY_LABELS) {
-        const keys = privateKeys(objects, label);
-        assert.equal(keys.length, 1, `${label}:\n${objects.join('\n')}`);
-        assert.match(keys[0]!, /Access:\s+sensitive, always sensitive, never extractable/);
-      }
-    }
-    const status = await clock.run(process.execPath, [QTSP, 'pki', 'status', '--data-dir', data()]);
-    assert.equal(status.code, 0, status.output);
-  });
-
-  it('after the renewal: CAdES B-LT passes openssl on the moved clock, under the renewed TSA and responders', async () => {
-    const after_ = await sign('signed a year and a day on');
-    afterRenewal = after_;
-    const ok = await cmsVerify(after_);
-    assert.ok(ok.ok, ok.output);
+  /**
+   * The signature-time-stamp verifies (openssl ts) under the TSA certificate of the data directory, which the
+   * signature carries, and an embedded OCSP answer of the root's responder says it is good (openssl ocsp).
+   */
+  const assertTimeStampedUnderTsa = async (signed: Signed) => {
     const p = pkiPaths(data());
     const tsa = fromPem(readFileSync(p.tsaCert, 'utf8'))[0]!;
-    assert.ok(!tsa.equals(oldTsa), 'the TSA certificate is not renewed');
-    assert.ok(
-      !new X509Certificate(tsa).publicKey.equals(new X509Certificate(oldTsa).publicKey),
-      'the renewed TSA certificate certifies the old TSU key',
-    );
-    const parts = await cmsParts(after_.signature);
+    const parts = await cmsParts(signed.signature);
     assert.ok(
       parts.certificates.some((c) => c.equals(tsa)),
       'the renewed TSA certificate is not in the signature',
@@ -223,25 +185,83 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
       ]);
       tsaGood ||= r.ok && r.output.includes(`${p.tsaCert}: good`);
     }
-    assert.ok(tsaGood, 'no embedded OCSP answer verifies the renewed TSA certificate as good');
-  });
-
-  it('after the renewal: PAdES B-LT passes pdfsig on the moved clock (valid, trusted) and openssl cms', async () => {
-    const result = await signPdfs(eco.endpoints, {
-      pdfs: [SAMPLE],
-      labels: ['sample.pdf'],
+    assert.ok(tsaGood, 'no embedded OCSP answer verifies the TSA certificate as good');
+    return parts;
+  };
+  /** a PAdES B-LT PDF: pdfsig on the moved clock (valid, trusted, revocation online) and openssl cms */
+  const assertPadesBlt = async () => {
+    const signed = await clockRp(clock, {
+      endpoints: eco.endpoints,
+      signDocUrl: eco.signDocUrl,
+      document: SAMPLE,
+      format: 'P',
       level: 'AdES-B-LT',
-      hashAlgorithm: SHA256,
     });
-    const pdf = result.pdfs[0]!;
+    const pdf = Buffer.from(signed.pdf!, 'base64');
     // pdfsig trusts only our root, and checks revocation online at the publication server (plain HTTP)
-    const nss = await nssTrustStore(join(dir, 'nss'), pkiPaths(data()).rootCert);
+    nss ??= await nssTrustStore(join(dir, 'nss'), pkiPaths(data()).rootCert);
     const verdict = await clock.run('pdfsig', ['-nssdir', `sql:${nss}`, file('signed.pdf', pdf)]);
     assert.match(verdict.output, /Signature Validation: Signature is Valid\./);
     assert.match(verdict.output, /Certificate Validation: Certificate is Trusted\./);
     const embedded = readSignatures(pdf)[0]!;
     const ok = await cmsVerify({ signature: embedded.contents, document: embedded.covered, ocsp: [] });
     assert.ok(ok.ok, ok.output);
+  };
+
+  it('at the ceremony: a CAdES B-LT signature', async () => {
+    before_ = await sign('signed at the ceremony');
+    signedAt = Math.floor(Date.now() / 1000);
+    oldTsa = fromPem(readFileSync(pkiPaths(data()).tsaCert, 'utf8'))[0]!;
+    const ok = await cmsVerify(before_);
+    assert.ok(ok.ok, ok.output);
+  });
+
+  it('a year and a day on: not ready; --dry-run plans the renewal, --renew renews, the instance picks it up', async () => {
+    clock.set(366);
+    await notReadyNaming(eco, 'root-crl');
+    const crl = readFileSync(pkiPaths(data()).rootCrl);
+    const plan = await ceremony(400, '--dry-run');
+    assert.equal(plan.code, 0, plan.output);
+    for (const object of ['tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl'])
+      assert.match(plan.output, new RegExp(`^  ${object}: `, 'm'));
+    assert.ok(readFileSync(pkiPaths(data()).rootCrl).equals(crl), 'a dry run changed the root CRL');
+    const renewed = await ceremony(400);
+    assert.equal(renewed.code, 0, renewed.output);
+    assert.match(renewed.output, /renewed tsa, ocsp-responder, root-ocsp-responder, root-crl;/);
+    await readinessWhen(eco, (r) => r.status === 200, 'ready after the renewal');
+    if (TEST_KEY_CUSTODY === 'softhsm') {
+      assert.match(renewed.output, /destroyed the replaced keys of tsa, ocsp-responder, root-ocsp-responder/);
+      // one key per name, fresh, made in the token and never extractable; no replaced or half-made one left
+      const objects = tokenObjects();
+      assert.ok(!objects.some((o) => /label:\s+\S+\.(retired|renewing)\n/.test(`${o}\n`)), objects.join('\n'));
+      for (const label of KEY_LABELS) {
+        const keys = privateKeys(objects, label);
+        assert.equal(keys.length, 1, `${label}:\n${objects.join('\n')}`);
+        assert.match(keys[0]!, /Access:\s+sensitive, always sensitive, never extractable/);
+      }
+    }
+    const status = await clock.run(process.execPath, [QTSP, 'pki', 'status', '--data-dir', data()]);
+    assert.equal(status.code, 0, status.output);
+  });
+
+  it('after the renewal: CAdES B-LT passes openssl on the moved clock, under the renewed TSA and responders', async () => {
+    const after_ = await sign('signed a year and a day on');
+    afterRenewal = after_;
+    afterRenewalAt = Math.floor(Date.now() / 1000) + 366 * 86_400; // this process runs on the real clock
+    const ok = await cmsVerify(after_);
+    assert.ok(ok.ok, ok.output);
+    const p = pkiPaths(data());
+    const tsa = fromPem(readFileSync(p.tsaCert, 'utf8'))[0]!;
+    assert.ok(!tsa.equals(oldTsa), 'the TSA certificate is not renewed');
+    assert.ok(
+      !new X509Certificate(tsa).publicKey.equals(new X509Certificate(oldTsa).publicKey),
+      'the renewed TSA certificate certifies the old TSU key',
+    );
+    await assertTimeStampedUnderTsa(after_);
+  });
+
+  it('after the renewal: PAdES B-LT passes pdfsig on the moved clock (valid, trusted) and openssl cms', async () => {
+    await assertPadesBlt();
   });
 
   it('the signature made before the renewal still verifies at its signing time', async () => {
@@ -262,6 +282,62 @@ describe('renewal at a ceremony a year and a day on, picked up without a restart
     const retired = await clientCert('--retire');
     assert.equal(retired.code, 0, retired.output);
     await sign('signed with the rotated client certificate');
+  });
+
+  it('two years and a day on: signDoc refuses (503, not ready naming the root CRL) until a second ceremony', async () => {
+    clock.set(731);
+    await notReadyNaming(eco, 'root-crl');
+    const { res } = await callSign('refused two years and a day on', 'C', 'AdES-B-LT');
+    assert.equal(res.status, 503, JSON.stringify(res.body));
+    assert.match(JSON.stringify(res.body), /root-crl/);
+    // what is due now: the root CRL and the TSU key's usage period; --within 400 would renew everything again
+    const renewed = await ceremony(30);
+    assert.equal(renewed.code, 0, renewed.output);
+    assert.match(renewed.output, /renewed tsa, root-crl;/);
+    await readinessWhen(eco, (r) => r.status === 200, 'ready after the second renewal');
+  });
+
+  it('two years and a day on, renewed: CAdES B-LT and B-LTA pass openssl on the moved clock', async () => {
+    const lt = await sign('signed two years and a day on');
+    assert.ok((await cmsVerify(lt)).ok);
+    await assertTimeStampedUnderTsa(lt);
+    const lta = await sign('signed B-LTA two years and a day on', 'C', 'AdES-B-LTA');
+    const ok = await cmsVerify(lta);
+    assert.ok(ok.ok, ok.output);
+    const parts = await assertTimeStampedUnderTsa(lta);
+    const ats = parts.unsigned.find((a) => a.name === ATTR.archiveTimeStampV3)?.values[0];
+    assert.ok(ats, 'no archive-time-stamp-v3');
+    const docHash = sha('sha256', lta.document);
+    const imprint = sha('sha256', await archiveImprint(parts, ats, docHash, SHA256));
+    const p = pkiPaths(data());
+    const verified = await clock.run(
+      'openssl',
+      tsVerifyArgs(file('ats.der', ats), { digestHex: imprint.toString('hex') }, p.rootCert, p.tsaCert),
+    );
+    assert.ok(verified.ok, verified.output);
+  });
+
+  it('two years and a day on, renewed: PAdES B-LT passes pdfsig, XAdES B-T xmlsec1, on the moved clock', async () => {
+    await assertPadesBlt();
+    const xades = await sign('signed XAdES two years and a day on', 'X', 'AdES-B-T');
+    const p = pkiPaths(data());
+    const verdict = await xmlsecVerify(
+      xades.signature,
+      xades.document,
+      { trustedPem: p.rootCert, untrustedPem: p.issuingCert },
+      (cmd, args) => clock.run(cmd, args),
+    );
+    assert.ok(verdict.ok, verdict.output);
+  });
+
+  it('two years and a day on: the signatures made before each renewal verify at their signing times', async () => {
+    for (const [signed, at] of [
+      [before_, signedAt],
+      [afterRenewal, afterRenewalAt],
+    ] as const) {
+      const ok = await cmsVerify(signed, at);
+      assert.ok(ok.ok, ok.output);
+    }
   });
 
   it("three years on: the service has renewed the issuing CA's OCSP responder certificate; OCSP verifies", async () => {
