@@ -255,4 +255,32 @@ describe('PKCS#11 key custody (SoftHSM2)', () => {
     const key = custody.longLivedKey('issuing-ca');
     assert.ok(verifies(key.publicKey, 'ecdsa', 'sha256', await key.sign('sha256', DATA)));
   });
+  it('a key a ceremony renewed: the retired one signs until the switch; once destroyed, unavailable until then', async () => {
+    const ceremony = await Pkcs11Custody.open({ ...options(), requireLongLivedKeys: false, rsaPoolSize: 0 });
+    try {
+      const inUse = custody.longLivedKey('ocsp-responder');
+      // a renewal at a ceremony (ca/renewal.ts): the fresh key made tagged, then moved to the current place
+      const fresh = await ceremony.generateTaggedKey('ocsp-responder', 'renewing', 'P-384');
+      await ceremony.retagKey('ocsp-responder', undefined, 'retired');
+      await ceremony.retagKey('ocsp-responder', 'renewing', undefined);
+      const labels = objects(token.listObjects()).map((o) => /label:\s+(\S+)/.exec(o)?.[1]);
+      for (const suffix of ['', '.retired'])
+        assert.equal(labels.filter((l) => l === `${LONG_LIVED_LABELS['ocsp-responder']}${suffix}`).length, 2);
+      assert.ok(verifies(inUse.publicKey, 'ecdsa', 'sha256', await inUse.sign('sha256', DATA)), 'the retired key');
+      assert.equal(await ceremony.destroyTaggedKey('ocsp-responder', 'retired'), true);
+      // never the new key under the old certificate: unavailable, naming the replaced key
+      await assert.rejects(inUse.sign('sha256', DATA), KeyCustodyUnavailable);
+      for (let i = 0; i < 500 && !/new key/.test(custody.readiness().reasons.join()); i++)
+        await new Promise((r) => setTimeout(r, 20));
+      assert.match(custody.readiness().reasons.join(), /holds a new key qtsp-ocsp-responder, used once the instance/);
+      await custody.refreshLongLivedKeys(); // the reload (trust-services.ts)
+      assert.ok(custody.longLivedKey('ocsp-responder').publicKey.equals(fresh.publicKey));
+      for (let i = 0; i < 500 && !custody.readiness().ready; i++) await new Promise((r) => setTimeout(r, 20));
+      assert.deepEqual(custody.readiness(), { ready: true, reasons: [] }, 'ready once the new key is installed');
+      const key = custody.longLivedKey('ocsp-responder');
+      assert.ok(verifies(fresh.publicKey, 'ecdsa', 'sha384', await key.sign('sha384', DATA)), 'the fresh key');
+    } finally {
+      await ceremony.close();
+    }
+  });
 });

@@ -65,6 +65,11 @@ export interface Pkcs11CustodyOptions extends Omit<TokenOptions, 'pin'> {
   readonly logger?: Logger;
 }
 
+/** A long-lived key found again after a reconnect is not the one in use: a ceremony replaced it. */
+class LongLivedKeyReplaced extends Error {
+  override name = 'LongLivedKeyReplaced';
+}
+
 interface LongLivedHandle {
   readonly handle: Handle;
   readonly publicKey: KeyObject;
@@ -131,6 +136,8 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
   #tagged = new Map<string, LongLivedHandle>();
   /** long-lived keys that were current before refreshLongLivedKeys (their handles stay valid until a reconnect) */
   #superseded: LongLivedHandle[] = [];
+  /** the connection (#epoch) #longLived's handles were found in */
+  #foundIn = 0;
   readonly #unsupported = new Set<string>();
   /** the connection: session objects of an earlier one died with their sessions */
   #epoch = 0;
@@ -303,9 +310,14 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
     });
   }
 
+  /**
+   * The reload after a ceremony (trust-services.ts): the keys now labelled current are used from here on; the
+   * ones they replace stay reachable by their public key for the certificates not yet switched.
+   */
   async refreshLongLivedKeys(): Promise<void> {
-    // tagged keys keep their labels (a generation's tag is never reused): their cached handles stay
-    const before = [...this.#superseded, ...this.#longLived.values()];
+    // tagged keys keep their labels (a retired CA generation's tag is never reused): their cached handles stay;
+    // handles of an earlier connection are not kept (a reconnect that refused a replaced key left them)
+    const before = this.#foundIn === this.#epoch ? [...this.#superseded, ...this.#longLived.values()] : [];
     await this.#findLongLivedKeys(true);
     const current = [...this.#longLived.values()].map((k) => k.handle);
     this.#superseded = before.filter((k, i) => !current.includes(k.handle) && before.indexOf(k) === i);
@@ -322,13 +334,26 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
     return Object.assign(key, { publicKey: found.publicKey });
   }
 
-  /** Finds the long-lived keys by label (once; again after a reconnect). */
+  /**
+   * Finds the long-lived keys by label: at the start, on a reload (refreshLongLivedKeys), again after a
+   * reconnect. After a reconnect a key that is not the one in use (a ceremony renewed it or rolled it over, and
+   * this instance has not reloaded) is refused: under the certificate in use it would sign what validators
+   * reject. The custody stays unavailable, naming it, until the reload takes it up with its certificate.
+   */
   async #findLongLivedKeys(atStart: boolean): Promise<void> {
     await this.#token.withSession((session) => {
       const found = new Map<LongLivedKeyName, LongLivedHandle>();
-      for (const name of Object.keys(LONG_LIVED_LABELS) as LongLivedKeyName[])
-        found.set(name, this.#findLongLivedKey(session, LONG_LIVED_LABELS[name], atStart));
+      for (const name of Object.keys(LONG_LIVED_LABELS) as LongLivedKeyName[]) {
+        const key = this.#findLongLivedKey(session, LONG_LIVED_LABELS[name], atStart);
+        const inUse = this.#longLived.get(name);
+        if (!atStart && inUse && !inUse.publicKey.equals(key.publicKey))
+          throw new LongLivedKeyReplaced(
+            `holds a new key ${LONG_LIVED_LABELS[name]}, used once the instance reloads the renewed material`,
+          );
+        found.set(name, key);
+      }
       this.#longLived = found;
+      this.#foundIn = this.#epoch;
       // tagged keys found before: their handles are found again too (a reconnect invalidates them)
       // (one destroyed meanwhile is forgotten)
       for (const label of [...this.#tagged.keys()]) {
@@ -558,8 +583,12 @@ export class Pkcs11Custody implements KeyCustody, LongLivedKeyMaker, KeyGenerati
       this.#logger?.info({ event: 'keys.available', token: this.#token.label }, 'PKCS#11 token answers again');
       this.#rsa.fill();
     } catch (err) {
-      if (this.#healthy) this.#markUnhealthy(`does not answer (${pkcs11Reason(err)})`);
-      else this.#reason = `does not answer (${err instanceof ConfigError ? err.message : pkcs11Reason(err)})`;
+      const reason =
+        err instanceof LongLivedKeyReplaced
+          ? err.message
+          : `does not answer (${err instanceof ConfigError ? err.message : pkcs11Reason(err)})`;
+      if (this.#healthy) this.#markUnhealthy(reason);
+      else this.#reason = reason;
     }
   }
 
