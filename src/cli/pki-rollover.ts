@@ -11,7 +11,7 @@ import { keysInCustody, longLivedMaterial, pkiPaths } from '../ca/material.ts';
 import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
 import { destroyRetiredKey, RolloverRefused, rolloverIssuingCa } from '../ca/rollover.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
-import { loadConfig } from '../config/load.ts';
+import { ConfigError, loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { loadCustodyBackend, sandboxKeys } from '../custody/registry.ts';
 import { keyGenerationsOf, type KeyCustody, type KeyGenerations } from '../custody/types.ts';
@@ -38,7 +38,11 @@ export async function withGenerations<T>(
   const custody: KeyCustody = await backend.open(effective, { material: longLivedMaterial(config.dataDir) });
   try {
     const generations = keyGenerationsOf(custody);
-    if (!generations) throw new RolloverRefused(`the key custody ${custody.kind} keeps no key generations`);
+    if (!generations)
+      throw new ConfigError(
+        `setting keys.provider: the long-lived keys of ${config.dataDir} are in a key custody; ` +
+          `${effective.keys.provider} keeps no generations of them (a rollover or renewal needs them)`,
+      );
     return await work(generations);
   } finally {
     await custody.close();
