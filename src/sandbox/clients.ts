@@ -3,14 +3,14 @@
  * client state, allowed authorization data types, allowed_claims_qes, and the fingerprint of the self-signed TLS
  * client certificate (spec 5.1).
  * Two kinds: RPs whose certificate and key the sandbox holds (the default RP, the ones tests register; it
- * creates a self-signed certificate for them once), and RPs registered from outside (client-file.ts), known
- * only by their certificate's fingerprint.
+ * creates a self-signed certificate for them once, and again near its end), and RPs registered from outside
+ * (client-file.ts), known only by their certificate's fingerprint.
  */
 import { existsSync } from 'node:fs';
 import { createTlsCertificate, saveKeyed } from '../ca/authority.ts';
 import { DEFINED_CLAIMS } from './platform/constants.ts';
 import { clientFileBase } from './paths.ts';
-import { fingerprintsEqual, pemFingerprint } from './tls.ts';
+import { fingerprintsEqual, nearEnd, pemFingerprint } from './tls.ts';
 import type { ClientState, ExternalClient, PlatformClient, RpRegistration } from './types.ts';
 
 export const DEFAULT_RP_CLIENT_ID = 'sandbox-rp';
@@ -107,6 +107,22 @@ export class ClientRegistry {
 
   all(): RegisteredClient[] {
     return [...this.clients.values()];
+  }
+
+  /**
+   * The self-signed certificates the sandbox made for its own RPs, made again (new key) when they near their end,
+   * as an RP would register a new certificate: the banks accept the new one from then on. The client ids renewed.
+   */
+  renewNearEnd(now = new Date()): string[] {
+    const renewed: string[] = [];
+    for (const [clientId, client] of this.clients) {
+      const own = clientFileBase(this.clientsDir, clientId);
+      if (client.local?.certFile !== own.certFile || !nearEnd(own.certFile, now)) continue;
+      saveKeyed(createTlsCertificate(undefined, { usage: 'client', commonName: clientId }), own.certFile, own.keyFile);
+      this.clients.set(clientId, { ...client, fingerprint: pemFingerprint(own.certFile) });
+      renewed.push(clientId);
+    }
+    return renewed;
   }
 
   /** The client whose registered certificate was presented on the connection (spec 5.1), if both match. */

@@ -163,6 +163,7 @@ function registerClients(paths: SandboxPaths, external: SandboxOptions['clients'
       throw new ClientFileError(`client_id ${DEFAULT_RP_CLIENT_ID} is the sandbox's own RP; choose another`);
     clients.registerExternal(c);
   }
+  clients.renewNearEnd(); // a sandbox started again near its RP certificate's end
   return { clients, rp };
 }
 
@@ -229,10 +230,12 @@ async function startHttpsParties(state: SandboxState, host: string, o: SandboxOp
   banks.forEach((b, i) => {
     b.ctx.urls.issuer = `https://${publicHost(host)}:${ports[i]}`;
   });
-  // server certificates near their end are reissued and served without a restart (the QTSP's file too)
+  // server certificates near their end are reissued and served without a restart (the QTSP's file too), and
+  // so are the client certificates of the sandbox's own RPs
   const renewal = setInterval(() => {
     try {
       if (renewSandboxTls(state.paths, host).length > 0) for (const { server } of servers) server.reload();
+      state.clients.renewNearEnd(); // the sandbox's own RPs' client certificates
     } catch (err) {
       // a file half written or unreadable: the servers keep their pair; the next check tries again
       process.emitWarning(`sandbox TLS renewal: ${(err as Error).message}`);

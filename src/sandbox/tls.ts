@@ -49,7 +49,7 @@ function subjectAltNames(host: string): { dnsNames: string[]; ips: string[] } {
 export const SERVER_CERT_RENEW_DAYS = 30;
 
 /** Whether the certificate in `certFile` ends within SERVER_CERT_RENEW_DAYS of `now`. */
-function nearEnd(certFile: string, now: Date): boolean {
+export function nearEnd(certFile: string, now: Date): boolean {
   const notAfter = new Date(new X509Certificate(readFileSync(certFile)).validTo).getTime();
   return notAfter - now.getTime() <= SERVER_CERT_RENEW_DAYS * 24 * 3600 * 1000;
 }

@@ -83,7 +83,8 @@ export interface ClockRpRequest {
 
 /**
  * The relying party's flow in a process on `clock` (test/helpers/clock-rp.ts): it accepts the TLS certificates
- * the sandbox renews on that clock, which this process, on the real clock, takes for not yet valid.
+ * the sandbox renews on that clock, which this process, on the real clock, takes for not yet valid, and presents
+ * the client certificate the sandbox made again for it there.
  */
 export async function clockRp(
   clock: MovedClock,
@@ -95,8 +96,10 @@ export async function clockRp(
     const r = await clock.run(process.execPath, [...(own === '.ts' ? ['--import', 'tsx'] : []), RP, json]);
     const line = r.output.split('\n').find((l) => l.startsWith('RP_RESULT '));
     if (line) return JSON.parse(line.slice('RP_RESULT '.length));
-    // the sandbox renews its ended TLS server certificates within seconds of the clock's move
-    if (!r.output.includes('certificate has expired') || Date.now() > deadline)
+    // the sandbox renews its ended TLS server certificates, and its RP's client certificate the banks refuse
+    // once ended, within seconds of the clock's move
+    const renewing = ['certificate has expired', 'the certificate is outside its validity period'];
+    if (!renewing.some((m) => r.output.includes(m)) || Date.now() > deadline)
       throw new Error(`the relying party on the moved clock failed: ${r.output.slice(-3000)}`);
     await new Promise((resolve) => setTimeout(resolve, 500));
   }

@@ -1,6 +1,8 @@
 /**
  * The sandbox renews its own TLS server certificates: one within the renewal window of its end is reissued from
  * the sandbox's TLS CA, and a running server serves the new one from its next handshake, read by a TLS client.
+ * The client certificates it made for its own RPs are made again near their end, and only the new one
+ * authenticates the RP from then on; a certificate an RP brought is left alone.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +13,8 @@ import { join } from 'node:path';
 import * as tls from 'node:tls';
 import { createTlsCertificate, loadKeyed, saveKeyed } from '../../../src/ca/authority.ts';
 import { sandboxPaths, type SandboxPaths } from '../../../src/sandbox/paths.ts';
-import { ensureSandboxTls, renewSandboxTls, TlsServer } from '../../../src/sandbox/tls.ts';
+import { ClientRegistry } from '../../../src/sandbox/clients.ts';
+import { ensureSandboxTls, pemFingerprint, renewSandboxTls, TlsServer } from '../../../src/sandbox/tls.ts';
 
 const DAY = 24 * 3600 * 1000;
 
@@ -68,5 +71,35 @@ describe("the sandbox's TLS server certificates near their end", () => {
     assert.ok(served.equals(fileDer(paths.platformCert)), 'serves the reissued file');
     const notAfter = new Date(new X509Certificate(served).validTo).getTime();
     assert.ok(notAfter > Date.now() + 700 * DAY, 'two years again');
+  });
+});
+
+describe("the sandbox's own RPs' client certificates near their end", () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'qtsp-sandbox-rp-cert-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('made again with a new key; the banks authenticate the new one only', () => {
+    const clients = new ClientRegistry(join(dir, 'clients'));
+    const rp = clients.register({ clientId: 'sandbox-rp', state: 'active' });
+    const brought = join(dir, 'brought');
+    saveKeyed(
+      createTlsCertificate(undefined, { usage: 'client', commonName: 'own' }),
+      `${brought}.pem`,
+      `${brought}.key`,
+    );
+    clients.register({ clientId: 'own', state: 'active', certFile: `${brought}.pem`, keyFile: `${brought}.key` });
+    const old = pemFingerprint(rp.certFile);
+    assert.deepEqual(clients.renewNearEnd(), [], 'renewed a certificate far from its end');
+    const later = new Date(Date.now() + 720 * DAY);
+    assert.deepEqual(clients.renewNearEnd(later), ['sandbox-rp']);
+    const renewed = pemFingerprint(rp.certFile);
+    assert.notEqual(renewed, old);
+    assert.equal(clients.authenticate('sandbox-rp', old), undefined, 'the replaced certificate still authenticates');
+    assert.ok(clients.authenticate('sandbox-rp', renewed));
+    assert.ok(new Date(new X509Certificate(readFileSync(rp.certFile)).validTo) > later, 'not valid at that time');
+    assert.equal(pemFingerprint(`${brought}.pem`), clients.get('own')!.fingerprint);
   });
 });
