@@ -13,7 +13,7 @@ import { destroyRetiredKey, RolloverRefused, rolloverIssuingCa } from '../ca/rol
 import type { KeyedCertificate } from '../ca/authority.ts';
 import { ConfigError, loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
-import { loadCustodyBackend, sandboxKeys } from '../custody/registry.ts';
+import { loadCustodyBackend, requireKeysIn, sandboxKeys } from '../custody/registry.ts';
 import { keyGenerationsOf, type KeyCustody, type KeyGenerations } from '../custody/types.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
 import { openStore } from '../store/open.ts';
@@ -25,7 +25,9 @@ const PICKED_UP = 'running instances pick it up without a restart (calendar.relo
 
 /**
  * `work` with the custody's key generations when the long-lived keys are in a token (the sandbox's SoftHSM2
- * token of `qtsp dev` included), else with undefined (key files).
+ * token of `qtsp dev` included), else with undefined (key files). The token is opened as for init, its keys
+ * not looked up by label: a rollover or renewal that stopped between two relabellings left a role without its
+ * current key, and its rerun finds each key itself.
  */
 export async function withGenerations<T>(
   config: Config,
@@ -35,7 +37,12 @@ export async function withGenerations<T>(
   const keys = await sandboxKeys(config);
   const effective = keys ? loadConfig({ dataDir: config.dataDir, keys: { ...config.keys, ...keys } }) : config;
   const backend = await loadCustodyBackend(effective.keys.provider);
-  const custody: KeyCustody = await backend.open(effective, { material: longLivedMaterial(config.dataDir) });
+  const material = longLivedMaterial(config.dataDir);
+  let custody: KeyCustody;
+  if (backend.openForInit) {
+    requireKeysIn(material, effective.keys.provider);
+    custody = await backend.openForInit(effective, { material });
+  } else custody = await backend.open(effective, { material });
   try {
     const generations = keyGenerationsOf(custody);
     if (!generations)

@@ -5,15 +5,18 @@
  * with its successor (a certificate must never sign with a key it does not certify); a destroyed tagged key is
  * gone from the token and signs no more. A renewal at a ceremony (ca/renewal.ts) moves keys the same way; one
  * stopped halfway is completed by a rerun: the certificate written beside its file certifies the current key.
+ * The ceremony opens the token even when a stopped run left a role without its current key.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { verify, X509Certificate } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { certifyRenewedKey, loadCeremonyRoot, pkiInit } from '../../src/ca/init.ts';
-import { pkiPaths } from '../../src/ca/material.ts';
+import { custodyMarkerFile, pkiPaths } from '../../src/ca/material.ts';
+import { withGenerations } from '../../src/cli/pki-rollover.ts';
+import { loadConfig } from '../../src/config/load.ts';
 import { pkiUrls } from '../../src/ca/publication.ts';
 import { destroyRetiredKeys, renewKeysInCustody, retiredKeys } from '../../src/ca/renewal.ts';
 import { fromPem, toPem } from '../../src/util/base64.ts';
@@ -109,6 +112,33 @@ describe('PKCS#11 key generations (SoftHSM2)', () => {
       assert.equal(privateKey('qtsp-tsa\\.retired'), undefined, 'pkcs11-tool still lists the retired key');
       // a second rerun finds nothing left to complete
       assert.deepEqual(await renewKeysInCustody([], r), []);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a ceremony opens the token when a stopped run left a role without its current key', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'qtsp-generations-open-'));
+    try {
+      const dataDir = join(dir, 'data');
+      mkdirSync(pkiPaths(dataDir).dir, { recursive: true });
+      writeFileSync(custodyMarkerFile(dataDir), `${JSON.stringify({ keys: 'pkcs11' })}\n`);
+      const keys = {
+        provider: 'pkcs11',
+        pkcs11Module: SOFTHSM2_MODULE,
+        tokenLabel: token.label,
+        pinFile: token.pinFile,
+      };
+      const config = loadConfig({ dataDir, keys });
+      const current = custody.longLivedKey('root-ocsp-responder');
+      await custody.retagKey('root-ocsp-responder', undefined, 'retired');
+      // the rerun finds the kept key and puts it back (its close logs this process out of the token: last)
+      const kept = await withGenerations(config, async (g) => {
+        const key = await g!.taggedKey('root-ocsp-responder', 'retired');
+        await g!.retagKey('root-ocsp-responder', 'retired', undefined);
+        return key.publicKey;
+      });
+      assert.ok(kept.equals(current.publicKey));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
