@@ -4,11 +4,13 @@
  *   {type:'prefetch', count, hashes, level, format?}  obtain `count` SADs from the sandbox's AS, each for its own fresh
  *                                            random document digests (one consent per signDoc call: a SAD is
  *                                            never reused), before any signDoc is timed
- *   {type:'run', concurrency, slowMs?} | {type:'run', rate, slowMs?}
+ *   {type:'run', concurrency, slowMs?, marks?} | {type:'run', rate, slowMs?, marks?}
  *                                            spend every prefetched SAD on one signDoc call: closed loop with
  *                                            `concurrency` connections, or open loop at `rate` calls/s
  *                                            (latency from the scheduled start, so queueing counts); the calls
- *                                            slower than each of slowMs are counted
+ *                                            slower than each of slowMs are counted; {type:'mark', done} is sent
+ *                                            when the number of finished calls reaches each of marks (so the
+ *                                            bench can read the QTSP's CPU there: its drift across the run)
  *   {type:'exit'}
  * All signDoc calls go over keep-alive mutual TLS with the RP's certificate (the SAD's cnf binding).
  */
@@ -27,8 +29,8 @@ export interface LoadGeneratorSetup {
 
 export type LoadCommand =
   | { type: 'prefetch'; count: number; hashes: number; level: string; parallel: number; format?: string }
-  | { type: 'run'; concurrency: number; rate?: undefined; slowMs?: readonly number[] }
-  | { type: 'run'; rate: number; concurrency?: undefined; slowMs?: readonly number[] }
+  | { type: 'run'; concurrency: number; rate?: undefined; slowMs?: readonly number[]; marks?: readonly number[] }
+  | { type: 'run'; rate: number; concurrency?: undefined; slowMs?: readonly number[]; marks?: readonly number[] }
   | { type: 'exit' };
 
 export interface RunResult {
@@ -118,12 +120,15 @@ async function run(cmd: Extract<LoadCommand, { type: 'run' }>): Promise<RunResul
   const latencies: number[] = [];
   let failed = 0;
   let firstFailure: string | undefined;
+  const marks = new Set(cmd.marks ?? []);
   const record = (t0: number, failure: string | undefined) => {
     if (failure === undefined) latencies.push(performance.now() - t0);
     else {
       failed++;
       firstFailure ??= failure;
     }
+    const done = latencies.length + failed;
+    if (marks.has(done)) process.send!({ type: 'mark', done });
   };
   // warm the connections first (TLS handshakes are not what we measure): one cheap GET per socket (signDoc
   // answers 405 to a GET without reading anything; health and metrics are on the operations port)

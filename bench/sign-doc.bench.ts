@@ -84,6 +84,7 @@ import { SoftwareSigningKey } from '../src/crypto/signature.ts';
 import { mintSignerCertificate } from '../src/ca/signer-certificate.ts';
 import { buildCadesBaselineB } from '../src/ades/cades.ts';
 import { SHA256 } from '../src/crypto/algorithms.ts';
+import type { KeyCustody } from '../src/custody/types.ts';
 import type { LoadCommand, RunResult } from './load-generator.ts';
 import { journalCostLine } from './journal-cost.ts';
 import { parsePerfScript, summarisePerf } from './perf-summary.ts';
@@ -326,7 +327,8 @@ async function qtspSlowCounts(opsUrl: string): Promise<number[]> {
 function ask(child: ChildProcess, msg: unknown): Promise<{ type: string; [k: string]: unknown }> {
   return new Promise((resolve, reject) => {
     const onMessage = (m: { type: string; message?: string }) => {
-      child.off('exit', onExit);
+      if (m.type === 'mark') return; // the load generator's progress during a run (measure)
+      child.off('message', onMessage).off('exit', onExit);
       if (m.type === 'error') reject(new Error(m.message));
       else resolve(m);
     };
@@ -334,7 +336,7 @@ function ask(child: ChildProcess, msg: unknown): Promise<{ type: string; [k: str
       child.off('message', onMessage);
       reject(new Error(`child exited with ${code}`));
     };
-    child.once('message', onMessage);
+    child.on('message', onMessage);
     child.once('exit', onExit);
     child.send(msg as object);
   });
@@ -354,6 +356,8 @@ async function startLoadGenerator(
 ): Promise<{
   pid: number;
   send(cmd: LoadCommand): Promise<{ type: string; [k: string]: unknown }>;
+  /** calls `listener` with each {type:'mark'} of the runs until the returned function is called */
+  onMark(listener: (done: number) => void): () => void;
   stop(): Promise<void>;
 }> {
   const child = fork(join(HERE, 'load-generator.ts'), [], {
@@ -364,7 +368,14 @@ async function startLoadGenerator(
     child.once('message', () => resolve());
     child.once('exit', (code) => reject(new Error(`load generator exited with ${code}`)));
   });
-  return { pid: child.pid!, send: (cmd) => ask(child, cmd), stop: () => stopChild(child) };
+  const onMark = (listener: (done: number) => void) => {
+    const heard = (m: { type: string; done?: number }) => {
+      if (m.type === 'mark') listener(m.done!);
+    };
+    child.on('message', heard);
+    return () => void child.off('message', heard);
+  };
+  return { pid: child.pid!, send: (cmd) => ask(child, cmd), onMark, stop: () => stopChild(child) };
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -406,7 +417,18 @@ type Measured = RunResult & {
   qtspThreadsMs: { main: number; store: number; other: number; otherByName: Record<string, number> };
   sandboxCpuMs: number;
   loadCpuMs: number;
+  drift?: Drift;
 };
+
+/** the QTSP's CPU per call over the first and the last `window` calls of a run: does the figure grow with the calls? */
+interface Drift {
+  readonly window: number;
+  readonly firstMs: number;
+  readonly lastMs: number;
+}
+
+/** calls per drift window: the first and last thousand of a run, or its first and last tenth when shorter */
+const driftWindow = (count: number) => (count >= 2000 ? 1000 : Math.floor(count / 10));
 
 async function measure(
   load: LoadGenerator,
@@ -417,13 +439,26 @@ async function measure(
   run: Extract<LoadCommand, { type: 'run' }>,
 ): Promise<Measured> {
   await load.send({ type: 'prefetch', count, hashes, ...caseOf(entry), parallel: 4 });
+  const window = driftWindow(count);
+  const atMarks = new Map<number, number>(); // finished calls -> the QTSP's CPU seconds then
+  const unlisten = load.onMark((done) => atMarks.set(done, treeCpuSeconds(pids.qtsp).total));
   const q0 = treeCpuSeconds(pids.qtsp);
   const s0 = treeCpuSeconds(pids.sandbox);
   const l0 = treeCpuSeconds(load.pid);
-  const result = (await load.send(run)) as unknown as RunResult;
+  const result = (await load.send(
+    window > 0 ? { ...run, marks: [window, count - window] } : run,
+  )) as unknown as RunResult;
   const q1 = treeCpuSeconds(pids.qtsp);
+  unlisten();
   const per = (a: number, b: number) => ((b - a) * 1000) / Math.max(1, result.ok);
+  const first = atMarks.get(window);
+  const last = atMarks.get(count - window);
+  const drift =
+    first !== undefined && last !== undefined
+      ? { window, firstMs: ((first - q0.total) * 1000) / window, lastMs: ((q1.total - last) * 1000) / window }
+      : undefined;
   return {
+    ...(drift ? { drift } : {}),
     ...result,
     qtspCpuMs: per(q0.total, q1.total),
     qtspThreadsMs: {
@@ -465,15 +500,20 @@ async function warmUp(
   warmUps.push({ what, chunks });
 }
 
+/** the transport floor's CPU per call by hash count (the request and the answer grow with the hashes) */
+type TransportFloors = Measured & { halfLoad?: RunResult & { rate: number }; byHashes: Map<number, Measured> };
+
 /**
  * The transport floor (bench/transport-floor.ts): the same load, bodies and TLS against a process that only
- * carries signDoc's traffic (mTLS in, one introspection call out, an answer of the same size), CPU per call.
+ * carries signDoc's traffic (mTLS in, one introspection call out, an answer of the same size), CPU per call,
+ * for each hash count of the rows (B-B bodies: the signatures' size grows with the level, the transport barely).
  */
 async function transportFloor(
   input: ConfigInput,
   sandbox: { pid: number; info: SandboxInfo },
+  hashesList: readonly number[],
   halfLoadRate?: number,
-): Promise<Measured & { halfLoad?: RunResult & { rate: number } }> {
+): Promise<TransportFloors> {
   const floor = await startQtspProcess(
     input,
     { BENCH_FLOOR_ISSUER: sandbox.info.endpoints.issuer },
@@ -483,7 +523,15 @@ async function transportFloor(
   const pids = { qtsp: floor.pid, sandbox: sandbox.pid };
   try {
     await warmUp('transport floor', load, pids, WARMUP); // as the QTSP's
-    const saturated = await measure(load, pids, 'AdES-B-B', 1, REQUESTS, { type: 'run', concurrency: CONCURRENCY });
+    const byHashes = new Map<number, Measured>();
+    for (const hashes of new Set([1, ...hashesList])) {
+      const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes)));
+      byHashes.set(
+        hashes,
+        await measure(load, pids, 'AdES-B-B', hashes, count, { type: 'run', concurrency: CONCURRENCY }),
+      );
+    }
+    const saturated = { ...byHashes.get(1)!, byHashes };
     if (halfLoadRate === undefined) return saturated;
     // the latency baseline: the same open loop, at the rate the QTSP's half-load run was offered, with the same
     // sandbox and load generator on the same cores; what the QTSP adds to the tail is the difference
@@ -554,7 +602,38 @@ interface StepCosts {
   readonly durable: { cpuMs: number; wallMs: number };
   /** fresh signer key in the QTSP's key custody + certificate (issuing CA key in the custody) + CAdES-B-B + destroy */
   readonly custodyCore: number;
-  readonly floor: { rs256Verify: number; keygen: number; ecdsaSign: number; signDoc: number; perHash: number };
+  readonly floor: CryptoFloor;
+  /** a PKCS#11 custody's own floor (none for software keys): a P-256 key pair made and destroyed there, a signature */
+  readonly tokenFloor?: { keygen: number; sign: number };
+}
+
+interface CryptoFloor {
+  readonly rs256Verify: number;
+  readonly keygen: number;
+  readonly ecdsaSign: number;
+  /** one B-B one-hash signDoc: two RS256 verifications, a key, the certificate's and the CMS's signatures */
+  readonly signDoc: number;
+  readonly perHash: number;
+}
+
+/** the floor of the rows run with these keys: in a token, its key generation and signatures replace node:crypto's */
+function custodyFloor(c: StepCosts): CryptoFloor {
+  const t = c.tokenFloor;
+  if (!t) return c.floor;
+  const signDoc = 2 * c.floor.rs256Verify + t.keygen + 2 * t.sign;
+  return { ...c.floor, keygen: t.keygen, ecdsaSign: t.sign, signDoc, perHash: t.sign };
+}
+
+/** the token's floor: a fresh P-256 key pair made and destroyed in it, and one ECDSA signature made by it */
+async function tokenFloor(keys: KeyCustody, msg: Buffer): Promise<{ keygen: number; sign: number }> {
+  const n = Math.min(ITERATIONS, 500);
+  const keygen = await timeIt(n, async () => (await keys.createSignerKey('P-256', 'ecdsa')).destroy());
+  const key = await keys.createSignerKey('P-256', 'ecdsa');
+  try {
+    return { keygen, sign: await timeIt(n, () => key.sign('sha256', msg)) };
+  } finally {
+    await key.destroy();
+  }
 }
 
 async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCosts> {
@@ -686,6 +765,7 @@ async function stepCosts(input: ConfigInput, info: SandboxInfo): Promise<StepCos
       durable,
       custodyCore,
       floor: { rs256Verify, keygen, ecdsaSign, signDoc: 2 * rs256Verify + keygen + 2 * ecdsaSign, perHash: ecdsaSign },
+      ...(deps.keys.kind === 'software' ? {} : { tokenFloor: await tokenFloor(deps.keys, msg) }),
     };
   } finally {
     await qtsp.close();
@@ -711,13 +791,13 @@ const SIGNATURES_PER_HASH: Readonly<Record<string, number>> = {
 };
 
 /** the raw node:crypto cost of the signatures and checks one signDoc of this level and hash count needs */
-function cryptoFloor(floor: StepCosts['floor'], entry: string, hashes: number): number {
+function cryptoFloor(floor: CryptoFloor, entry: string, hashes: number): number {
   const { level } = caseOf(entry);
   const perRequest = level === 'AdES-B-LT' || level === 'AdES-B-LTA' ? floor.perHash : 0;
   return floor.signDoc + perRequest + (hashes * (SIGNATURES_PER_HASH[level] ?? 1) - 1) * floor.perHash;
 }
 
-function printRows(rows: Row[], floor: StepCosts['floor']): void {
+function printRows(rows: Row[], floorOf: (keys: string) => CryptoFloor): void {
   console.log(
     '\nsignDoc over keep-alive mutual TLS, one fresh SAD per call (QTSP, sandbox and load generator in separate processes)',
   );
@@ -751,7 +831,7 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       continue;
     }
     const s = r.saturated;
-    const floorMs = cryptoFloor(floor, r.level, r.hashes);
+    const floorMs = cryptoFloor(floorOf(r.keys), r.level, r.hashes);
     console.log(
       [
         r.keys.padEnd(9),
@@ -830,11 +910,44 @@ function printRows(rows: Row[], floor: StepCosts['floor']): void {
       );
       if (!one || !many?.saturated) continue;
       const extra = (many.saturated.qtspCpuMs - one.qtspCpuMs) / (many.hashes - 1);
+      const floor = floorOf(keys);
       const signatures = SIGNATURES_PER_HASH[caseOf(level).level] ?? 1;
       console.log(
         `each extra hash, ${keys} ${level}: ${f(extra, 3)} ms QTSP CPU = ${f(extra / (floor.perHash * signatures), 1)} x the signing floor (${signatures} x ECDSA sign ${f(floor.perHash, 3)} ms)`,
       );
     }
+  }
+}
+
+/** a row as the ratio lines name it: keys, store, format and level, hashes (and what else sets it apart) */
+function rowName(r: Row): string {
+  const { format, level } = caseOf(r.level);
+  const extras = [r.workers > 1 ? `${r.workers} procs` : '', r.journal === false ? 'journal off' : ''].filter(Boolean);
+  const hashes = `${r.hashes} hash${r.hashes === 1 ? '' : 'es'}`;
+  return `${format}:${level.replace('AdES-', '')} ${hashes}, ${r.keys} keys, ${r.store}${extras.map((e) => `, ${e}`).join('')}`;
+}
+
+/**
+ * One line per row: its QTSP CPU per call against that row's own floors, the transport floor of its hash count
+ * plus the raw crypto of its signatures, time-stamps, OCSP responses and checks (cryptoFloor, with the token's
+ * figures for a PKCS#11 custody); and its drift, the CPU per call of the run's first and last calls.
+ */
+function printFloorRatios(rows: Row[], transport: TransportFloors, floorOf: (keys: string) => CryptoFloor): void {
+  console.log(
+    '\neach row against its own floors (transport of its hash count + raw crypto of its signatures and checks); drift: QTSP CPU per call of the first and last calls of its run',
+  );
+  for (const r of rows) {
+    const s = r.saturated;
+    const carried = s && (transport.byHashes.get(r.hashes) ?? transport.byHashes.get(1));
+    if (!s || !carried) continue;
+    const floors = carried.qtspCpuMs + cryptoFloor(floorOf(r.keys), r.level, r.hashes);
+    const d = s.drift;
+    const drift = d
+      ? `; first / last ${d.window} calls ${f(d.firstMs, 3)} / ${f(d.lastMs, 3)} ms (${d.lastMs >= d.firstMs ? '+' : ''}${f((d.lastMs / d.firstMs - 1) * 100, 0)} %)`
+      : '';
+    console.log(
+      `  ${rowName(r)}: signDoc = ${f(s.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); QTSP CPU ${f(s.qtspCpuMs, 3)} ms, above the floors ${f(s.qtspCpuMs - floors, 3)} ms${drift}`,
+    );
   }
 }
 
@@ -1037,10 +1150,8 @@ async function main(): Promise<void> {
         r.journal !== false,
     );
     const bbHalfLoad = bbRow?.halfLoad;
-    const transport =
-      LEVELS.includes('AdES-B-B') && HASHES.includes(1)
-        ? await transportFloor(input, sandbox, bbHalfLoad?.rate)
-        : undefined;
+    // every row's ratio stands on it
+    const transport = await transportFloor(input, sandbox, HASHES, bbHalfLoad?.rate);
     if (WORKERS && WORKERS > 1) {
       // several processes need PostgreSQL (serve-cluster.ts): the gain is shown against one process on the same store
       const pg = await startPostgres();
@@ -1058,7 +1169,8 @@ async function main(): Promise<void> {
         stepsByKeys.set(keys, await stepCosts({ ...input, ...custody.config }, sandbox.info));
     }
     const steps = stepsByKeys.get('software') ?? [...stepsByKeys.values()][0]!;
-    printRows(rows, steps.floor);
+    const floorOf = (keys: string) => custodyFloor(stepsByKeys.get(keys) ?? steps);
+    printRows(rows, floorOf);
     printWarmUps();
     for (const [keys, s] of stepsByKeys) printSteps(s, keys);
     const bb = bbRow?.saturated;
@@ -1066,23 +1178,18 @@ async function main(): Promise<void> {
       console.log(
         `\nQTSP CPU per B-B one-hash signDoc over the wire: ${f(bb.qtspCpuMs, 3)} ms = ${f(bb.qtspCpuMs / steps.floor.signDoc, 1)} x the crypto floor, ${f(bb.qtspCpuMs / steps.durable.cpuMs, 1)} x the in-process steps 3-10 (what HTTP, TLS and the introspection call add: ${f(bb.qtspCpuMs - steps.durable.cpuMs, 3)} ms)`,
       );
-    if (transport) {
+    for (const [hashes, t] of transport.byHashes) {
       console.log(
-        `transport floor (bench/transport-floor.ts: mTLS POST in, JSON, one kept-alive mTLS introspection call out, an answer of the same size; no QTSP logic): ${f(transport.qtspCpuMs, 3)} ms CPU per call (${f((transport.ok / transport.wallMs) * 1000, 1)} calls/s, ${transport.ok}/${transport.failed} ok/failed)`,
+        `transport floor, ${hashes} hash(es) (bench/transport-floor.ts: mTLS POST in, JSON, one kept-alive mTLS introspection call out, an answer of the same size; no QTSP logic): ${f(t.qtspCpuMs, 3)} ms CPU per call (${f((t.ok / t.wallMs) * 1000, 1)} calls/s, ${t.ok}/${t.failed} ok/failed)`,
       );
-      if (transport.firstFailure) console.log(`    first failure: ${transport.firstFailure}`);
-      const h = transport.halfLoad;
-      if (h)
-        console.log(
-          `  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms, slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`,
-        );
-      if (bb) {
-        const floors = transport.qtspCpuMs + steps.floor.signDoc;
-        console.log(
-          `  B-B one-hash signDoc = ${f(bb.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); the QTSP's own work above them: ${f(bb.qtspCpuMs - floors, 3)} ms`,
-        );
-      }
+      if (t.firstFailure) console.log(`    first failure: ${t.firstFailure}`);
     }
+    const h = transport.halfLoad;
+    if (h)
+      console.log(
+        `  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms, slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`,
+      );
+    printFloorRatios(rows, transport, floorOf);
     if (profileFile) {
       writeFileSync(
         profileFile.replace(/\.cpuprofile$/, '.txt'),

@@ -6,7 +6,7 @@
  *   read the mutual-TLS POST and JSON.parse its body; read the client certificate (as signDoc does);
  *   POST the SAD to the sandbox AS's real introspection endpoint with the QTSP's own HTTP client and agent
  *   (util/http-client.ts on undici, trust/agents.ts settings) and read the signed answer, verifying nothing;
- *   answer 200 with a JSON body the size of a B-B one-hash signDoc answer.
+ *   answer 200 with a JSON body the size of a B-B signDoc answer for as many hashes as the request has.
  * No store, no Redis, no crypto beyond TLS. The QTSP's CPU per signDoc divided by this process's CPU per call is
  * how far the QTSP stands from what any Node.js service with this interface must spend.
  *
@@ -32,10 +32,17 @@ const introspectUrl = new URL(
     }
   ).introspection_endpoint,
 );
-// the size of a B-B one-hash answer: a CAdES of about 1.2 KB in Base64, plus the txn
-const answer = Buffer.from(
-  JSON.stringify({ SignatureObject: [randomBytes(1250).toString('base64')], txn: randomBytes(16).toString('hex') }),
-);
+/** the size of a B-B answer for `hashes` hashes: a CAdES of about 1.2 KB in Base64 each, plus the txn */
+const answers = new Map<number, Buffer>();
+function answerFor(hashes: number): Buffer {
+  let answer = answers.get(hashes);
+  if (!answer) {
+    const signatures = Array.from({ length: hashes }, () => randomBytes(1250).toString('base64'));
+    answer = Buffer.from(JSON.stringify({ SignatureObject: signatures, txn: randomBytes(16).toString('hex') }));
+    answers.set(hashes, answer);
+  }
+  return answer;
+}
 
 /** as introspection/client.ts calls it */
 async function introspect(token: string): Promise<number> {
@@ -69,7 +76,11 @@ const server = https.createServer(
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       (req.socket as TLSSocket).getPeerCertificate(false);
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { SAD: string };
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+        SAD: string;
+        documentDigests: { hashes: string[] };
+      };
+      const answer = answerFor(body.documentDigests.hashes.length);
       introspect(body.SAD).then(
         () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length }).end(answer),
         (err: Error) => res.writeHead(502, { 'content-type': 'text/plain' }).end(err.message),
