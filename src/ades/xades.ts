@@ -20,6 +20,7 @@
 import { webcrypto } from 'node:crypto';
 import { DOMImplementation, DOMParser, XMLSerializer } from '@xmldom/xmldom';
 import * as XAdES from 'xadesjs';
+import { XmlObject } from 'xml-core';
 import * as XmlDSig from 'xmldsigjs';
 import * as pkijs from 'pkijs';
 import xpath from 'xpath';
@@ -33,6 +34,24 @@ import { DomainError } from '../domain-error.ts';
 // are process-wide settings of those libraries, which nothing else in this service uses.
 XAdES.setNodeDependencies({ DOMParser, XMLSerializer, DOMImplementation, xpath });
 XAdES.Application.setEngine('NodeJS', webcrypto as unknown as Crypto);
+
+const XMLNS = 'http://www.w3.org/2000/xmlns/';
+const dom = new DOMImplementation();
+const parsedDocument = XmlObject.CreateDocument.bind(XmlObject);
+
+/**
+ * xml-core makes each element of a signature in a document of its own (XmlObject.CreateDocument, twice per
+ * element of every GetXml), and makes that document by parsing a text such as `<ds:Signature
+ * xmlns:ds="..."></ds:Signature>`. The same document (that root element and its namespace declaration) built
+ * by the DOM instead of the parser; the one case xml-core refuses (a prefix without a namespace) still goes
+ * to it.
+ */
+XmlObject.CreateDocument = (root = 'xml_root', namespaceUri: string | null = null, prefix: string | null = null) => {
+  if (prefix && !namespaceUri) return parsedDocument(root, namespaceUri, prefix);
+  const doc = dom.createDocument(namespaceUri, prefix ? `${prefix}:${root}` : root, null);
+  if (namespaceUri) doc.documentElement!.setAttributeNS(XMLNS, prefix ? `xmlns:${prefix}` : 'xmlns', namespaceUri);
+  return doc as unknown as Document;
+};
 
 /**
  * XML digest method URIs by node:crypto hash name: SHA-256 and SHA-512 from XML Encryption (xmlenc#), SHA-384

@@ -12,7 +12,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as asn1js from 'asn1js';
-import { DOMParser } from '@xmldom/xmldom';
+import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
+import { XmlObject } from 'xml-core';
 import * as XmlDSig from 'xmldsigjs';
 import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../../src/crypto/algorithms.ts';
 import type { SignatureInput } from '../../../src/ades/types.ts';
@@ -498,5 +499,42 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
       buildXadesBaselineT(await input('P-256', SHA2[0]!)),
       /XAdES-B-T needs a time-stamping authority/,
     );
+  });
+});
+
+describe("xml-core's element documents", () => {
+  test('a XAdES is built without parsing a text for each of its elements', async () => {
+    const i = await input('P-256', SHA2[0]!);
+    const original = DOMParser.prototype.parseFromString;
+    let parsed = 0;
+    DOMParser.prototype.parseFromString = function (this: DOMParser, ...args: Parameters<typeof original>) {
+      parsed++;
+      return original.apply(this, args);
+    };
+    try {
+      await buildXadesBaselineB(i);
+    } finally {
+      DOMParser.prototype.parseFromString = original;
+    }
+    assert.equal(parsed, 0);
+  });
+
+  test('each is the document the text it stands for parses to', () => {
+    const cases: [string, string | null, string | null][] = [
+      ['Signature', DS, 'ds'],
+      ['QualifyingProperties', XADES, 'xades'],
+      ['Signature', DS, null],
+      ['xml_root', null, null],
+    ];
+    for (const [root, namespaceUri, prefix] of cases) {
+      const name = prefix ? `${prefix}:${root}` : root;
+      const declaration = namespaceUri ? ` xmlns${prefix ? `:${prefix}` : ''}="${namespaceUri}"` : '';
+      const text = `<${name}${declaration}></${name}>`;
+      const built = XmlObject.CreateDocument(root, namespaceUri, prefix);
+      const serialise = (doc: unknown) => new XMLSerializer().serializeToString(doc as never);
+      assert.equal(serialise(built), serialise(new DOMParser().parseFromString(text, 'application/xml')));
+      assert.equal(built.documentElement.namespaceURI, namespaceUri);
+      assert.equal(built.documentElement.prefix, prefix);
+    }
   });
 });
