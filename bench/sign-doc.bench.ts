@@ -1011,6 +1011,11 @@ function printSteps(c: StepCosts, keys: string): void {
     `  raw floor: RS256 verify ${ms(fl.rs256Verify)}, P-256 keygen ${ms(fl.keygen)}, ` +
       `ECDSA P-256 sign ${ms(fl.ecdsaSign)}; one B-B one-hash signDoc ${ms(fl.signDoc)}`,
   );
+  if (c.tokenFloor)
+    console.log(
+      `  token floor (the rows' crypto floor with these keys): P-256 key pair made and destroyed ${ms(c.tokenFloor.keygen)}, ` +
+        `ECDSA P-256 sign ${ms(c.tokenFloor.sign)}; one B-B one-hash signDoc ${ms(custodyFloor(c).signDoc)}`,
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------------
