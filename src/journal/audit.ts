@@ -21,9 +21,16 @@ import * as pkijs from 'pkijs';
 import { digest, hashByOid, SHA256 } from '../crypto/algorithms.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
 import type { JournalBatch, JournalRenewal, RenewalLeaf, Store, StoredJournalEntry } from '../store/types.ts';
-import { hashOf, hashRenewalLeaf, recordChains } from './evidence-record.ts';
+import {
+  groupChains,
+  groupKey,
+  hashOf,
+  hashRenewalGroupLeaf,
+  hashRenewalLeaf,
+  recordChains,
+} from './evidence-record.ts';
 import { nodeHash, sha256, treeRoot } from './hash-tree.ts';
-import { allBatches, currentChains, timeStampLeaves, tsaCertificate } from './renewal.ts';
+import { allBatches, currentChains, intactGroups, timeStampLeaves, tsaCertificate } from './renewal.ts';
 import { batchLeaves, signingGroupHash } from './seal.ts';
 
 export type Finding =
@@ -122,6 +129,14 @@ async function hashRenewalProblems(
       if (!leaf) problems.push(`entry ${entry.seq} has no leaf`);
       else if (!leaf.equals(hashRenewalLeaf(hash, entry.body, recordChains(batch, entry.seq, before))))
         problems.push(`the leaf of entry ${entry.seq} is not H(entry, its chains before)`);
+    }
+    const bySeq = new Map(entries.map((e) => [e.seq, e]));
+    for (const { group, bodies } of await intactGroups(store, batch, bySeq)) {
+      const leaf = leaves.get(groupKey(group));
+      const name = `the data group of entries ${group.authorizedSeq} and ${group.returnedSeq}`;
+      if (!leaf) problems.push(`${name} has no leaf`);
+      else if (!leaf.equals(hashRenewalGroupLeaf(hash, bodies, groupChains(batch, group, bodies, before)!)))
+        problems.push(`the leaf of ${name} is not that of its entries and its chains before`);
     }
   }
   return problems;

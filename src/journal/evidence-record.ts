@@ -18,7 +18,7 @@
 import { digest, hashByOid, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { JournalBatch, JournalGroup, JournalRenewal } from '../store/types.ts';
 import { algorithmIdentifier, integer, octetString, oid, readWhole, sequence, tlv } from '../util/der.ts';
-import { HashTree, nodeHash, pathRoot } from './hash-tree.ts';
+import { groupHash, HashTree, nodeHash, pathRoot } from './hash-tree.ts';
 import { batchLeaves } from './seal.ts';
 
 export function hashOf(oidText: string): HashAlgorithm {
@@ -176,26 +176,92 @@ export function secondEvidenceRecord(batch: JournalBatch, seq: number): Buffer |
 }
 
 /**
- * The DER EvidenceRecord of a signing's data group (RFC 4998 4.2): its signing.authorized and signing.returned
- * entries, `members` their sealed leaf hashes. The group's leaf is in the batch that sealed the signing.returned
- * entry; the first PartialHashtree holds both hashes, so the record validates over the two data objects
- * together (and over each alone). With our token and the time-stamp renewals of the batch's chain, or with the
- * batch's second token (`second`); hash-tree renewals renew the entries' own records.
+ * The key of a data group's leaf in a hash-tree renewal's tree: its signing.returned seq plus this offset, beyond
+ * any entry's seq (entries' leaves are keyed by their seq).
  */
-export function groupEvidenceRecord(
+export const GROUP_KEY_OFFSET = 2 ** 52;
+export const groupKey = (group: JournalGroup): number => GROUP_KEY_OFFSET + group.returnedSeq;
+
+/**
+ * A hash-tree renewal's leaf for a data group (RFC 4998 5.3 with 4.2, as BouncyCastle's ERSDataGroup checks
+ * it): per data object its renewal hash (hashRenewalLeaf), those hashed as one group.
+ */
+export function hashRenewalGroupLeaf(hash: HashAlgorithm, bodies: readonly Buffer[], chains: readonly Buffer[]) {
+  return groupHash(nodeHash(hash), renewedMembers(hash, bodies, chains));
+}
+
+const renewedMembers = (hash: HashAlgorithm, bodies: readonly Buffer[], chains: readonly Buffer[]) =>
+  bodies.map((b) => hashRenewalLeaf(hash, b, chains));
+
+/**
+ * The ArchiveTimeStampChains (DER, oldest first) of a signing's data group, `bodies` its signing.authorized and
+ * signing.returned entries as sealed: the chain of the batch that sealed the group with its time-stamp
+ * renewals (or the batch's second token alone, `second`), then one chain per hash-tree renewal that covers the
+ * group, whose first PartialHashtree holds both data objects' renewal hashes.
+ */
+export function groupChains(
   batch: JournalBatch,
   group: JournalGroup,
-  members: readonly [Buffer, Buffer],
+  bodies: readonly [Buffer, Buffer],
   renewals: readonly JournalRenewal[],
   second = false,
-): Buffer | undefined {
+): Buffer[] | undefined {
   const at = treeOf(batch).groups?.get(group.returnedSeq);
   if (at === undefined) throw new Error(`journal: entry ${group.returnedSeq} has no data group in its batch`);
   const token = second ? batch.secondToken : batch.token;
   if (!token) return undefined;
-  const first = atsAt(batch, at, members, token);
-  const chain = second
-    ? sequence(first)
-    : chainWithRenewals(first, token, hashOf(batch.hashOid), renewals, null, batch.batchNo);
-  return sequence(integer(1), sequence(algorithmIdentifier(batch.hashOid)), sequence(chain));
+  const batchHash = hashOf(batch.hashOid);
+  const first = atsAt(
+    batch,
+    at,
+    bodies.map((b) => digest(batchHash, b)),
+    token,
+  );
+  if (second) return [sequence(first)];
+  const chains = [chainWithRenewals(first, token, batchHash, renewals, null, batch.batchNo)];
+  for (const r of renewals) {
+    if (r.kind !== 'hashtree' || !renewalCovers(r, groupKey(group))) continue;
+    const hash = hashOf(r.hashOid);
+    const ats = atsOf(r, groupKey(group), renewedMembers(hash, bodies, chains));
+    chains.push(chainWithRenewals(ats, r.token, hash, renewals, r.renewalNo, r.renewalNo));
+  }
+  return chains;
+}
+
+/**
+ * The DER EvidenceRecord of a signing's data group (RFC 4998 4.2): its signing.authorized and signing.returned
+ * entries, `bodies` their data objects as sealed. The group's leaf is in the batch that sealed the
+ * signing.returned entry; the first PartialHashtree of each chain holds both hashes, so the record validates
+ * over the two data objects together (and over each alone). With our token, its time-stamp renewals and the
+ * hash-tree renewals that cover the group, or with the batch's second token alone (`second`).
+ */
+export function groupEvidenceRecord(
+  batch: JournalBatch,
+  group: JournalGroup,
+  bodies: readonly [Buffer, Buffer],
+  renewals: readonly JournalRenewal[],
+  second = false,
+): Buffer | undefined {
+  const chains = groupChains(batch, group, bodies, renewals, second);
+  if (!chains) return undefined;
+  const algorithms = [
+    batch.hashOid,
+    ...(second ? [] : renewals.filter((r) => r.kind === 'hashtree' && renewalCovers(r, groupKey(group)))).map(
+      (r) => r.hashOid,
+    ),
+  ];
+  return sequence(
+    integer(1),
+    sequence(...[...new Set(algorithms)].map((a) => algorithmIdentifier(a))),
+    sequence(...chains),
+  );
+}
+
+/** whether a data group's two data objects are as its batch sealed them (their hashes hash to its leaf) */
+export function groupIntact(batch: JournalBatch, group: JournalGroup, bodies: readonly [Buffer, Buffer]): boolean {
+  const hash = hashOf(batch.hashOid);
+  return groupHash(
+    nodeHash(hash),
+    bodies.map((b) => digest(hash, b)),
+  ).equals(group.hash);
 }

@@ -3,8 +3,8 @@
  * (the canonical JSON bytes) with its RFC 4998 EvidenceRecord, once its batch is sealed; and one record over
  * both of its entries (signing.authorized and signing.returned) as a data group.
  */
-import type { JournalBatch, JournalRenewal, Store, StoredJournalEntry } from '../store/types.ts';
-import { evidenceRecord, groupEvidenceRecord, secondEvidenceRecord } from './evidence-record.ts';
+import type { JournalRenewal, Store, StoredJournalEntry } from '../store/types.ts';
+import { evidenceRecord, groupEvidenceRecord, groupIntact, secondEvidenceRecord } from './evidence-record.ts';
 
 export interface EntryRecord {
   readonly entry: StoredJournalEntry;
@@ -51,8 +51,6 @@ export interface GroupRecord {
   readonly secondRecord: Buffer | undefined;
 }
 
-const sealedLeaf = (batch: JournalBatch | undefined, seq: number) => batch?.leaves.find((l) => l.seq === seq)?.hash;
-
 /** The group records of a signing: one per signing.returned entry sealed with its data group. */
 export async function groupRecordsOf(
   store: Store,
@@ -67,16 +65,13 @@ export async function groupRecordsOf(
     const group = batch?.groups?.find((g) => g.returnedSeq === returned.seq);
     const authorized = group && entries.find((e) => e.seq === group.authorizedSeq);
     if (!batch || !group || !authorized) continue;
-    const authorizedBatch =
-      group.authorizedSeq >= batch.firstSeq ? batch : await store.journal.batchOf(group.authorizedSeq);
-    const members = [sealedLeaf(authorizedBatch, authorized.seq), sealedLeaf(batch, returned.seq)];
-    if (!members[0] || !members[1]) continue;
-    const pair = members as [Buffer, Buffer];
+    const bodies: [Buffer, Buffer] = [authorized.body, returned.body];
+    if (!groupIntact(batch, group, bodies)) continue; // an entry not as sealed: the audit names it
     out.push({
       authorized,
       returned,
-      record: groupEvidenceRecord(batch, group, pair, all)!,
-      secondRecord: groupEvidenceRecord(batch, group, pair, all, true),
+      record: groupEvidenceRecord(batch, group, bodies, all)!,
+      secondRecord: groupEvidenceRecord(batch, group, bodies, all, true),
     });
   }
   return out;

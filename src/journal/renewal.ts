@@ -7,7 +7,8 @@
  *   chain). Due when that certificate ends within the margin; refused unless the new token's TSA certificate
  *   ends later than the one it replaces (a renewal by the same certificate would prove nothing new).
  * - hash-tree renewal (5.3): with another hash algorithm, a new chain for every entry present in the sealed
- *   batches: its leaf is H(H(entry) || H(the entry's chains so far)). Only on request.
+ *   batches: its leaf is H(H(entry) || H(the entry's chains so far)); and for every signing's data group: the
+ *   group hash of that of each of its two entries, over the group record's chains so far. Only on request.
  *
  * A chain is current when no later chain covers its entries: the batch chains after the newest hash-tree
  * renewal, and that renewal's own chain. Batches sealed after a hash-tree renewal are sealed with the sealing
@@ -17,12 +18,29 @@ import { X509Certificate } from 'node:crypto';
 import { setImmediate as turn } from 'node:timers/promises';
 import * as pkijs from 'pkijs';
 import type { HashAlgorithm } from '../crypto/algorithms.ts';
-import type { JournalBatch, JournalRenewal, RenewalLeaf, Store } from '../store/types.ts';
+import type {
+  JournalBatch,
+  JournalGroup,
+  JournalRenewal,
+  RenewalLeaf,
+  Store,
+  StoredJournalEntry,
+} from '../store/types.ts';
 import type { TimestampProvider } from '../timestamping/provider.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
 import type { Logger } from '../util/logger.ts';
 import { type PeriodicTask, runEvery } from '../util/periodic.ts';
-import { hashOf, hashRenewalLeaf, recordChains, renewalCovers, timeStampGroup } from './evidence-record.ts';
+import {
+  groupChains,
+  groupIntact,
+  groupKey,
+  hashOf,
+  hashRenewalGroupLeaf,
+  hashRenewalLeaf,
+  recordChains,
+  renewalCovers,
+  timeStampGroup,
+} from './evidence-record.ts';
 import { groupHash, nodeHash, treeRoot } from './hash-tree.ts';
 
 const PAGE = 1000;
@@ -201,8 +219,33 @@ export async function renewTimeStamps(
 }
 
 /**
+ * The data groups of `batch` whose two entries are present and as sealed, with their data objects (`entries`:
+ * the batch's, by seq; a signing.authorized entry sealed in an earlier batch is read).
+ */
+export async function intactGroups(
+  store: Store,
+  batch: JournalBatch,
+  entries: ReadonlyMap<number, StoredJournalEntry>,
+): Promise<{ group: JournalGroup; bodies: [Buffer, Buffer] }[]> {
+  const out: { group: JournalGroup; bodies: [Buffer, Buffer] }[] = [];
+  for (const group of batch.groups ?? []) {
+    const authorized =
+      entries.get(group.authorizedSeq) ??
+      (await store.journal.entries(group.authorizedSeq - 1, group.authorizedSeq)).find(
+        (e) => e.seq === group.authorizedSeq,
+      );
+    const returned = entries.get(group.returnedSeq);
+    if (!authorized || !returned) continue; // purged by retention (or deleted: the audit says which)
+    const bodies: [Buffer, Buffer] = [authorized.body, returned.body];
+    if (groupIntact(batch, group, bodies)) out.push({ group, bodies });
+  }
+  return out;
+}
+
+/**
  * The leaves of a hash-tree renewal with `hash`: every entry of the sealed batches that is still present, as
- * sealed (an entry whose bytes changed refuses the renewal: `qtsp evidence audit` names it).
+ * sealed (an entry whose bytes changed refuses the renewal: `qtsp evidence audit` names it), then every data
+ * group of the batch whose two entries are present (RFC 4998 5.3 for a data group).
  */
 async function hashRenewalLeaves(
   store: Store,
@@ -221,6 +264,11 @@ async function hashRenewalLeaves(
         throw new Error(`journal: entry ${leaf.seq} differs from what batch ${batch.batchNo} sealed: run the audit`);
       leaves.push({ key: leaf.seq, hash: hashRenewalLeaf(hash, entry.body, recordChains(batch, leaf.seq, renewals)) });
     }
+    for (const { group, bodies } of await intactGroups(store, batch, entries))
+      leaves.push({
+        key: groupKey(group),
+        hash: hashRenewalGroupLeaf(hash, bodies, groupChains(batch, group, bodies, renewals)!),
+      });
     await turn(); // a long renewal lets other work in
   }
   return leaves;

@@ -363,7 +363,8 @@ export interface JournalBatch {
  *   `hashOid`; one leaf per chain (`key`: the batch the chain starts at, or the hash-tree renewal it starts at,
  *   `chainOf`), the group hash of the chain's time-stamps so far.
  * - `hashtree` (5.3): a new ArchiveTimeStampChain for every entry present in batches 1..`throughBatch`, with
- *   another hash algorithm; one leaf per entry (`key`: its seq), H(H(entry) || H(its chains so far)).
+ *   another hash algorithm; one leaf per entry (`key`: its seq), H(H(entry) || H(its chains so far)), and one
+ *   per signing's data group (`key`: journal/evidence-record.ts groupKey), the group hash of its two entries'.
  */
 export interface JournalRenewal {
   readonly renewalNo: number;

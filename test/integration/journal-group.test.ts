@@ -2,7 +2,8 @@
  * One evidence record over both entries of a signing (signing.authorized and signing.returned) as an RFC 4998
  * data group: `qtsp evidence record TXN` writes it, BouncyCastle (test/oracles/ErsChecker.java, ERSDataGroup)
  * validates it over the two data objects and refuses a changed byte in either; also when the two entries were
- * sealed in different batches, and after a time-stamp renewal. The audit checks each group's leaf.
+ * sealed in different batches, after a time-stamp renewal, after a hash-tree renewal (SHA-512) and a
+ * time-stamp renewal after that. The audit checks each group's leaf, in the batches and in the renewals.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,8 +11,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { hashByName } from '../../src/crypto/algorithms.ts';
 import { auditJournal } from '../../src/journal/audit.ts';
-import { renewTimeStamps } from '../../src/journal/renewal.ts';
+import { renewHashTree, renewTimeStamps } from '../../src/journal/renewal.ts';
 import { groupRecordsOf } from '../../src/journal/records.ts';
 import { sealJournal } from '../../src/journal/seal.ts';
 import { openSqliteStore, sqlitePath } from '../../src/store/open.ts';
@@ -41,6 +43,18 @@ async function authorize(txn: string): Promise<RecordSigningInput> {
   await store.recordSigning(input);
   return input;
 }
+
+/** the DER of an OBJECT IDENTIFIER's value (short form), to find an algorithm in a record */
+const derOid = (dotted: string) => {
+  const [a, b, ...rest] = dotted.split('.').map(Number);
+  const bytes = [a! * 40 + b!];
+  for (const n of rest) {
+    const groups = [n & 0x7f];
+    for (let v = n >>> 7; v > 0; v >>>= 7) groups.unshift((v & 0x7f) | 0x80);
+    bytes.push(...groups);
+  }
+  return Buffer.from([0x06, bytes.length, ...bytes]);
+};
 
 const write = (name: string, bytes: Buffer) => {
   const path = join(dir, name);
@@ -106,6 +120,42 @@ describe("one evidence record over a signing's two entries", () => {
     const [renewed] = await groupRecordsOf(store, input.certificate.serialHex);
     assert.ok(renewed && renewed.record.length > group.record.length, 'the renewal joins the chain');
     await checkGroup('renewed', renewed.record, renewed.authorized.body, renewed.returned.body);
+  });
+
+  it('follows a hash-tree renewal, and a time-stamp renewal after it, in qtsp evidence record TXN', async () => {
+    const sha512 = hashByName('SHA-512')!;
+    assert.ok(await renewHashTree(store, tsa, sha512), 'a hash-tree renewal');
+    const recorded = async (txn: string) => {
+      const out = mkdtempSync(join(dir, 'records-'));
+      const run = await qtsp(['evidence', 'record', txn, '--out', out, '--data-dir', dataDir]);
+      assert.equal(run.code, 0, run.output);
+      const [serial] = readdirSync(out);
+      const files = readdirSync(join(out, serial!));
+      const file = (end: string) => readFileSync(join(out, serial!, files.find((f) => f.endsWith(end))!));
+      return {
+        record: file('-signing.group.ers'),
+        authorized: file('-signing.authorized.json'),
+        returned: file('-signing.returned.json'),
+      };
+    };
+    for (const [txn, name] of [
+      ['txn-group-one-batch', 'hash-renewed-one'],
+      ['txn-group-two-batches', 'hash-renewed-two'],
+    ] as const) {
+      const group = await recorded(txn);
+      assert.ok(group.record.includes(derOid(sha512.oid)), `${name}: a chain with ${sha512.name}`);
+      await checkGroup(name, group.record, group.authorized, group.returned);
+    }
+
+    const renewed = await renewTimeStamps(store, tsa, { force: true, marginMs: 0 });
+    assert.ok(
+      renewed.some((r) => r.hashOid === sha512.oid && r.chainOf !== null),
+      'the new chain is renewed',
+    );
+    const group = await recorded('txn-group-two-batches');
+    await checkGroup('hash-then-time-renewed', group.record, group.authorized, group.returned);
+    const audit = await auditJournal(store);
+    assert.equal(audit.clean, true, JSON.stringify(audit.findings));
   });
 
   it('the audit accepts the groups, and names one whose hash is not that of its leaves', async () => {
