@@ -156,6 +156,39 @@ describe("one evidence record over a signing's two entries", () => {
     await checkGroup('hash-then-time-renewed', group.record, group.authorized, group.returned);
     const audit = await auditJournal(store);
     assert.equal(audit.clean, true, JSON.stringify(audit.findings));
+
+    // a group's leaf dropped from the hash-tree renewal: the audit names the group (and the root it changes)
+    const hashRenewal = (await store.journal.renewals()).find((r) => r.kind === 'hashtree')!;
+    const grouped = (await store.journal.batches(1, 100)).find((b) => b.groups?.length)!;
+    const g = grouped.groups![0]!;
+    const key = Buffer.alloc(8);
+    key.writeBigUInt64BE(2n ** 52n + BigInt(g.returnedSeq));
+    const db = new Database(sqlitePath(dataDir));
+    try {
+      const { leaves } = db
+        .prepare('SELECT leaves FROM journal_renewals WHERE renewal_no = ?')
+        .get(hashRenewal.renewalNo) as { leaves: Buffer };
+      const size = 8 + 64;
+      const kept = [];
+      for (let at = 0; at < leaves.length; at += size)
+        if (!leaves.subarray(at, at + 8).equals(key)) kept.push(leaves.subarray(at, at + size));
+      assert.equal(kept.length, leaves.length / size - 1, "the group's leaf among the renewal's");
+      const update = db.prepare('UPDATE journal_renewals SET leaves = ? WHERE renewal_no = ?');
+      update.run(Buffer.concat(kept), hashRenewal.renewalNo);
+      const report = await auditJournal(store);
+      update.run(leaves, hashRenewal.renewalNo);
+      assert.ok(
+        report.findings.some(
+          (f) =>
+            'detail' in f &&
+            f.detail === `the data group of entries ${g.authorizedSeq} and ${g.returnedSeq} has no leaf`,
+        ),
+        JSON.stringify(report.findings),
+      );
+    } finally {
+      db.close();
+    }
+    assert.equal((await auditJournal(store)).clean, true, 'clean again');
   });
 
   it('the audit accepts the groups, and names one whose hash is not that of its leaves', async () => {
