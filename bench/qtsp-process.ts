@@ -1,9 +1,11 @@
 /**
  * The QTSP as the benchmark runs it: exactly `qtsp serve` (configuration from QTSP_* variables), in its own
- * process, plus two IPC commands from bench/sign-doc.bench.ts so a CPU profile covers only the measured calls:
+ * process, plus IPC commands from bench/sign-doc.bench.ts so a CPU profile covers only the measured calls:
  *   {type:'profile-start', intervalUs}  start the V8 sampling profiler (what `node --cpu-prof` uses)
  *   {type:'profile-stop', file}         stop it and write the .cpuprofile (Chrome DevTools / speedscope format);
  *                                       with BENCH_HEAP_SAMPLING set, an allocation profile of the same span too
+ *   {type:'seal'}                       seal the journal now (each measured row pays for sealing its own entries);
+ *                                       answers {type:'sealed'}, also in cluster mode, where the primary serves nothing
  *   {type:'delay-start'}                start sampling the event loop's delay (perf_hooks, 1 ms resolution)
  *   {type:'delay-stop'}                 stop it and answer its p50, p99 and max in ms: how long the event loop was
  *                                       blocked when a call arrived, which the half-load latency tail is compared with;
@@ -17,10 +19,14 @@ import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { constants, monitorEventLoopDelay, PerformanceObserver, type IntervalHistogram } from 'node:perf_hooks';
 import { runServe } from '../src/cli/serve.ts';
+import type { QtspService } from '../src/service.ts';
+
+let service: QtspService | undefined;
 
 type ProfileCommand =
   | { type: 'profile-start'; intervalUs: number }
   | { type: 'profile-stop'; file: string }
+  | { type: 'seal' }
   | { type: 'delay-start' }
   | { type: 'delay-stop' };
 
@@ -42,6 +48,10 @@ if (cluster.isPrimary && process.send) {
     }
   });
   process.on('message', (msg: ProfileCommand) => {
+    if (msg.type === 'seal') {
+      void (service?.sealJournal() ?? Promise.resolve()).then(() => process.send!({ type: 'sealed' }));
+      return;
+    }
     if (msg.type === 'delay-start') {
       delay = monitorEventLoopDelay({ resolution: 1 });
       delay.enable();
@@ -100,7 +110,9 @@ if (cluster.isPrimary && process.send) {
   });
 }
 
-runServe([]).then(
+runServe([], (qtsp) => {
+  service = qtsp;
+}).then(
   (code) => {
     process.exitCode = code;
     if (cluster.isPrimary && process.connected) process.disconnect(); // the IPC channel would keep us alive

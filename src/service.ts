@@ -57,6 +57,8 @@ export interface QtspService extends RunningServer {
   readonly opsUrl: string;
   /** runs the readiness checks now instead of at their next interval (tests) */
   readonly refreshReadiness: () => Promise<void>;
+  /** seals the journal now instead of at its next interval (the bench: each row pays for sealing its entries) */
+  readonly sealJournal: () => Promise<void>;
   /** outbox relay and (delivery.inProcessWorker) the workers of mediation records and notifications */
   readonly delivery: Delivery;
   /** the ends of the long-lived material (ca/calendar.ts) */
@@ -247,7 +249,7 @@ function startBackgroundJobs(
   { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
   options: StartOptions,
 ): Pick<Running, 'retention' | 'sealing' | 'renewal'> {
-  const idle = { close: async () => undefined };
+  const idle = { close: async () => undefined, sealNow: async () => undefined };
   return {
     // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
     retention: options.relayElsewhere ? idle : startRetention(config, store, logger),
@@ -632,6 +634,7 @@ function serviceOf(running: Running, listeners: Listeners, deps: SignDocDeps): Q
     publicationUrl: listeners.publication.url,
     opsUrl: listeners.ops.url,
     refreshReadiness: () => running.readiness.refresh(),
+    sealJournal: () => running.sealing.sealNow(),
     deps,
     trust: { idps: trust.idps, servers: trust.servers, keyArchive: trust.keyArchive },
     delivery: running.delivery,

@@ -13,7 +13,7 @@ import { untilStopped } from '../util/lifecycle.ts';
 import { applyHeapGrowth } from '../util/heap-growth.ts';
 import { logger } from '../util/logger.ts';
 import { pkiPaths } from '../ca/material.ts';
-import { startQtsp } from '../service.ts';
+import { type QtspService, startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
 import { runClusterPrimary, runClusterWorker, workerCount } from './serve-cluster.ts';
 import { type Ecosystem, SANDBOX_READY, sandboxInfo, startEcosystem } from './ecosystem.ts';
@@ -39,7 +39,8 @@ export function refuseUnsharedRedis(config: Config, env: NodeJS.ProcessEnv): voi
   );
 }
 
-export async function runServe(_args: string[]): Promise<number> {
+/** `qtsp serve`; `started` is given the service once it serves (single-process mode; the bench drives it) */
+export async function runServe(_args: string[], started?: (qtsp: QtspService) => void): Promise<number> {
   const config = loadConfig();
   refuseUnsharedRedis(config, process.env);
   const workers = workerCount(config);
@@ -61,6 +62,7 @@ export async function runServe(_args: string[]): Promise<number> {
     await qtsp.close();
     await redis.stop();
   });
+  started?.(qtsp);
   process.stdout.write(`qtsp serving signDoc at ${qtsp.signDocUrl}\n`);
   process.stdout.write(`qtsp publishing OCSP, CRLs, TSA at ${qtsp.publicationUrl}\n`);
   process.stdout.write(`qtsp operations (health, metrics) at ${qtsp.opsUrl}\n`);

@@ -163,6 +163,8 @@ export async function sealJournal(store: Store, tsa: TimestampProvider | Sealing
 }
 
 export interface SealingJob {
+  /** seals now rather than at the next interval (a failure is logged, as the timer's) */
+  sealNow(): Promise<void>;
   /** stops the timer, waits for a seal under way, then seals once more */
   close(): Promise<void>;
 }
@@ -189,6 +191,7 @@ export function startSealing(store: Store, tsa: SealingTsas, intervalSeconds: nu
   };
   const periodic = intervalSeconds > 0 ? runEvery(intervalSeconds * 1000, seal) : undefined;
   return {
+    sealNow: seal,
     async close() {
       await periodic?.close();
       await seal();
