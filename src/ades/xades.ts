@@ -43,15 +43,42 @@ const parsedDocument = XmlObject.CreateDocument.bind(XmlObject);
  * xml-core makes each element of a signature in a document of its own (XmlObject.CreateDocument, twice per
  * element of every GetXml), and makes that document by parsing a text such as `<ds:Signature
  * xmlns:ds="..."></ds:Signature>`. The same document (that root element and its namespace declaration) built
- * by the DOM instead of the parser; the one case xml-core refuses (a prefix without a namespace) still goes
- * to it.
+ * by the DOM instead of the parser, once per process for each name: xml-core, xmldsigjs and xadesjs only
+ * create elements with it (GetXml, CreateElement, KeyInfoX509Data.GetXml) and never change its tree. The one
+ * case xml-core refuses (a prefix without a namespace) still goes to it.
  */
+const elementDocuments = new Map<string, Document>();
 XmlObject.CreateDocument = (root = 'xml_root', namespaceUri: string | null = null, prefix: string | null = null) => {
   if (prefix && !namespaceUri) return parsedDocument(root, namespaceUri, prefix);
-  const doc = dom.createDocument(namespaceUri, prefix ? `${prefix}:${root}` : root, null);
-  if (namespaceUri) doc.documentElement!.setAttributeNS(XMLNS, prefix ? `xmlns:${prefix}` : 'xmlns', namespaceUri);
-  return doc as unknown as Document;
+  const name = prefix ? `${prefix}:${root}` : root;
+  const key = `${name} ${namespaceUri ?? ''}`;
+  let doc = elementDocuments.get(key);
+  if (!doc) {
+    doc = dom.createDocument(namespaceUri, name, null) as unknown as Document;
+    if (namespaceUri) doc.documentElement.setAttributeNS(XMLNS, prefix ? `xmlns:${prefix}` : 'xmlns', namespaceUri);
+    elementDocuments.set(key, doc);
+  }
+  return doc;
 };
+
+/**
+ * xml-core's CreateElement, without the deep `document.importNode` of the new element whose copy it drops
+ * (a walk and a clone of every element of a signature, for nothing).
+ */
+(XmlObject.prototype as unknown as { CreateElement: typeof createElement }).CreateElement = createElement;
+function createElement(
+  this: XmlObject,
+  document?: Document,
+  localName?: string,
+  namespaceUri: string | null = null,
+  prefix: string | null = null,
+): Element {
+  const doc = document ?? XmlObject.CreateDocument(this.LocalName, this.NamespaceURI, this.Prefix);
+  const name = localName || this.LocalName;
+  const uri = namespaceUri || this.NamespaceURI;
+  const tagName = (prefix || this.Prefix ? `${prefix || this.Prefix}:` : '') + name;
+  return uri ? doc.createElementNS(uri, tagName) : doc.createElement(tagName);
+}
 
 /**
  * XML digest method URIs by node:crypto hash name: SHA-256 and SHA-512 from XML Encryption (xmlenc#), SHA-384

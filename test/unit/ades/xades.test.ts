@@ -12,7 +12,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as asn1js from 'asn1js';
-import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
+import { DOMParser, Document as XmlDocument, XMLSerializer } from '@xmldom/xmldom';
 import { XmlObject } from 'xml-core';
 import * as XmlDSig from 'xmldsigjs';
 import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../../src/crypto/algorithms.ts';
@@ -536,5 +536,30 @@ describe("xml-core's element documents", () => {
       assert.equal(built.documentElement.namespaceURI, namespaceUri);
       assert.equal(built.documentElement.prefix, prefix);
     }
+  });
+
+  test('each name has one document, which building signatures leaves as it was', async () => {
+    assert.equal(XmlObject.CreateDocument('Signature', DS, 'ds'), XmlObject.CreateDocument('Signature', DS, 'ds'));
+    await buildXadesBaselineB(await input('P-256', SHA2[0]!));
+    const text = `<ds:Signature xmlns:ds="${DS}"></ds:Signature>`;
+    const serialise = (doc: unknown) => new XMLSerializer().serializeToString(doc as never);
+    const parsed = new DOMParser().parseFromString(text, 'application/xml');
+    assert.equal(serialise(XmlObject.CreateDocument('Signature', DS, 'ds')), serialise(parsed));
+  });
+
+  test('no element is imported into a document only to drop the copy', async () => {
+    const i = await input('P-256', SHA2[0]!);
+    const original = XmlDocument.prototype.importNode;
+    let imported = 0;
+    XmlDocument.prototype.importNode = function (this: XmlDocument, ...args: Parameters<typeof original>) {
+      imported++;
+      return original.apply(this, args);
+    };
+    try {
+      await buildXadesBaselineB(i);
+    } finally {
+      XmlDocument.prototype.importNode = original;
+    }
+    assert.equal(imported, 0);
   });
 });
