@@ -4,12 +4,11 @@
  * ds:Reference to it carries the given DigestMethod and DigestValue. A second ds:Reference covers
  * xades:SignedProperties (Type http://uri.etsi.org/01903#SignedProperties, exclusive C14N).
  *
- * Built with xadesjs/xmldsigjs types: their SignedXml digests only references whose DigestValue is still
- * empty (xmldsigjs SignedXml.DigestReferences skips the others), so a Reference with the given digest is
- * taken as is, while xadesjs adds the SignedProperties reference and xmldsigjs digests it and canonicalises
- * SignedInfo. Only the last step of SignedXml.Sign is ours: it signs with a WebCrypto CryptoKey, and we sign
- * with node:crypto like every other signature of this service (see DetachedXadesSignature.signWith).
- * ECDSA values are r||s (XML Signature 1.1 6.4.3), not DER.
+ * Built with xadesjs/xmldsigjs types: xadesjs adds the SignedProperties reference, xmldsigjs' transforms
+ * canonicalise SignedProperties and SignedInfo, and xml-core writes the tree. The steps of SignedXml.Sign
+ * that find, copy and hash what is signed, and the signature itself, are ours (DetachedXadesSignature): it
+ * signs with a WebCrypto CryptoKey, we sign with node:crypto like every other signature of this service, and
+ * the elements to canonicalise are the ones xadesjs built. ECDSA values are r||s (XML Signature 1.1 6.4.3).
  *
  * Hash algorithms: SHA-256/384/512 only. XML-DSig has URIs for SHA-3 (RFC 6931 2.1.5,
  * http://www.w3.org/2007/05/xmldsig-more#sha3-256 ...), but neither xmlsec1 1.2 (Debian's, our oracle) nor
@@ -184,11 +183,13 @@ function issuerSerialV2(signer: CmsCertificate): Uint8Array {
  * C14N.
  */
 class DetachedXadesSignature extends XAdES.SignedXml {
+  private signedPropertiesReference?: XmlDSig.Reference;
+
   /**
    * The steps of xmldsigjs' SignedXml.Sign, with the signature value made by node:crypto rather than a
-   * WebCrypto key: ApplySignOptions (xadesjs: SigningTime, the SignedProperties reference),
-   * DigestReferences (it digests only references without a DigestValue: the SignedProperties one; the
-   * document reference keeps the digest we were sent), SignatureMethod, SignedInfo through xmldsigjs' C14N.
+   * WebCrypto key: ApplySignOptions (xadesjs: SigningTime, the SignedProperties reference), the digest of
+   * SignedProperties (the document reference keeps the digest we were sent), SignatureMethod, SignedInfo
+   * through xmldsigjs' C14N.
    */
   async signWith(method: XmlSignatureMethod, hashAlgorithm: HashAlgorithm, signingTime: Date): Promise<void> {
     // xadesjs takes the hash of the SignedProperties reference from `algorithm` merged with key.algorithm;
@@ -196,13 +197,41 @@ class DetachedXadesSignature extends XAdES.SignedXml {
     const algorithm = { name: method.uri, hash: hashAlgorithm.name };
     const options: XAdES.OptionsXAdES = { signingTime: { value: signingTime, format: 'isoUtcDateTime' } };
     await this.ApplySignOptions(this.XmlSignature, algorithm, { algorithm } as unknown as CryptoKey, options);
-    await this.DigestReferences(new Uint8Array(0));
+    this.digestSignedProperties(hashAlgorithm);
     const signatureMethod = new XmlDSig.SignatureMethod();
     signatureMethod.Algorithm = method.uri;
     this.XmlSignature.SignedInfo.SignatureMethod = signatureMethod;
     this.XmlSignature.SignatureValue = new Uint8Array(
       await method.sign(Buffer.from(this.TransformSignedInfo(), 'utf8')),
     );
+  }
+
+  /**
+   * What xmldsigjs' DigestReferences does for the one reference without a digest: its transforms over the
+   * element it names, hashed with its DigestMethod (xadesjs wrote the URI of `hashAlgorithm` there). The
+   * element is the SignedProperties xadesjs holds: xmldsigjs would build KeyInfo and every ds:Object to find
+   * it by Id, copy it, and hash through WebCrypto's thread pool.
+   */
+  private digestSignedProperties(hashAlgorithm: HashAlgorithm): void {
+    const ref = this.signedPropertiesReference;
+    const element = this.SignedProperties.GetXml();
+    if (!ref || !element) throw new Error('xadesjs made no SignedProperties reference');
+    const canonical: string = this.ApplyTransforms(ref.Transforms, element);
+    ref.DigestValue = new Uint8Array(digest(hashAlgorithm, Buffer.from(canonical, 'utf8')));
+  }
+
+  /**
+   * SignedInfo canonicalised with its CanonicalizationMethod. xmldsigjs copies the element first, to declare on
+   * the copy the namespaces of its ancestors and of the signed data; ours has neither (no data, and SignedInfo
+   * is not yet in the signature's tree), so the element itself gives the same text.
+   */
+  protected override TransformSignedInfo(): string {
+    const signedInfo = this.XmlSignature.SignedInfo;
+    const element = signedInfo.GetXml();
+    if (!element) throw new Error('xmldsigjs made no SignedInfo');
+    const c14n = XmlDSig.CryptoConfig.CreateFromName(signedInfo.CanonicalizationMethod.Algorithm);
+    c14n.LoadInnerXml(element);
+    return c14n.GetOutput();
   }
 
   protected override async ApplySignOptions(
@@ -218,6 +247,7 @@ class DetachedXadesSignature extends XAdES.SignedXml {
     if (!ref) throw new Error('xadesjs added no SignedProperties reference');
     ref.Transforms = new XmlDSig.Transforms();
     ref.Transforms.Add(new XmlDSig.XmlDsigExcC14NTransform());
+    this.signedPropertiesReference = ref;
   }
 }
 

@@ -7,12 +7,19 @@
 import { after, before, describe, test } from 'node:test';
 import { SoftwareSigningKey } from '../../../src/crypto/signature.ts';
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, verify as nodeVerify, constants, createPublicKey, type KeyObject } from 'node:crypto';
+import {
+  generateKeyPairSync,
+  verify as nodeVerify,
+  constants,
+  createPublicKey,
+  webcrypto,
+  type KeyObject,
+} from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as asn1js from 'asn1js';
-import { DOMParser, Document as XmlDocument, XMLSerializer } from '@xmldom/xmldom';
+import { DOMParser, Document as XmlDocument, Node as XmlNode, XMLSerializer } from '@xmldom/xmldom';
 import { XmlObject } from 'xml-core';
 import * as XmlDSig from 'xmldsigjs';
 import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../../src/crypto/algorithms.ts';
@@ -561,5 +568,33 @@ describe("xml-core's element documents", () => {
       XmlDocument.prototype.importNode = original;
     }
     assert.equal(imported, 0);
+  });
+});
+
+describe('SignedProperties and SignedInfo are canonicalised as built', () => {
+  test('neither element is copied, and no digest goes through WebCrypto', async () => {
+    const i = await input('P-256', SHA2[1]!);
+    const originalClone = XmlNode.prototype.cloneNode;
+    const originalDigest = webcrypto.subtle.digest;
+    const copied: string[] = [];
+    let digests = 0;
+    XmlNode.prototype.cloneNode = function (this: XmlNode, deep?: boolean) {
+      copied.push((this as unknown as Element).localName);
+      return originalClone.call(this, deep);
+    };
+    webcrypto.subtle.digest = (...args: Parameters<typeof originalDigest>) => {
+      digests++;
+      return originalDigest.apply(webcrypto.subtle, args);
+    };
+    try {
+      const { signature } = await buildXadesBaselineB(i);
+      assertVerified(await verify(signature));
+    } finally {
+      XmlNode.prototype.cloneNode = originalClone;
+      webcrypto.subtle.digest = originalDigest;
+    }
+    assert.ok(!copied.includes('SignedInfo'), copied.join(' '));
+    assert.ok(!copied.includes('SignedProperties'), copied.join(' '));
+    assert.equal(digests, 0);
   });
 });
