@@ -339,16 +339,12 @@ function serialise(signed: DetachedXadesSignature): Buffer {
  * canonicalised with the CanonicalizationMethod written into the SignatureTimeStamp (exclusive C14N).
  */
 function canonicalSignatureValue(signed: DetachedXadesSignature): string {
+  // A child of ds:Signature (XML-DSig 4.1): looked up among the children, not by an XPath over the tree.
   const signature = signed.XmlSignature.GetXml();
-  const value =
-    signature &&
-    XmlDSig.Select(
-      signature,
-      ".//*[local-name()='SignatureValue' and namespace-uri()='http://www.w3.org/2000/09/xmldsig#']",
-    )[0];
+  const value = signature && XmlObject.GetFirstChild(signature, 'SignatureValue', XmlDSig.XmlSignature.NamespaceURI);
   if (!value) throw new Error('signature has no ds:SignatureValue');
   const c14n = new XmlDSig.XmlDsigExcC14NTransform();
-  c14n.LoadInnerXml(value as Node);
+  c14n.LoadInnerXml(value);
   return c14n.GetOutput();
 }
 

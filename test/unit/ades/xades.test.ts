@@ -19,6 +19,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as asn1js from 'asn1js';
+import xpath from 'xpath';
 import { DOMParser, Document as XmlDocument, Node as XmlNode, XMLSerializer } from '@xmldom/xmldom';
 import { XmlObject } from 'xml-core';
 import * as XmlDSig from 'xmldsigjs';
@@ -500,6 +501,22 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
       assert.equal(bad.ok, false, bad.output);
     });
   }
+
+  test('the time-stamped ds:SignatureValue is taken from the children of ds:Signature, without an XPath', async () => {
+    const i = await input('P-256', SHA2[0]!, { services: { timestamps: opensslTsa } });
+    const original = xpath.select;
+    let selected = 0;
+    xpath.select = ((...args: Parameters<typeof original>) => {
+      selected++;
+      return original(...args);
+    }) as typeof original;
+    try {
+      assertVerified(await verify((await buildXadesBaselineT(i)).signature));
+    } finally {
+      xpath.select = original;
+    }
+    assert.equal(selected, 0);
+  });
 
   test('no TimestampProvider configured: a clear error, no signature', async () => {
     await assert.rejects(
