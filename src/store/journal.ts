@@ -31,8 +31,11 @@ import type {
   StoredJournalEntry,
 } from './types.ts';
 
-/** the version of the entries' layout, inside every body */
-export const JOURNAL_FORMAT = 1;
+/**
+ * the version of the entries' layout, inside every body; 2: signing.returned carries its response's
+ * revocationInfo once, not once per signature (docs/evidence.md)
+ */
+export const JOURNAL_FORMAT = 2;
 const LEAF_BYTES = 8 + 32;
 
 /** The one encoding of an entry: canonical JSON of {v, kind, ref, at, data}. */
@@ -72,7 +75,7 @@ export function signingAuthorizedEntry(input: RecordSigningInput): JournalEntryI
   };
 }
 
-/** signDoc step 10: the signatures returned for a claim's documents */
+/** signDoc step 10: the signatures returned for a claim's documents, and the revocationInfo returned with them */
 export function signingReturnedEntry(input: {
   readonly iss: string;
   readonly txn: string;
@@ -89,13 +92,21 @@ export function signingReturnedEntry(input: {
       iss: input.iss,
       txn: input.txn,
       hashAlgorithmOid: input.hashAlgorithmOid,
-      signatures: input.signatures.map((s) => ({
-        hash: s.hash,
-        signature: s.signature,
-        revocation: s.revocation ? { ocsp: [...s.revocation.ocsp], crl: [...s.revocation.crl] } : null,
-      })),
+      signatures: input.signatures.map((s) => ({ hash: s.hash, signature: s.signature })),
+      revocationInfo: revocationInfoOf(input.signatures),
     },
   };
+}
+
+/**
+ * The revocationInfo of one response, once: every signature of a response keeps that response's (which
+ * B-LT repeats in each signature too), so a list per signature would repeat it for each document.
+ */
+function revocationInfoOf(signatures: readonly KeptSignature[]): { ocsp: string[]; crl: string[] } | null {
+  const kept = signatures.flatMap((s) => (s.revocation ? [s.revocation] : []));
+  if (kept.length === 0) return null;
+  const unique = (list: readonly string[]) => [...new Set(list)];
+  return { ocsp: unique(kept.flatMap((r) => r.ocsp)), crl: unique(kept.flatMap((r) => r.crl)) };
 }
 
 const ENTRY_COLUMNS = ['kind', 'ref', 'recorded_at', 'body', 'leaf_hash'] as const;

@@ -63,7 +63,9 @@ export function registerJournalContract(name: string, factory: StoreFactory): vo
       assert.equal(authorized.data.introspectionJwt, input.transaction.introspectionJwt);
       assert.deepEqual(authorized.data.hashes, input.transaction.hashes);
       assert.equal(authorized.data.certificate, input.certificate.der.toString('base64'));
-      assert.deepEqual((parsed(entries[1]!.body).data.signatures as unknown[])[0], signature);
+      const returned = parsed(entries[1]!.body).data;
+      assert.deepEqual(returned.signatures, [{ hash, signature: signature.signature }]);
+      assert.equal(returned.revocationInfo, null, 'a B-B signature returned no revocationInfo');
       assert.ok(entries[1]!.seq > entries[0]!.seq);
     });
 
