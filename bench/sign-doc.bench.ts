@@ -37,6 +37,8 @@
  *   BENCH_HEAP_SAMPLING=1   with --profile: also a V8 allocation profile of the same calls, collected objects
  *                           included, as a .heapprofile beside the .cpuprofile; =promoted: only what outlived the
  *                           young generation; =live: only what was still alive at the end
+ * Each run of calls starts after the QTSP sealed its journal and ends once it sealed the run's own entries, both on
+ * the bench's command: a run pays for sealing what it wrote, not what the runs before it wrote.
  * The B-B one-hash row (software keys, SQLite) is also run by a QTSP started with journal.enabled false, after the
  * rows above: the line "journal on vs off" gives the journal's share of signDoc's CPU (bench/journal-cost.ts).
  * The half-load run of B-B one hash is run against the transport floor too, at the same offered rate: the latency
