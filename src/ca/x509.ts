@@ -8,7 +8,7 @@
  * change (issuer name, constant extensions, authority key identifier) are encoded once and reused. The
  * returned pkijs.Certificate carries the same values for readers (serialNumber, issuer, validity).
  */
-import { createHash, randomBytes, type KeyObject } from 'node:crypto';
+import { createHash, hash, randomFillSync, type KeyObject } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { ecPublicPoint } from '../crypto/keys.ts';
@@ -24,7 +24,6 @@ import {
   bitString,
   booleanTrue,
   children,
-  content,
   contentOf,
   explicit,
   integer,
@@ -32,6 +31,7 @@ import {
   octetString,
   oid,
   readWhole,
+  rememberParts,
   sequence,
   TAG,
   tlv,
@@ -218,9 +218,14 @@ function ipBytes(ip: string): ArrayBuffer {
 export function keyIdentifier(spki: pkijs.PublicKeyInfo | Buffer): Buffer {
   if (!Buffer.isBuffer(spki))
     return createHash('sha1').update(new Uint8Array(spki.subjectPublicKey.valueBlock.valueHexView)).digest();
+  return hash('sha1', publicKeyBitsOf(spki), 'buffer');
+}
+
+/** The subjectPublicKey BIT STRING content of a DER SubjectPublicKeyInfo past its unused-bits octet (a view). */
+function publicKeyBitsOf(spki: Buffer): Buffer {
   const bits = children(spki, readWhole(spki))[1];
   if (bits?.tag !== TAG.bitString) throw new TypeError('not a SubjectPublicKeyInfo');
-  return createHash('sha1').update(content(spki, bits).subarray(1)).digest(); // past the unused-bits octet
+  return spki.subarray(bits.contentStart + 1, bits.end);
 }
 
 export function rawExtension(extnID: string, value: asn1js.AsnType, critical = false): pkijs.Extension {
@@ -298,9 +303,19 @@ export interface CertificateRequest {
   readonly serial?: Buffer;
 }
 
+/** CSPRNG octets drawn a block at a time: one call into OpenSSL per block of serials rather than per serial */
+const serialOctets = Buffer.alloc(16 * 256);
+let serialOctetsUsed = serialOctets.length;
+
 /** A positive, random 16-byte serial number (RFC 5280 4.1.2.2, CA/B BR 7.1: at least 64 random bits). */
 export function randomSerial(): Buffer {
-  const serial = randomBytes(16);
+  if (serialOctetsUsed === serialOctets.length) {
+    randomFillSync(serialOctets);
+    serialOctetsUsed = 0;
+  }
+  const serial = Buffer.from(serialOctets.subarray(serialOctetsUsed, serialOctetsUsed + 16));
+  serialOctets.fill(0, serialOctetsUsed, serialOctetsUsed + 16); // each serial's octets are handed out once
+  serialOctetsUsed += 16;
   serial[0] = (serial[0]! & 0x7f) | 0x40;
   return serial;
 }
@@ -392,7 +407,11 @@ interface ToBeSigned {
   readonly der: Buffer;
   readonly alg: SignatureAlgorithm;
   readonly algIdDer: Buffer;
+  /** the serialNumber INTEGER */
   readonly serial: Buffer;
+  readonly issuer: Buffer;
+  readonly subject: Buffer;
+  readonly spki: Buffer;
   readonly notBefore: Date;
   readonly notAfter: Date;
 }
@@ -412,24 +431,29 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
   } else if (req.issuer) {
     extensionDers_.push(authorityKeyIdentifierDer(req.issuer.keyId));
   }
-  const serial = req.serial ?? randomSerial();
+  const serial = integerFromBytes(req.serial ?? randomSerial());
   const notBefore = whole(req.notBefore);
   const notAfter = whole(req.notAfter);
-  const issuerName = req.issuer?.name ?? req.subject;
+  const issuer = nameDerOf(req.issuer?.name ?? req.subject);
+  const subject = nameDerOf(req.subject);
+  const spki = Buffer.isBuffer(req.publicKey)
+    ? req.publicKey
+    : memo(spkiDerOf, req.publicKey, () => (req.publicKey as pkijs.PublicKeyInfo).toSchema().toBER());
   const tbs = sequence(
-    explicit(0, integer(2)), // version v3
-    integerFromBytes(serial),
+    V3,
+    serial,
     algIdDer,
-    nameDerOf(issuerName),
+    issuer,
     sequence(x509Time(notBefore), x509Time(notAfter)),
-    nameDerOf(req.subject),
-    Buffer.isBuffer(req.publicKey)
-      ? req.publicKey
-      : memo(spkiDerOf, req.publicKey, () => (req.publicKey as pkijs.PublicKeyInfo).toSchema().toBER()),
+    subject,
+    spki,
     ...(extensionDers_.length ? [explicit(3, sequence(...extensionDers_))] : []),
   );
-  return { der: tbs, alg, algIdDer, serial, notBefore, notAfter };
+  return { der: tbs, alg, algIdDer, serial, issuer, subject, spki, notBefore, notAfter };
 }
+
+/** version [0] EXPLICIT INTEGER v3 */
+const V3 = explicit(0, integer(2));
 
 /**
  * Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signatureValue }. The pkijs view is parsed from
@@ -438,6 +462,20 @@ function toBeSigned(req: CertificateRequest, signingKey: SigningKey): ToBeSigned
  */
 function assemble(tbs: ToBeSigned, signature: Buffer): IssuedCertificate {
   const der = sequence(tbs.der, tbs.algIdDer, bitString(signature));
+  const serialHex = contentOf(tbs.serial).toString('hex');
+  // what the CMS and the store read of the certificate, known here: partsOf need not walk what we just wrote
+  rememberParts({
+    der,
+    tbs: tbs.der,
+    serial: tbs.serial,
+    serialHex,
+    issuer: tbs.issuer,
+    subject: tbs.subject,
+    spki: tbs.spki,
+    publicKeyBits: publicKeyBitsOf(tbs.spki),
+    signatureAlgorithm: tbs.alg.oid,
+    signature,
+  });
   let view: pkijs.Certificate | undefined;
   return {
     der,
@@ -445,7 +483,7 @@ function assemble(tbs: ToBeSigned, signature: Buffer): IssuedCertificate {
       view ??= pkijs.Certificate.fromBER(new Uint8Array(der));
       return view;
     },
-    serialHex: contentOf(integerFromBytes(tbs.serial)).toString('hex'),
+    serialHex,
     notBefore: tbs.notBefore,
     notAfter: tbs.notAfter,
   };

@@ -15,7 +15,7 @@
  * -cades, ts -verify, smime -verify), pdfsig and the DSS-style checks of the test suite read what these
  * functions write.
  */
-import { createHash } from 'node:crypto';
+import { hash as digestOf } from 'node:crypto';
 import type * as pkijs from 'pkijs';
 import {
   algorithmIdentifier,
@@ -93,13 +93,19 @@ const digestAlgorithms = new Map<string, Buffer>();
 const versions = new Map<number, Buffer>();
 const version = (v: number): Buffer => kept(versions, v, () => integer(v));
 
+/** GeneralNames of an issuer Name, per Name Buffer: the certificates one CA issues share the one (ca/x509.ts) */
+const issuerGeneralNames = new WeakMap<Buffer, Buffer>();
+
 /**
  * IssuerSerial (RFC 5035): SEQUENCE { issuer GeneralNames, serialNumber }, the issuer as one directoryName
  * ([4] EXPLICIT Name, RFC 5280 4.2.1.6), both exactly the bytes of the certificate. Also XAdES IssuerSerialV2.
  */
 export function issuerSerial(certificateDer: Buffer): Buffer {
   const parts = partsOf(certificateDer);
-  return sequence(sequence(tlv(0xa4, parts.issuer)), parts.serial);
+  return sequence(
+    kept(issuerGeneralNames, parts.issuer, () => sequence(tlv(0xa4, parts.issuer))),
+    parts.serial,
+  );
 }
 
 /** An Attribute ::= SEQUENCE { attrType OID, attrValues SET OF ANY } with one value, as DER, and its type. */
@@ -154,7 +160,7 @@ export function signingCertificateV2Attribute(signer: { readonly der: Buffer }):
   // once per certificate: a request's hashes share the signer's, every time-stamp token the TSA's
   let attr = signingCertificates.get(signer.der);
   if (!attr) {
-    const certHash = createHash('sha256').update(signer.der).digest();
+    const certHash = digestOf('sha256', signer.der, 'buffer');
     attr = attribute(
       CMS_OID.signingCertificateV2,
       sequence(sequence(sequence(octetString(certHash), issuerSerial(signer.der)))),

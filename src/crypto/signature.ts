@@ -4,7 +4,7 @@
  * the algorithm identifier written next to a signature always matches how it was made: both follow from the
  * key alone (signatureAlgorithm, SigningKey.sign). Below everything that signs (ca/, revocation/, ades/, ...).
  */
-import { constants, createPublicKey, sign as nodeSign, type KeyObject, type SignKeyObjectInput } from 'node:crypto';
+import { constants, sign as nodeSign, type KeyObject, type SignKeyObjectInput } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { HASH_ALGORITHMS, SIGNATURE_OIDS } from './algorithms.ts';
@@ -28,13 +28,13 @@ export interface SigningKey {
   sign(hash: SignHash, data: Uint8Array, encoding?: EcdsaEncoding): Promise<Buffer>;
 }
 
+/** The key's algorithm, read from the key itself: a private KeyObject tells its type and curve as well. */
 export function keyAlgorithmOf(key: KeyObject): KeyAlgorithm {
-  const pub = key.type === 'private' ? createPublicKey(key) : key;
-  if (pub.asymmetricKeyType === 'rsa' || pub.asymmetricKeyType === 'rsa-pss') return 'RSA-3072';
-  const curve = pub.asymmetricKeyDetails?.namedCurve;
+  if (key.asymmetricKeyType === 'rsa' || key.asymmetricKeyType === 'rsa-pss') return 'RSA-3072';
+  const curve = key.asymmetricKeyDetails?.namedCurve;
   if (curve === 'prime256v1' || curve === 'P-256') return 'P-256';
   if (curve === 'secp384r1' || curve === 'P-384') return 'P-384';
-  throw new TypeError(`unsupported key: ${pub.asymmetricKeyType} ${curve ?? ''}`);
+  throw new TypeError(`unsupported key: ${key.asymmetricKeyType} ${curve ?? ''}`);
 }
 
 /** The scheme a node:crypto private key signs with: an 'rsa-pss' KeyObject only RSASSA-PSS (keys.ts signingKeyFor). */

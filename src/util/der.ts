@@ -282,6 +282,11 @@ export function certificateParts(der: Buffer): CertificateParts {
 
 const partsCache = new WeakMap<Buffer, CertificateParts>();
 
+/** Records the parts of a certificate its builder holds already (ca/x509.ts), so that partsOf need not read it. */
+export function rememberParts(parts: CertificateParts): void {
+  partsCache.set(parts.der, parts);
+}
+
 /** certificateParts, remembered per Buffer: CA and TSA certificates are the same Buffer on every request. */
 export function partsOf(der: Buffer): CertificateParts {
   let parts = partsCache.get(der);

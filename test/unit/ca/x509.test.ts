@@ -1,11 +1,22 @@
 /**
  * nameText (the store's subject text, written without parsing the certificate) against an independent
- * oracle: OpenSSL, through node's X509Certificate.subject, over the certificates issueCertificate builds.
+ * oracle: OpenSSL, through node's X509Certificate.subject, over the certificates issueCertificate builds; and
+ * the parts of an issued certificate that the builder records (der.ts partsOf) against reading its DER.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, X509Certificate } from 'node:crypto';
-import { buildName, issueCertificate, nameText, OID, spkiOf, type NameAttribute } from '../../../src/ca/x509.ts';
+import { generateKeyPairSync, type KeyObject, X509Certificate } from 'node:crypto';
+import {
+  buildName,
+  issueCertificate,
+  keyIdentifier,
+  nameText,
+  OID,
+  spkiOf,
+  type NameAttribute,
+} from '../../../src/ca/x509.ts';
+import { SoftwareSigningKey } from '../../../src/crypto/signature.ts';
+import { certificateParts, partsOf } from '../../../src/util/der.ts';
 
 const key = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const spki = spkiOf(key.publicKey);
@@ -81,5 +92,65 @@ describe('nameText equals OpenSSL subject text', () => {
 
   test('an attribute type without an OpenSSL short name here: undefined (the caller asks OpenSSL)', () => {
     assert.equal(nameText([{ type: '2.5.4.8', value: 'Bayern' }]), undefined);
+  });
+});
+
+describe('the parts of a certificate issueCertificate built', () => {
+  const ca = generateKeyPairSync('ec', { namedCurve: 'P-384' });
+  const caName = buildName([{ type: OID.commonName, value: 'Parts CA' }]);
+  const issuer = {
+    name: caName,
+    keyId: keyIdentifier(spkiOf(ca.publicKey)),
+    key: new SoftwareSigningKey(ca.privateKey),
+    hash: 'sha384' as const,
+  };
+  const leaf = (publicKey: KeyObject, subject: string) =>
+    issueCertificate({
+      subject: buildName([{ type: OID.commonName, value: subject }]),
+      publicKey: spkiOf(publicKey),
+      issuer,
+      keyIdentifiers: true,
+      notBefore: new Date(0),
+      notAfter: new Date(86_400_000),
+      extensions: [],
+    }).der;
+
+  test('are what reading its DER gives, for EC, RSA and RSASSA-PSS keys', () => {
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 });
+    const pss = generateKeyPairSync('rsa-pss', { modulusLength: 1024 });
+    const certificates = [
+      leaf(key.publicKey, 'EC leaf'),
+      issueCertificate({
+        subject: buildName([{ type: OID.commonName, value: 'RSA self-signed' }]),
+        publicKey: spkiOf(rsa.publicKey),
+        selfSignKey: rsa.privateKey,
+        notBefore: new Date(0),
+        notAfter: new Date(86_400_000),
+        extensions: [],
+        serial: Buffer.from('80ff', 'hex'),
+      }).der,
+      issueCertificate({
+        subject: buildName([{ type: OID.commonName, value: 'PSS self-signed' }]),
+        publicKey: spkiOf(pss.publicKey),
+        selfSignKey: pss.privateKey,
+        hash: 'sha256',
+        notBefore: new Date(0),
+        notAfter: new Date(86_400_000),
+        extensions: [],
+      }).der,
+    ];
+    for (const der of certificates) {
+      assert.deepEqual({ ...partsOf(der) }, { ...certificateParts(Buffer.from(der)) });
+      assert.equal(
+        new X509Certificate(der).serialNumber.toLowerCase().replace(/^0+/, ''),
+        partsOf(der).serialHex.replace(/^0+/, ''),
+      );
+    }
+  });
+
+  test('are known without reading the certificate: its issuer is the Name its CA issues under, not a copy', () => {
+    const first = partsOf(leaf(key.publicKey, 'one'));
+    const second = partsOf(leaf(key.publicKey, 'two'));
+    assert.equal(first.issuer, second.issuer);
   });
 });
