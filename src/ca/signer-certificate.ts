@@ -290,6 +290,11 @@ function subjectOf(claims: IdentityClaims, profile: SignerProfile, consent: Cons
   return { attributes, claims: provided };
 }
 
+/** Attribute ::= SEQUENCE { type, values SET OF } with one value (RFC 5280 4.1.2.4) */
+function attribute(type: string, value: Buffer): Buffer {
+  return sequence(oid(type), tlv(TAG.set, value));
+}
+
 /**
  * The subjectDirectoryAttributes extension (RFC 3739 3.2.2, spec 2.16) of the claims, as the DER of the whole
  * Extension, or none when no claim goes there. Written with the DER writer: composing it from pkijs/asn1js
@@ -303,7 +308,6 @@ export function subjectDirectoryAttributesOf(
 ): { extension?: Buffer; claims: ClaimName[] } {
   const attributes: Buffer[] = [];
   const provided: ClaimName[] = [];
-  const attribute = (type: string, value: Buffer) => sequence(oid(type), tlv(TAG.set, value));
   const birth = cleanBirthdate(claims.birthdate, now);
   if (birth) {
     attributes.push(attribute(OID.dateOfBirth, tlv(TAG.generalizedTime, Buffer.from(birth, 'latin1'))));

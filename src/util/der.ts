@@ -151,9 +151,20 @@ export function x509Time(date: Date): Buffer {
   return tlv(TAG.utcTime, Buffer.from(`${pad(year % 100)}${timeDigits(date)}Z`, 'latin1'));
 }
 
-/** AlgorithmIdentifier; RSA PKCS#1 v1.5 signatures carry an explicit NULL (RFC 4055), hashes and ECDSA none. */
+const ALGORITHM_IDENTIFIERS = new Map<string, Buffer>();
+
+/**
+ * AlgorithmIdentifier; RSA PKCS#1 v1.5 signatures carry an explicit NULL (RFC 4055), hashes and ECDSA none.
+ * Kept per algorithm, as OIDs are: every certificate and signature repeats one of a handful.
+ */
 export function algorithmIdentifier(algorithm: string, nullParams = false): Buffer {
-  return nullParams ? sequence(oid(algorithm), nullValue()) : sequence(oid(algorithm));
+  const key = nullParams ? `${algorithm} NULL` : algorithm;
+  let der = ALGORITHM_IDENTIFIERS.get(key);
+  if (!der) {
+    der = nullParams ? sequence(oid(algorithm), nullValue()) : sequence(oid(algorithm));
+    if (ALGORITHM_IDENTIFIERS.size < OID_CACHE_MAX) ALGORITHM_IDENTIFIERS.set(key, der);
+  }
+  return der;
 }
 
 // ---------------------------------------------------------------------------------------------------------
