@@ -1,11 +1,12 @@
 /**
  * util/der.ts tlv: the definite-length forms of X.690 8.1.3 at every boundary, against asn1js (a DER writer we
- * did not write), with the content given whole or in parts.
+ * did not write), with the content given whole or in parts; algorithmIdentifier against pkijs, encoded once.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as asn1js from 'asn1js';
-import { tlv } from '../../../src/util/der.ts';
+import * as pkijs from 'pkijs';
+import { algorithmIdentifier, tlv } from '../../../src/util/der.ts';
 
 test('tlv writes the same TLV as asn1js for short and long lengths, content whole or in parts', () => {
   for (const n of [0, 1, 127, 128, 255, 256, 65535, 65536, 16777215, 16777216]) {
@@ -18,4 +19,22 @@ test('tlv writes the same TLV as asn1js for short and long lengths, content whol
       `length ${n} in parts`,
     );
   }
+});
+
+test('algorithmIdentifier writes what pkijs writes, with and without NULL parameters, and encodes each once', () => {
+  for (const [oid, nullParams] of [
+    ['1.2.840.10045.4.3.2', false],
+    ['1.2.840.113549.1.1.11', true],
+    ['2.16.840.1.101.3.4.2.1', false],
+  ] as const) {
+    const expected = new pkijs.AlgorithmIdentifier(
+      nullParams ? { algorithmId: oid, algorithmParams: new asn1js.Null() } : { algorithmId: oid },
+    );
+    const der = algorithmIdentifier(oid, nullParams);
+    assert.ok(der.equals(Buffer.from(expected.toSchema().toBER())), oid);
+    assert.equal(algorithmIdentifier(oid, nullParams), der, `${oid}: the kept encoding`);
+  }
+  assert.ok(
+    !algorithmIdentifier('1.2.840.113549.1.1.11', false).equals(algorithmIdentifier('1.2.840.113549.1.1.11', true)),
+  );
 });
