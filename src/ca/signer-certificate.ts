@@ -132,7 +132,7 @@ function cleanText(value: unknown, max: number): string | undefined {
   if (typeof value !== 'string') return undefined;
   const text = value.normalize('NFC').trim();
   if (text === '' || FORBIDDEN_CHARS.test(text)) return undefined;
-  return [...text].length <= max ? text : undefined;
+  return fitsIn(text, max) ? text : undefined;
 }
 
 /** OpenID Connect Core 5.1.1 allows street_address to span lines; a DirectoryString shows one line. */
@@ -199,6 +199,11 @@ interface SubjectResult {
   readonly claims: ClaimName[];
 }
 
+/** Whether a text has at most `max` code points: never more than its UTF-16 code units, counted only when more. */
+function fitsIn(text: string, max: number): boolean {
+  return text.length <= max || charCount(text) <= max;
+}
+
 /** Length in characters (code points), as X.520 upper bounds count them. */
 function charCount(text: string): number {
   return [...text].length;
@@ -225,14 +230,14 @@ function truncate(text: string, max: number): string {
  */
 export function commonNameOf(given: string | undefined, family: string | undefined): string {
   const full = [given, family].filter(Boolean).join(' ');
-  if (charCount(full) <= MAX_CHARS.commonName) return full;
+  if (fitsIn(full, MAX_CHARS.commonName)) return full;
   if (given && family) {
     const initials = given
       .split(/\s+/)
       .map((name) => `${[...graphemes.segment(name)][0]!.segment}.`)
       .join(' ');
     const abbreviated = `${initials} ${family}`;
-    if (charCount(abbreviated) <= MAX_CHARS.commonName) return abbreviated;
+    if (fitsIn(abbreviated, MAX_CHARS.commonName)) return abbreviated;
   }
   return truncate(full, MAX_CHARS.commonName);
 }

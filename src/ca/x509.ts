@@ -126,6 +126,9 @@ const SHORT_NAMES: Readonly<Record<string, string>> = {
   [OID.organizationIdentifier]: 'organizationIdentifier',
 };
 
+/** Words of ASCII letters, digits, '.', '-' and '_' separated by single spaces: nothing OpenSSL escapes */
+const PLAIN_VALUE = /^[\w.-]+(?: [\w.-]+)*$/;
+
 /**
  * One value as OpenSSL prints it with RFC 2253 and control-character escaping and UTF-8 output (the flags
  * node's X509Certificate.subject uses): `,+"\<>;` get a backslash, so do a leading `#` or space and a
@@ -133,6 +136,7 @@ const SHORT_NAMES: Readonly<Record<string, string>> = {
  * as is. (OpenSSL a_strex.c do_buf/do_esc_char.)
  */
 function opensslEscape(value: string): string {
+  if (PLAIN_VALUE.test(value)) return value;
   const bytes = Buffer.from(value, 'utf8');
   let out = '';
   for (let i = 0; i < bytes.length; i++) {
