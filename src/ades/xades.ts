@@ -4,80 +4,37 @@
  * ds:Reference to it carries the given DigestMethod and DigestValue. A second ds:Reference covers
  * xades:SignedProperties (Type http://uri.etsi.org/01903#SignedProperties, exclusive C14N).
  *
- * Built with xadesjs/xmldsigjs types: xadesjs adds the SignedProperties reference, xmldsigjs' transforms
- * canonicalise SignedProperties and SignedInfo, and xml-core writes the tree. The steps of SignedXml.Sign
- * that find, copy and hash what is signed, and the signature itself, are ours (DetachedXadesSignature): it
- * signs with a WebCrypto CryptoKey, we sign with node:crypto like every other signature of this service, and
- * the elements to canonicalise are the ones xadesjs built. ECDSA values are r||s (XML Signature 1.1 6.4.3).
+ * Written as text, not built through an XML object model: a library's element tree, change tracking and
+ * serialiser cost many times the one signature they carry, and our structure is fixed (every element,
+ * attribute, namespace declaration and their order are known), so its canonical form is known too. The
+ * rules relied on, from Exclusive XML Canonicalization 1.0 (W3C xml-exc-c14n) and Canonical XML 1.0 2.3
+ * (which it refers to): an empty element is written as a start and an end tag; attributes are sorted by
+ * name (Type before URI), namespace declarations come first; a namespace is declared on each element of
+ * the canonicalised subtree that uses it and whose output ancestors do not declare it (so on the apex, and on
+ * every ds: element inside xades:SignedProperties). Every text and attribute value we write is Base64, hex,
+ * a date or a fixed URI, so nothing needs escaping (XML 1.0 2.4, 3.3.3): names of the certificates travel
+ * only inside their Base64 DER (ds:X509Certificate, xades:IssuerSerialV2).
+ *
+ * Signing follows XML-DSig 3.1.2: digest the canonical SignedProperties into its reference, canonicalise
+ * SignedInfo with its CanonicalizationMethod (exclusive C14N) and sign those bytes with node:crypto like
+ * every other signature of this service. ECDSA values are r||s (XML Signature 1.1 6.4.3).
  *
  * Hash algorithms: SHA-256/384/512 only. XML-DSig has URIs for SHA-3 (RFC 6931 2.1.5,
- * http://www.w3.org/2007/05/xmldsig-more#sha3-256 ...), but neither xmlsec1 1.2 (Debian's, our oracle) nor
- * WebCrypto (xmldsigjs' digest engine) knows them: a SHA-3 XAdES would be a signature nobody here can check.
+ * http://www.w3.org/2007/05/xmldsig-more#sha3-256 ...), but xmlsec1 1.2 (Debian's, our oracle) does not know
+ * them: a SHA-3 XAdES would be a signature nobody here can check.
  * RSASSA-PSS: the builder writes the RFC 6931 SignatureMethod URIs, but offer.ts does not offer X with PSS keys,
  * since xmlsec1 1.2 cannot verify them either (the one rule of offer.ts).
  */
-import { webcrypto } from 'node:crypto';
-import { DOMImplementation, DOMParser, XMLSerializer } from '@xmldom/xmldom';
-import * as XAdES from 'xadesjs';
-import { XmlObject } from 'xml-core';
-import * as XmlDSig from 'xmldsigjs';
-import * as pkijs from 'pkijs';
-import xpath from 'xpath';
+import { randomBytes } from 'node:crypto';
 import { digest, type HashAlgorithm } from '../crypto/algorithms.ts';
 import type { SigningKey } from '../crypto/signature.ts';
 import type { BuiltSignature, SignatureInput } from './types.ts';
-import { issuerSerial, type CmsCertificate } from '../crypto/cms.ts';
+import { issuerSerial } from '../crypto/cms.ts';
 import { DomainError } from '../domain-error.ts';
 
-// xml-core (under xadesjs) has no DOM of its own in Node; xmldsigjs digests through WebCrypto (node's). Both
-// are process-wide settings of those libraries, which nothing else in this service uses.
-XAdES.setNodeDependencies({ DOMParser, XMLSerializer, DOMImplementation, xpath });
-XAdES.Application.setEngine('NodeJS', webcrypto as unknown as Crypto);
-
-const XMLNS = 'http://www.w3.org/2000/xmlns/';
-const dom = new DOMImplementation();
-const parsedDocument = XmlObject.CreateDocument.bind(XmlObject);
-
-/**
- * xml-core makes each element of a signature in a document of its own (XmlObject.CreateDocument, twice per
- * element of every GetXml), and makes that document by parsing a text such as `<ds:Signature
- * xmlns:ds="..."></ds:Signature>`. The same document (that root element and its namespace declaration) built
- * by the DOM instead of the parser, once per process for each name: xml-core, xmldsigjs and xadesjs only
- * create elements with it (GetXml, CreateElement, KeyInfoX509Data.GetXml) and never change its tree. The one
- * case xml-core refuses (a prefix without a namespace) still goes to it.
- */
-const elementDocuments = new Map<string, Document>();
-XmlObject.CreateDocument = (root = 'xml_root', namespaceUri: string | null = null, prefix: string | null = null) => {
-  if (prefix && !namespaceUri) return parsedDocument(root, namespaceUri, prefix);
-  const name = prefix ? `${prefix}:${root}` : root;
-  const key = `${name} ${namespaceUri ?? ''}`;
-  let doc = elementDocuments.get(key);
-  if (!doc) {
-    doc = dom.createDocument(namespaceUri, name, null) as unknown as Document;
-    if (namespaceUri) doc.documentElement.setAttributeNS(XMLNS, prefix ? `xmlns:${prefix}` : 'xmlns', namespaceUri);
-    elementDocuments.set(key, doc);
-  }
-  return doc;
-};
-
-/**
- * xml-core's CreateElement, without the deep `document.importNode` of the new element whose copy it drops
- * (a walk and a clone of every element of a signature, for nothing).
- */
-(XmlObject.prototype as unknown as { CreateElement: typeof createElement }).CreateElement = createElement;
-function createElement(
-  this: XmlObject,
-  document?: Document,
-  localName?: string,
-  namespaceUri: string | null = null,
-  prefix: string | null = null,
-): Element {
-  const doc = document ?? XmlObject.CreateDocument(this.LocalName, this.NamespaceURI, this.Prefix);
-  const name = localName || this.LocalName;
-  const uri = namespaceUri || this.NamespaceURI;
-  const tagName = (prefix || this.Prefix ? `${prefix || this.Prefix}:` : '') + name;
-  return uri ? doc.createElementNS(uri, tagName) : doc.createElement(tagName);
-}
+const DS_NS = 'http://www.w3.org/2000/09/xmldsig#';
+const XADES_NS = 'http://uri.etsi.org/01903/v1.3.2#';
+const XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n';
 
 /**
  * XML digest method URIs by node:crypto hash name: SHA-256 and SHA-512 from XML Encryption (xmlenc#), SHA-384
@@ -168,143 +125,131 @@ export function xmlSignatureMethod(key: SigningKey, hashAlgorithm: HashAlgorithm
 }
 
 /**
- * xades:IssuerSerialV2 of SigningCertificateV2 (EN 319 132-1 5.2.2): Base64 of the DER IssuerSerial of RFC 5035,
- *   IssuerSerial ::= SEQUENCE { issuer GeneralNames, serialNumber CertificateSerialNumber }
- * with the issuer as one directoryName ([4] EXPLICIT Name), the same structure as the CAdES
- * signing-certificate-v2. The issuer Name is written as the DER it was built or decoded from, so it matches
- * the certificate byte for byte.
+ * Where an element is written: in the signature document (empty elements as `<a/>`, namespaces declared
+ * once, on ds:Signature and xades:QualifyingProperties), or as the canonical form of a signed subtree
+ * (empty elements as `<a></a>`, namespaces declared on the elements that use them: see the module comment).
  */
-function issuerSerialV2(signer: CmsCertificate): Uint8Array {
-  return issuerSerial(signer.der);
+type Form = 'document' | 'canonical';
+
+/** An element without content; `attributes` are ` name="value"` pairs, declarations first, in canonical order. */
+function empty(form: Form, name: string, attributes: string): string {
+  return form === 'canonical' ? `<${name}${attributes}></${name}>` : `<${name}${attributes}/>`;
+}
+
+/** The declaration a ds: element inside SignedProperties carries in canonical form (no ancestor has it). */
+function dsInside(form: Form): string {
+  return form === 'canonical' ? ` xmlns:ds="${DS_NS}"` : '';
+}
+
+/** What is signed, fixed before SignedProperties and SignedInfo are written. */
+interface Signed {
+  /** ds:Signature's Id; the Ids of the other elements derive from it */
+  readonly id: string;
+  readonly digestUri: string;
+  readonly input: SignatureInput;
+}
+
+/** SigningTime as xsd:dateTime in UTC, to the second (EN 319 132-1 5.2.1). */
+function signingTime(time: Date): string {
+  return `${time.toISOString().slice(0, 19)}Z`;
 }
 
 /**
- * xadesjs' SignedXml, signed by node:crypto, with the SignedProperties reference canonicalised by exclusive
- * C14N.
+ * xades:SigningCertificateV2 (EN 319 132-1 5.2.2): the digest of the signer certificate, and IssuerSerialV2,
+ * Base64 of the DER IssuerSerial of RFC 5035 with the issuer as one directoryName, the same structure as the
+ * CAdES signing-certificate-v2 (the issuer Name as the certificate's own DER).
  */
-class DetachedXadesSignature extends XAdES.SignedXml {
-  private signedPropertiesReference?: XmlDSig.Reference;
-
-  /**
-   * The steps of xmldsigjs' SignedXml.Sign, with the signature value made by node:crypto rather than a
-   * WebCrypto key: ApplySignOptions (xadesjs: SigningTime, the SignedProperties reference), the digest of
-   * SignedProperties (the document reference keeps the digest we were sent), SignatureMethod, SignedInfo
-   * through xmldsigjs' C14N.
-   */
-  async signWith(method: XmlSignatureMethod, hashAlgorithm: HashAlgorithm, signingTime: Date): Promise<void> {
-    // xadesjs takes the hash of the SignedProperties reference from `algorithm` merged with key.algorithm;
-    // xmldsigjs reads nothing else of the key unless asked to write a KeyValue. So no CryptoKey is needed.
-    const algorithm = { name: method.uri, hash: hashAlgorithm.name };
-    const options: XAdES.OptionsXAdES = { signingTime: { value: signingTime, format: 'isoUtcDateTime' } };
-    await this.ApplySignOptions(this.XmlSignature, algorithm, { algorithm } as unknown as CryptoKey, options);
-    this.digestSignedProperties(hashAlgorithm);
-    const signatureMethod = new XmlDSig.SignatureMethod();
-    signatureMethod.Algorithm = method.uri;
-    this.XmlSignature.SignedInfo.SignatureMethod = signatureMethod;
-    this.XmlSignature.SignatureValue = new Uint8Array(
-      await method.sign(Buffer.from(this.TransformSignedInfo(), 'utf8')),
-    );
-  }
-
-  /**
-   * What xmldsigjs' DigestReferences does for the one reference without a digest: its transforms over the
-   * element it names, hashed with its DigestMethod (xadesjs wrote the URI of `hashAlgorithm` there). The
-   * element is the SignedProperties xadesjs holds: xmldsigjs would build KeyInfo and every ds:Object to find
-   * it by Id, copy it, and hash through WebCrypto's thread pool.
-   */
-  private digestSignedProperties(hashAlgorithm: HashAlgorithm): void {
-    const ref = this.signedPropertiesReference;
-    const element = this.SignedProperties.GetXml();
-    if (!ref || !element) throw new Error('xadesjs made no SignedProperties reference');
-    const canonical: string = this.ApplyTransforms(ref.Transforms, element);
-    ref.DigestValue = new Uint8Array(digest(hashAlgorithm, Buffer.from(canonical, 'utf8')));
-  }
-
-  /**
-   * SignedInfo canonicalised with its CanonicalizationMethod. xmldsigjs copies the element first, to declare on
-   * the copy the namespaces of its ancestors and of the signed data; ours has neither (no data, and SignedInfo
-   * is not yet in the signature's tree), so the element itself gives the same text.
-   */
-  protected override TransformSignedInfo(): string {
-    const signedInfo = this.XmlSignature.SignedInfo;
-    const element = signedInfo.GetXml();
-    if (!element) throw new Error('xmldsigjs made no SignedInfo');
-    const c14n = XmlDSig.CryptoConfig.CreateFromName(signedInfo.CanonicalizationMethod.Algorithm);
-    c14n.LoadInnerXml(element);
-    return c14n.GetOutput();
-  }
-
-  protected override async ApplySignOptions(
-    signature: XmlDSig.Signature,
-    algorithm: Algorithm,
-    key: CryptoKey,
-    options: XAdES.OptionsXAdES,
-  ): Promise<void> {
-    await super.ApplySignOptions(signature, algorithm, key, options);
-    // xadesjs adds the SignedProperties reference without transforms, which means inclusive C14N (XML-DSig
-    // 4.4.3.3): its digest would then depend on the namespaces of wherever the signature is embedded later.
-    const ref = signature.SignedInfo.References.Filter((r) => r.Type === SIGNED_PROPERTIES_TYPE).Item(0);
-    if (!ref) throw new Error('xadesjs added no SignedProperties reference');
-    ref.Transforms = new XmlDSig.Transforms();
-    ref.Transforms.Add(new XmlDSig.XmlDsigExcC14NTransform());
-    this.signedPropertiesReference = ref;
-  }
+function signingCertificate(signed: Signed, form: Form): string {
+  const der = signed.input.signerCertificate.der;
+  const ds = dsInside(form);
+  return (
+    '<xades:SigningCertificateV2><xades:Cert><xades:CertDigest>' +
+    empty(form, 'ds:DigestMethod', `${ds} Algorithm="${signed.digestUri}"`) +
+    `<ds:DigestValue${ds}>${digest(signed.input.hashAlgorithm, der).toString('base64')}</ds:DigestValue>` +
+    `</xades:CertDigest><xades:IssuerSerialV2>${issuerSerial(der).toString('base64')}</xades:IssuerSerialV2>` +
+    '</xades:Cert></xades:SigningCertificateV2>'
+  );
 }
 
 /**
- * A ds:X509Certificate as the DER we hold. xmldsigjs' X509Certificate parses its DER with pkijs in its
- * constructor, which was most of the time a XAdES B-B took, while KeyInfo only writes the bytes back in
- * Base64; the parsed form is made if something reads it.
+ * xades:SignedProperties of B-B (EN 319 132-1 6.3): SigningTime, SigningCertificateV2, and DataObjectFormat
+ * for the document reference. In canonical form its apex declares the xades namespace.
  */
-class HeldX509Certificate extends XmlDSig.X509Certificate {
-  protected override LoadRaw(rawData: BufferSource): void {
-    let parsed: pkijs.Certificate | undefined;
-    Object.defineProperty(this, 'simpl', {
-      get: () => (parsed ??= pkijs.Certificate.fromBER(rawData)),
-      configurable: true,
-    });
-  }
+function signedProperties(signed: Signed, form: Form): string {
+  const xmlns = form === 'canonical' ? ` xmlns:xades="${XADES_NS}"` : '';
+  return (
+    `<xades:SignedProperties${xmlns} Id="xades-${signed.id}"><xades:SignedSignatureProperties>` +
+    `<xades:SigningTime>${signingTime(signed.input.signingTime)}</xades:SigningTime>` +
+    `${signingCertificate(signed, form)}</xades:SignedSignatureProperties>` +
+    `<xades:SignedDataObjectProperties><xades:DataObjectFormat ObjectReference="#${signed.id}-ref-document">` +
+    `<xades:MimeType>${DOCUMENT_MIME_TYPE}</xades:MimeType></xades:DataObjectFormat>` +
+    '</xades:SignedDataObjectProperties></xades:SignedProperties>'
+  );
+}
+
+/**
+ * SignedInfo's two references: the detached document with the digest we were sent, then SignedProperties
+ * digested after exclusive C14N. In canonical form the second one's attributes are sorted (Type, URI).
+ */
+function references(signed: Signed, propertiesDigest: string, form: Form): string {
+  const { input, id, digestUri } = signed;
+  const target = `URI="#xades-${id}"`;
+  const type = `Type="${SIGNED_PROPERTIES_TYPE}"`;
+  const digestMethod = empty(form, 'ds:DigestMethod', ` Algorithm="${digestUri}"`);
+  return (
+    `<ds:Reference Id="${id}-ref-document" URI="${documentUri(input.hash, input.hashAlgorithm)}">${digestMethod}` +
+    `<ds:DigestValue>${input.hash.toString('base64')}</ds:DigestValue></ds:Reference>` +
+    `<ds:Reference ${form === 'canonical' ? `${type} ${target}` : `${target} ${type}`}>` +
+    `<ds:Transforms>${empty(form, 'ds:Transform', ` Algorithm="${EXC_C14N}"`)}</ds:Transforms>${digestMethod}` +
+    `<ds:DigestValue>${propertiesDigest}</ds:DigestValue></ds:Reference>`
+  );
+}
+
+/** ds:SignedInfo (XML-DSig 4.4): exclusive C14N, the key's SignatureMethod, the references. */
+function signedInfo(signed: Signed, method: XmlSignatureMethod, propertiesDigest: string, form: Form): string {
+  const xmlns = form === 'canonical' ? ` xmlns:ds="${DS_NS}"` : '';
+  return (
+    `<ds:SignedInfo${xmlns}>${empty(form, 'ds:CanonicalizationMethod', ` Algorithm="${EXC_C14N}"`)}` +
+    `${empty(form, 'ds:SignatureMethod', ` Algorithm="${method.uri}"`)}` +
+    `${references(signed, propertiesDigest, form)}</ds:SignedInfo>`
+  );
 }
 
 /**
  * KeyInfo (EN 319 132-1 6.3 "shall contain the signing certificate"): one X509Data with the signer
- * certificate and the CA certificates up to the root, which XML-DSig 4.5.4 reads as one chain; xadesjs'
- * `x509` option would write one X509Data per certificate.
+ * certificate and the CA certificates up to the root, which XML-DSig 4.5.4 reads as one chain.
  */
-function keyInfo(input: SignatureInput): XmlDSig.KeyInfo {
-  const data = new XmlDSig.KeyInfoX509Data();
-  for (const der of [input.signerCertificate.der, ...input.chain])
-    data.AddCertificate(new HeldX509Certificate(new Uint8Array(der)));
-  const info = new XmlDSig.KeyInfo();
-  info.Add(data);
-  return info;
-}
-
-/** SignedInfo's first reference: the detached document, with the digest we were sent. */
-function documentReference(input: SignatureInput, id: string): XmlDSig.Reference {
-  const reference = new XmlDSig.Reference(documentUri(input.hash, input.hashAlgorithm));
-  reference.Id = id;
-  reference.DigestMethod.Algorithm = digestUri(input.hashAlgorithm);
-  reference.DigestValue = new Uint8Array(input.hash);
-  return reference;
+function keyInfo(input: SignatureInput): string {
+  const certificates = [input.signerCertificate.der, ...input.chain]
+    .map((der) => `<ds:X509Certificate>${der.toString('base64')}</ds:X509Certificate>`)
+    .join('');
+  return `<ds:KeyInfo><ds:X509Data>${certificates}</ds:X509Data></ds:KeyInfo>`;
 }
 
 /**
- * SignedProperties of B-B (EN 319 132-1 6.3): SigningTime, SigningCertificateV2 (digest of the signer
- * certificate and IssuerSerialV2), DataObjectFormat for the document reference. SigningTime itself is set by
- * xadesjs from the sign options.
+ * B-T's xades:UnsignedProperties (EN 319 132-1 5.3): one SignatureTimeStamp, whose RFC 3161 token covers
+ * ds:SignatureValue canonicalised with the CanonicalizationMethod it names.
  */
-function addSignedProperties(signed: DetachedXadesSignature, input: SignatureInput, documentReferenceId: string): void {
-  const cert = new XAdES.xml.CertV2();
-  cert.CertDigest.DigestMethod.Algorithm = digestUri(input.hashAlgorithm);
-  cert.CertDigest.DigestValue = new Uint8Array(digest(input.hashAlgorithm, input.signerCertificate.der));
-  cert.IssuerSerial = issuerSerialV2(input.signerCertificate);
-  signed.SignedProperties.SignedSignatureProperties.SigningCertificateV2.Add(cert);
+function unsignedProperties(id: string, token: Buffer): string {
+  return (
+    '<xades:UnsignedProperties><xades:UnsignedSignatureProperties>' +
+    `<xades:SignatureTimeStamp Id="${id}-signature-time-stamp">` +
+    `${empty('document', 'ds:CanonicalizationMethod', ` Algorithm="${EXC_C14N}"`)}` +
+    `<xades:EncapsulatedTimeStamp>${token.toString('base64')}</xades:EncapsulatedTimeStamp>` +
+    '</xades:SignatureTimeStamp></xades:UnsignedSignatureProperties></xades:UnsignedProperties>'
+  );
+}
 
-  const format = new XAdES.xml.DataObjectFormat();
-  format.ObjectReference = `#${documentReferenceId}`;
-  format.MimeType = DOCUMENT_MIME_TYPE;
-  signed.SignedProperties.SignedDataObjectProperties.DataObjectFormats.Add(format);
+/** A signature whose SignedInfo is signed; B-T adds its time-stamp before it is written out. */
+interface SignedSignature {
+  readonly signed: Signed;
+  readonly signedInfo: string;
+  readonly signatureValue: string;
+}
+
+/** A fresh ds:Signature Id: `id-` and 6 random bytes in hex. */
+function signatureId(): string {
+  return `id-${randomBytes(6).toString('hex')}`;
 }
 
 function checkInput(input: SignatureInput): void {
@@ -316,61 +261,58 @@ function checkInput(input: SignatureInput): void {
   }
 }
 
-/** The signature as xadesjs built it, before it is serialised (B-T adds to its unsigned properties). */
-async function signDetached(input: SignatureInput): Promise<DetachedXadesSignature> {
+/**
+ * XML-DSig 3.1 core generation: the SignedProperties reference's digest over its canonical form, then the
+ * signature over canonical SignedInfo.
+ */
+async function signDetached(input: SignatureInput, id: string): Promise<SignedSignature> {
   checkInput(input);
-  const signed = new DetachedXadesSignature();
-  const id = signed.XmlSignature.Id; // xadesjs: id-<random hex>
-  const referenceId = `${id}-ref-document`;
-  signed.XmlSignature.SignedInfo.CanonicalizationMethod.Algorithm = EXC_C14N;
-  signed.XmlSignature.SignedInfo.References.Add(documentReference(input, referenceId));
-  addSignedProperties(signed, input, referenceId);
-  signed.XmlSignature.KeyInfo = keyInfo(input);
-  await signed.signWith(xmlSignatureMethod(input.key, input.hashAlgorithm), input.hashAlgorithm, input.signingTime);
-  return signed;
+  const signed: Signed = { id, digestUri: digestUri(input.hashAlgorithm), input };
+  const method = xmlSignatureMethod(input.key, input.hashAlgorithm);
+  const canonicalProperties = Buffer.from(signedProperties(signed, 'canonical'), 'utf8');
+  const propertiesDigest = digest(input.hashAlgorithm, canonicalProperties).toString('base64');
+  const canonicalSignedInfo = Buffer.from(signedInfo(signed, method, propertiesDigest, 'canonical'), 'utf8');
+  const value = await method.sign(canonicalSignedInfo);
+  return {
+    signed,
+    signedInfo: signedInfo(signed, method, propertiesDigest, 'document'),
+    signatureValue: value.toString('base64'),
+  };
 }
 
-function serialise(signed: DetachedXadesSignature): Buffer {
-  return Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>\n${signed.toString()}`, 'utf8');
+/** The whole ds:Signature as UTF-8 bytes, with B-T's unsigned properties when there are some. */
+function serialise(signature: SignedSignature, unsigned = ''): Buffer {
+  const { signed } = signature;
+  const xml =
+    `${XML_DECLARATION}<ds:Signature Id="${signed.id}" xmlns:ds="${DS_NS}">${signature.signedInfo}` +
+    `<ds:SignatureValue>${signature.signatureValue}</ds:SignatureValue>${keyInfo(signed.input)}` +
+    `<ds:Object><xades:QualifyingProperties Target="#${signed.id}" xmlns:xades="${XADES_NS}">` +
+    `${signedProperties(signed, 'document')}${unsigned}</xades:QualifyingProperties></ds:Object></ds:Signature>`;
+  return Buffer.from(xml, 'utf8');
 }
 
 /**
- * The bytes a B-T signature time-stamp covers (EN 319 132-1 5.3, SignatureTimeStamp): the ds:SignatureValue element,
- * canonicalised with the CanonicalizationMethod written into the SignatureTimeStamp (exclusive C14N).
+ * XAdES baseline B-B, detached, over the document hash we were sent: UTF-8 XML bytes. `id` is the
+ * ds:Signature Id, fresh unless a test fixes it to compare outputs.
  */
-function canonicalSignatureValue(signed: DetachedXadesSignature): string {
-  // A child of ds:Signature (XML-DSig 4.1): looked up among the children, not by an XPath over the tree.
-  const signature = signed.XmlSignature.GetXml();
-  const value = signature && XmlObject.GetFirstChild(signature, 'SignatureValue', XmlDSig.XmlSignature.NamespaceURI);
-  if (!value) throw new Error('signature has no ds:SignatureValue');
-  const c14n = new XmlDSig.XmlDsigExcC14NTransform();
-  c14n.LoadInnerXml(value);
-  return c14n.GetOutput();
-}
-
-/** XAdES baseline B-B, detached, over the document hash we were sent: UTF-8 XML bytes. */
-export async function buildXadesBaselineB(input: SignatureInput): Promise<BuiltSignature> {
-  return { signature: serialise(await signDetached(input)) };
+export async function buildXadesBaselineB(input: SignatureInput, id = signatureId()): Promise<BuiltSignature> {
+  return { signature: serialise(await signDetached(input, id)) };
 }
 
 /**
  * XAdES baseline B-T: B-B plus xades:SignatureTimeStamp in UnsignedSignatureProperties (EN 319 132-1 5.3),
- * an RFC 3161 token over the canonicalised ds:SignatureValue, hashed with the document's hash algorithm.
+ * an RFC 3161 token over the exclusive-C14N form of ds:SignatureValue (which declares the ds namespace and
+ * has no attributes), hashed with the document's hash algorithm.
  */
-export async function buildXadesBaselineT(input: SignatureInput): Promise<BuiltSignature> {
+export async function buildXadesBaselineT(input: SignatureInput, id = signatureId()): Promise<BuiltSignature> {
   const tsa = input.services.timestamps;
   if (!tsa)
     throw new DomainError('not_configured', 'XAdES-B-T needs a time-stamping authority, and none is configured');
-  const signed = await signDetached(input);
-  const imprint = digest(input.hashAlgorithm, Buffer.from(canonicalSignatureValue(signed), 'utf8'));
-  const token = await tsa.timestamp(imprint, input.hashAlgorithm);
-
-  const timeStamp = new XAdES.xml.SignatureTimeStamp();
-  timeStamp.Id = `${signed.XmlSignature.Id}-signature-time-stamp`;
-  timeStamp.CanonicalizationMethod.Algorithm = EXC_C14N;
-  const encapsulated = new XAdES.xml.EncapsulatedTimeStamp();
-  encapsulated.Value = new Uint8Array(token);
-  timeStamp.EncapsulatedTimeStamp.Add(encapsulated);
-  signed.UnsignedProperties.UnsignedSignatureProperties.Add(timeStamp);
-  return { signature: serialise(signed) };
+  const signature = await signDetached(input, id);
+  const canonicalValue = `<ds:SignatureValue xmlns:ds="${DS_NS}">${signature.signatureValue}</ds:SignatureValue>`;
+  const token = await tsa.timestamp(
+    digest(input.hashAlgorithm, Buffer.from(canonicalValue, 'utf8')),
+    input.hashAlgorithm,
+  );
+  return { signature: serialise(signature, unsignedProperties(id, token)) };
 }

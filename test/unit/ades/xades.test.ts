@@ -7,21 +7,12 @@
 import { after, before, describe, test } from 'node:test';
 import { SoftwareSigningKey } from '../../../src/crypto/signature.ts';
 import assert from 'node:assert/strict';
-import {
-  generateKeyPairSync,
-  verify as nodeVerify,
-  constants,
-  createPublicKey,
-  webcrypto,
-  type KeyObject,
-} from 'node:crypto';
+import { generateKeyPairSync, verify as nodeVerify, constants, createPublicKey, type KeyObject } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as asn1js from 'asn1js';
-import xpath from 'xpath';
-import { DOMParser, Document as XmlDocument, Node as XmlNode, XMLSerializer } from '@xmldom/xmldom';
-import { XmlObject } from 'xml-core';
+import { DOMParser } from '@xmldom/xmldom';
 import * as XmlDSig from 'xmldsigjs';
 import { HASH_ALGORITHMS, digest, hashByName, type HashAlgorithm } from '../../../src/crypto/algorithms.ts';
 import type { SignatureInput } from '../../../src/ades/types.ts';
@@ -502,116 +493,10 @@ describe('buildXadesBaselineT: signature time-stamp over the canonicalised ds:Si
     });
   }
 
-  test('the time-stamped ds:SignatureValue is taken from the children of ds:Signature, without an XPath', async () => {
-    const i = await input('P-256', SHA2[0]!, { services: { timestamps: opensslTsa } });
-    const original = xpath.select;
-    let selected = 0;
-    xpath.select = ((...args: Parameters<typeof original>) => {
-      selected++;
-      return original(...args);
-    }) as typeof original;
-    try {
-      assertVerified(await verify((await buildXadesBaselineT(i)).signature));
-    } finally {
-      xpath.select = original;
-    }
-    assert.equal(selected, 0);
-  });
-
   test('no TimestampProvider configured: a clear error, no signature', async () => {
     await assert.rejects(
       buildXadesBaselineT(await input('P-256', SHA2[0]!)),
       /XAdES-B-T needs a time-stamping authority/,
     );
-  });
-});
-
-describe("xml-core's element documents", () => {
-  test('a XAdES is built without parsing a text for each of its elements', async () => {
-    const i = await input('P-256', SHA2[0]!);
-    const original = DOMParser.prototype.parseFromString;
-    let parsed = 0;
-    DOMParser.prototype.parseFromString = function (this: DOMParser, ...args: Parameters<typeof original>) {
-      parsed++;
-      return original.apply(this, args);
-    };
-    try {
-      await buildXadesBaselineB(i);
-    } finally {
-      DOMParser.prototype.parseFromString = original;
-    }
-    assert.equal(parsed, 0);
-  });
-
-  test('each is the document the text it stands for parses to', () => {
-    const cases: [string, string | null, string | null][] = [
-      ['Signature', DS, 'ds'],
-      ['QualifyingProperties', XADES, 'xades'],
-      ['Signature', DS, null],
-      ['xml_root', null, null],
-    ];
-    for (const [root, namespaceUri, prefix] of cases) {
-      const name = prefix ? `${prefix}:${root}` : root;
-      const declaration = namespaceUri ? ` xmlns${prefix ? `:${prefix}` : ''}="${namespaceUri}"` : '';
-      const text = `<${name}${declaration}></${name}>`;
-      const built = XmlObject.CreateDocument(root, namespaceUri, prefix);
-      const serialise = (doc: unknown) => new XMLSerializer().serializeToString(doc as never);
-      assert.equal(serialise(built), serialise(new DOMParser().parseFromString(text, 'application/xml')));
-      assert.equal(built.documentElement.namespaceURI, namespaceUri);
-      assert.equal(built.documentElement.prefix, prefix);
-    }
-  });
-
-  test('each name has one document, which building signatures leaves as it was', async () => {
-    assert.equal(XmlObject.CreateDocument('Signature', DS, 'ds'), XmlObject.CreateDocument('Signature', DS, 'ds'));
-    await buildXadesBaselineB(await input('P-256', SHA2[0]!));
-    const text = `<ds:Signature xmlns:ds="${DS}"></ds:Signature>`;
-    const serialise = (doc: unknown) => new XMLSerializer().serializeToString(doc as never);
-    const parsed = new DOMParser().parseFromString(text, 'application/xml');
-    assert.equal(serialise(XmlObject.CreateDocument('Signature', DS, 'ds')), serialise(parsed));
-  });
-
-  test('no element is imported into a document only to drop the copy', async () => {
-    const i = await input('P-256', SHA2[0]!);
-    const original = XmlDocument.prototype.importNode;
-    let imported = 0;
-    XmlDocument.prototype.importNode = function (this: XmlDocument, ...args: Parameters<typeof original>) {
-      imported++;
-      return original.apply(this, args);
-    };
-    try {
-      await buildXadesBaselineB(i);
-    } finally {
-      XmlDocument.prototype.importNode = original;
-    }
-    assert.equal(imported, 0);
-  });
-});
-
-describe('SignedProperties and SignedInfo are canonicalised as built', () => {
-  test('neither element is copied, and no digest goes through WebCrypto', async () => {
-    const i = await input('P-256', SHA2[1]!);
-    const originalClone = XmlNode.prototype.cloneNode;
-    const originalDigest = webcrypto.subtle.digest;
-    const copied: string[] = [];
-    let digests = 0;
-    XmlNode.prototype.cloneNode = function (this: XmlNode, deep?: boolean) {
-      copied.push((this as unknown as Element).localName);
-      return originalClone.call(this, deep);
-    };
-    webcrypto.subtle.digest = (...args: Parameters<typeof originalDigest>) => {
-      digests++;
-      return originalDigest.apply(webcrypto.subtle, args);
-    };
-    try {
-      const { signature } = await buildXadesBaselineB(i);
-      assertVerified(await verify(signature));
-    } finally {
-      XmlNode.prototype.cloneNode = originalClone;
-      webcrypto.subtle.digest = originalDigest;
-    }
-    assert.ok(!copied.includes('SignedInfo'), copied.join(' '));
-    assert.ok(!copied.includes('SignedProperties'), copied.join(' '));
-    assert.equal(digests, 0);
   });
 });
