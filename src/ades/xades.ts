@@ -147,6 +147,9 @@ interface Signed {
   readonly id: string;
   readonly digestUri: string;
   readonly input: SignatureInput;
+  /** SigningCertificateV2's values, in Base64: written twice (canonical form, document), computed once */
+  readonly certificateDigest: string;
+  readonly issuerSerialV2: string;
 }
 
 /** SigningTime as xsd:dateTime in UTC, to the second (EN 319 132-1 5.2.1). */
@@ -160,13 +163,12 @@ function signingTime(time: Date): string {
  * CAdES signing-certificate-v2 (the issuer Name as the certificate's own DER).
  */
 function signingCertificate(signed: Signed, form: Form): string {
-  const der = signed.input.signerCertificate.der;
   const ds = dsInside(form);
   return (
     '<xades:SigningCertificateV2><xades:Cert><xades:CertDigest>' +
     empty(form, 'ds:DigestMethod', `${ds} Algorithm="${signed.digestUri}"`) +
-    `<ds:DigestValue${ds}>${digest(signed.input.hashAlgorithm, der).toString('base64')}</ds:DigestValue>` +
-    `</xades:CertDigest><xades:IssuerSerialV2>${issuerSerial(der).toString('base64')}</xades:IssuerSerialV2>` +
+    `<ds:DigestValue${ds}>${signed.certificateDigest}</ds:DigestValue></xades:CertDigest>` +
+    `<xades:IssuerSerialV2>${signed.issuerSerialV2}</xades:IssuerSerialV2>` +
     '</xades:Cert></xades:SigningCertificateV2>'
   );
 }
@@ -267,7 +269,14 @@ function checkInput(input: SignatureInput): void {
  */
 async function signDetached(input: SignatureInput, id: string): Promise<SignedSignature> {
   checkInput(input);
-  const signed: Signed = { id, digestUri: digestUri(input.hashAlgorithm), input };
+  const der = input.signerCertificate.der;
+  const signed: Signed = {
+    id,
+    digestUri: digestUri(input.hashAlgorithm),
+    input,
+    certificateDigest: digest(input.hashAlgorithm, der).toString('base64'),
+    issuerSerialV2: issuerSerial(der).toString('base64'),
+  };
   const method = xmlSignatureMethod(input.key, input.hashAlgorithm);
   const canonicalProperties = Buffer.from(signedProperties(signed, 'canonical'), 'utf8');
   const propertiesDigest = digest(input.hashAlgorithm, canonicalProperties).toString('base64');
