@@ -26,6 +26,11 @@ interface OcspEntry {
   readonly at: number;
 }
 
+function authoritiesOf(responders: readonly OcspResponder[], crls: readonly CrlSource[]): readonly Buffer[] {
+  const all = [...responders.map((r) => r.caDer), ...crls.map((c) => c.caDer)];
+  return all.filter((der, i) => all.findIndex((d) => d.equals(der)) === i);
+}
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -50,6 +55,8 @@ export class LocalRevocation implements RevocationProvider {
   #responders: readonly OcspResponder[];
   readonly #status: Pick<Store, 'certificateStatus'>;
   #crls: readonly CrlSource[];
+  /** the CA certificates of the responders and CRLs, distinct: read for every signature, set with them */
+  #authorities: readonly Buffer[] = [];
   readonly #clock: () => Date;
 
   /** `responders`: one per CA that runs one; `crls`: one per CA */
@@ -62,6 +69,7 @@ export class LocalRevocation implements RevocationProvider {
     this.#responders = responders;
     this.#status = status;
     this.#crls = crls;
+    this.#authorities = authoritiesOf(responders, crls);
     this.#clock = clock;
   }
 
@@ -69,11 +77,11 @@ export class LocalRevocation implements RevocationProvider {
   replace(responders: readonly OcspResponder[], crls: readonly CrlSource[]): void {
     this.#responders = responders;
     this.#crls = crls;
+    this.#authorities = authoritiesOf(responders, crls);
   }
 
   get authorities(): readonly Buffer[] {
-    const all = [...this.#responders.map((r) => r.caDer), ...this.#crls.map((c) => c.caDer)];
-    return all.filter((der, i) => all.findIndex((d) => d.equals(der)) === i);
+    return this.#authorities;
   }
 
   /** Waits until our clock is at or past the first whole second after `after`, so whole-second times exceed it. */

@@ -34,7 +34,7 @@ import {
 } from '../util/der.ts';
 import type { CertificateStatus, RevocationReason, Store } from '../store/types.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
-import { signatureAlgorithm } from '../crypto/signature.ts';
+import { signatureAlgorithm, type SignHash } from '../crypto/signature.ts';
 
 export const OCSP_OID = {
   basic: '1.3.6.1.5.5.7.48.1.1',
@@ -109,16 +109,40 @@ export function errorResponse(status: Exclude<keyof typeof RESPONSE_STATUS, 'suc
 
 const wholeSeconds = (d: Date) => new Date(Math.floor(d.getTime() / 1000) * 1000);
 
+const SUCCESSFUL = enumerated(RESPONSE_STATUS.successful);
+
+/** The responder's part of every BasicOCSPResponse it signs (RFC 6960 4.2.1), encoded once per certificate. */
+interface ResponderSigning {
+  readonly responder: KeyedCertificate;
+  /** ResponderID byKey: SHA-1 of the responder's public key: 22 bytes instead of a Name */
+  readonly responderId: Buffer;
+  readonly hash: SignHash;
+  /** signatureAlgorithm AlgorithmIdentifier */
+  readonly algorithm: Buffer;
+  /** certs [0] EXPLICIT SEQUENCE OF Certificate: the responder's certificate (RFC 6960 4.2.2.2) */
+  readonly certs: Buffer;
+}
+
+function responderSigning(responder: KeyedCertificate): ResponderSigning {
+  const responderKey = partsOf(responder.der).publicKeyBits;
+  const alg = signatureAlgorithm(responder.key, responder.issuer.hash);
+  return {
+    responder,
+    responderId: explicit(2, octetString(createHash('sha1').update(responderKey).digest())),
+    hash: alg.hash,
+    algorithm: algorithmIdentifier(alg.oid, alg.nullParams),
+    certs: explicit(0, sequence(responder.der)),
+  };
+}
+
 export class OcspResponder {
   readonly #o: OcspResponderOptions;
   readonly #clock: () => Date;
   /** issuerNameHash || issuerKeyHash of our CA, per CertID hash algorithm */
   readonly #issuerHashes = new Map<string, Buffer>();
   readonly #caParts: CertificateParts;
-  /** ResponderID byKey: SHA-1 of the responder's public key (RFC 6960 4.2.1): 22 bytes instead of a Name */
-  #responderId: Buffer;
-  /** the delegated responder's certificate and key: renew() replaces them after a ceremony */
-  #responder: KeyedCertificate;
+  /** the delegated responder's certificate and key, and the DER every response repeats: renew() replaces them */
+  #signing: ResponderSigning;
   /** the store's key id of the CA: SHA-1 of its public key, lowercase hex */
   readonly caKeyId: string;
 
@@ -131,25 +155,18 @@ export class OcspResponder {
       const keyHash = createHash(node).update(this.#caParts.publicKeyBits).digest();
       this.#issuerHashes.set(algOid, Buffer.concat([nameHash, keyHash]));
     }
-    this.#responder = options.responder;
-    this.#responderId = OcspResponder.#idOf(options.responder);
+    this.#signing = responderSigning(options.responder);
     this.caKeyId = createHash('sha1').update(this.#caParts.publicKeyBits).digest('hex');
-  }
-
-  static #idOf(responder: KeyedCertificate): Buffer {
-    const responderKey = partsOf(responder.der).publicKeyBits;
-    return explicit(2, octetString(createHash('sha1').update(responderKey).digest()));
   }
 
   /** A renewed responder certificate (and key) for the same CA: responses from now on are signed under it. */
   renew(responder: KeyedCertificate): void {
-    this.#responderId = OcspResponder.#idOf(responder);
-    this.#responder = responder;
+    this.#signing = responderSigning(responder);
   }
 
   /** the delegated responder's certificate, DER */
   get responderDer(): Buffer {
-    return this.#responder.der;
+    return this.#signing.responder.der;
   }
 
   /** the certificate of the CA this responder answers for, DER */
@@ -210,21 +227,12 @@ export class OcspResponder {
       sequence(s.certId, certStatus(s.status), generalizedTime(now), explicit(0, generalizedTime(nextUpdate))),
     );
     const extensions = nonce ? [explicit(1, sequence(sequence(oid(OCSP_OID.nonce), octetString(nonce))))] : [];
-    const tbs = sequence(this.#responderId, generalizedTime(now), sequence(...responses), ...extensions);
-    const responder = this.#responder;
-    const key = responder.key;
-    const alg = signatureAlgorithm(key, responder.issuer.hash);
-    const basic = sequence(
-      tbs,
-      algorithmIdentifier(alg.oid, alg.nullParams),
-      bitString(await key.sign(alg.hash, tbs)),
-      explicit(0, sequence(responder.der)),
-    );
+    const signing = this.#signing;
+    const tbs = sequence(signing.responderId, generalizedTime(now), sequence(...responses), ...extensions);
+    const signature = bitString(await signing.responder.key.sign(signing.hash, tbs));
+    const basic = sequence(tbs, signing.algorithm, signature, signing.certs);
     return {
-      der: sequence(
-        enumerated(RESPONSE_STATUS.successful),
-        explicit(0, sequence(oid(OCSP_OID.basic), octetString(basic))),
-      ),
+      der: sequence(SUCCESSFUL, explicit(0, sequence(oid(OCSP_OID.basic), octetString(basic)))),
       producedAt: now,
     };
   }
