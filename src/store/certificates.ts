@@ -3,7 +3,7 @@
  * from. signDoc's certificate lands in its evidence write (evidence.ts); the TSA's and OCSP responder's own
  * certificates are added on their own.
  */
-import { sql, type Insertable, type Selectable } from 'kysely';
+import { CompiledQuery, sql, type Insertable, type Selectable } from 'kysely';
 import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
 import { encodeEntry } from './journal.ts';
@@ -78,16 +78,22 @@ function certificateInsert(a: StoreAccess): (c: IssuedCertificate) => Statement 
 
 /** OCSP's and the CRL's reads: the status of one certificate, the revoked ones of a CA key */
 function statusReads(a: StoreAccess): Pick<CertificateMethods, 'certificateStatus' | 'revokedCertificates'> {
+  // compiled once: every OCSP response reads it, a B-LT signDoc up to three times
+  const status = prepare<{ issuer: string; serial: string }>((p) =>
+    a.db
+      .selectFrom('certificates')
+      .select(['status', 'revoked_at', 'revocation_reason'])
+      .where('issuer_key_id', '=', p.issuer)
+      .where('serial_hex', '=', p.serial),
+  );
   return {
     async certificateStatus(issuerKeyId, serialHex) {
       a.ensureOpen();
-      const row = await a.db
-        .selectFrom('certificates')
-        .select(['status', 'revoked_at', 'revocation_reason'])
-        .where('issuer_key_id', '=', issuerKeyId.toLowerCase())
-        .where('serial_hex', '=', serialHex.toLowerCase())
-        .executeTakeFirst();
-      return row ? statusOf(row) : { status: 'unknown' };
+      const query = status({ issuer: issuerKeyId.toLowerCase(), serial: serialHex.toLowerCase() });
+      const { rows } = await a.db.executeQuery<Pick<CertificateRow, 'status' | 'revoked_at' | 'revocation_reason'>>(
+        CompiledQuery.raw(query.sql, [...query.parameters]),
+      );
+      return rows[0] ? statusOf(rows[0]) : { status: 'unknown' };
     },
     async revokedCertificates(issuerKeyId) {
       a.ensureOpen();
