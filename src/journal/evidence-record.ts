@@ -193,6 +193,10 @@ export function hashRenewalGroupLeaf(hash: HashAlgorithm, bodies: readonly Buffe
 const renewedMembers = (hash: HashAlgorithm, bodies: readonly Buffer[], chains: readonly Buffer[]) =>
   bodies.map((b) => hashRenewalLeaf(hash, b, chains));
 
+/** the hash-tree renewals that cover a data group (each adds a chain to its record) */
+const groupRenewals = (renewals: readonly JournalRenewal[], group: JournalGroup) =>
+  renewals.filter((r) => r.kind === 'hashtree' && renewalCovers(r, groupKey(group)));
+
 /**
  * The ArchiveTimeStampChains (DER, oldest first) of a signing's data group, `bodies` its signing.authorized and
  * signing.returned entries as sealed: the chain of the batch that sealed the group with its time-stamp
@@ -219,8 +223,7 @@ export function groupChains(
   );
   if (second) return [sequence(first)];
   const chains = [chainWithRenewals(first, token, batchHash, renewals, null, batch.batchNo)];
-  for (const r of renewals) {
-    if (r.kind !== 'hashtree' || !renewalCovers(r, groupKey(group))) continue;
+  for (const r of groupRenewals(renewals, group)) {
     const hash = hashOf(r.hashOid);
     const ats = atsOf(r, groupKey(group), renewedMembers(hash, bodies, chains));
     chains.push(chainWithRenewals(ats, r.token, hash, renewals, r.renewalNo, r.renewalNo));
@@ -244,12 +247,7 @@ export function groupEvidenceRecord(
 ): Buffer | undefined {
   const chains = groupChains(batch, group, bodies, renewals, second);
   if (!chains) return undefined;
-  const algorithms = [
-    batch.hashOid,
-    ...(second ? [] : renewals.filter((r) => r.kind === 'hashtree' && renewalCovers(r, groupKey(group)))).map(
-      (r) => r.hashOid,
-    ),
-  ];
+  const algorithms = [batch.hashOid, ...(second ? [] : groupRenewals(renewals, group)).map((r) => r.hashOid)];
   return sequence(
     integer(1),
     sequence(...[...new Set(algorithms)].map((a) => algorithmIdentifier(a))),

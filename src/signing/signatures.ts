@@ -6,6 +6,7 @@ import { builderFor } from '../ades/builders.ts';
 import type { SigningChoice } from '../ades/offer.ts';
 import type { AdesServices, RevocationInfo } from '../ades/types.ts';
 import type { KeyedCertificate } from '../ca/authority.ts';
+import { keptRevocationInfo } from '../store/records.ts';
 import type { KeptSignature } from '../store/types.ts';
 import { base64Text, checkedBase64Text, type Base64Text } from '../util/base64.ts';
 import type { Metrics } from '../util/metrics.ts';
@@ -82,10 +83,7 @@ export function replayed(kept: readonly KeptSignature[]): Signatures {
 
 /** revocationInfo of kept signatures: each kept the revocationInfo of the response it was returned in */
 function revocationOf(kept: readonly KeptSignature[]): Pick<Signatures, 'revocationInfo'> {
-  const present = kept.flatMap((k) => (k.revocation ? [k.revocation] : []));
-  if (present.length === 0) return {};
-  const unique = (list: string[]) => [...new Set(list)].map(checkedBase64Text);
-  return {
-    revocationInfo: { ocsp: unique(present.flatMap((r) => r.ocsp)), crl: unique(present.flatMap((r) => r.crl)) },
-  };
+  const info = keptRevocationInfo(kept);
+  if (!info) return {};
+  return { revocationInfo: { ocsp: info.ocsp.map(checkedBase64Text), crl: info.crl.map(checkedBase64Text) } };
 }

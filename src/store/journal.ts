@@ -17,6 +17,7 @@ import { canonicalJson } from '../util/canonical-json.ts';
 import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
 import { columns, prepare } from './prepared.ts';
+import { keptRevocationInfo } from './records.ts';
 import type { JournalBatchesTable, JournalEntriesTable, JournalRenewalsTable } from './schema.ts';
 import type {
   JournalBatch,
@@ -93,20 +94,9 @@ export function signingReturnedEntry(input: {
       txn: input.txn,
       hashAlgorithmOid: input.hashAlgorithmOid,
       signatures: input.signatures.map((s) => ({ hash: s.hash, signature: s.signature })),
-      revocationInfo: revocationInfoOf(input.signatures),
+      revocationInfo: keptRevocationInfo(input.signatures),
     },
   };
-}
-
-/**
- * The revocationInfo of one response, once: every signature of a response keeps that response's (which
- * B-LT repeats in each signature too), so a list per signature would repeat it for each document.
- */
-function revocationInfoOf(signatures: readonly KeptSignature[]): { ocsp: string[]; crl: string[] } | null {
-  const kept = signatures.flatMap((s) => (s.revocation ? [s.revocation] : []));
-  if (kept.length === 0) return null;
-  const unique = (list: readonly string[]) => [...new Set(list)];
-  return { ocsp: unique(kept.flatMap((r) => r.ocsp)), crl: unique(kept.flatMap((r) => r.crl)) };
 }
 
 const ENTRY_COLUMNS = ['kind', 'ref', 'recorded_at', 'body', 'leaf_hash'] as const;

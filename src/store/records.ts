@@ -3,7 +3,13 @@
  * write. Kept apart from the drivers so SQLite and PostgreSQL accept and refuse exactly the same input.
  */
 import { X509Certificate } from 'node:crypto';
-import type { IssuedCertificate, NewOutboxEntry, RecordSigningInput, RevocationReason } from './types.ts';
+import type {
+  IssuedCertificate,
+  KeptSignature,
+  NewOutboxEntry,
+  RecordSigningInput,
+  RevocationReason,
+} from './types.ts';
 import { REVOCATION_REASONS } from './types.ts';
 
 const HEX = /^[0-9a-f]+$/;
@@ -69,4 +75,15 @@ export function checkRevocationReason(reason: RevocationReason): void {
 /** JSON text of an outbox payload (undefined becomes null: the column is NOT NULL) */
 export function outboxPayloadJson(entry: NewOutboxEntry): string {
   return JSON.stringify(entry.payload ?? null);
+}
+
+/**
+ * The revocationInfo of kept signatures, each distinct OCSP response and CRL once (Base64), or null without any:
+ * the signatures of one response each keep that response's, which B-LT repeats in every signature too.
+ */
+export function keptRevocationInfo(signatures: readonly KeptSignature[]): { ocsp: string[]; crl: string[] } | null {
+  const kept = signatures.flatMap((s) => (s.revocation ? [s.revocation] : []));
+  if (kept.length === 0) return null;
+  const unique = (list: readonly string[]) => [...new Set(list)];
+  return { ocsp: unique(kept.flatMap((r) => r.ocsp)), crl: unique(kept.flatMap((r) => r.crl)) };
 }
