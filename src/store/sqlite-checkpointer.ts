@@ -10,9 +10,6 @@
 import { startModuleWorker } from '../util/ts-worker.ts';
 import type { CheckpointThreadData } from './sqlite-checkpoint-thread.ts';
 
-/** how often committed WAL frames are copied into the database file */
-export const CHECKPOINT_INTERVAL_MS = 200;
-
 /** the writer connection's own automatic checkpoint (pages): only reached when the checkpointer is not running */
 export const WRITER_AUTOCHECKPOINT_PAGES = 10_000;
 
@@ -25,14 +22,10 @@ export interface Checkpointer {
  * Starts checkpointing `file` (WAL mode, already open by the writer). `onStopped` runs if the thread fails
  * or exits on its own: the writer then checkpoints inline again.
  */
-export async function startCheckpointer(
-  file: string,
-  onStopped: (err: Error) => void,
-  intervalMs = CHECKPOINT_INTERVAL_MS,
-): Promise<Checkpointer> {
+export async function startCheckpointer(file: string, onStopped: (err: Error) => void): Promise<Checkpointer> {
   const worker = startModuleWorker(new URL('./sqlite-checkpoint-thread.ts', import.meta.url), {
     name: 'sqlite-checkpoint',
-    workerData: { file, intervalMs } satisfies CheckpointThreadData,
+    workerData: { file } satisfies CheckpointThreadData,
   });
   let closing = false;
   await new Promise<void>((resolve, reject) => {

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openSqliteStore, openStore, sqlitePath } from '../../src/store/open.ts';
-import { CHECKPOINT_INTERVAL_MS } from '../../src/store/sqlite-checkpointer.ts';
+import { CHECKPOINT_IDLE_INTERVAL_MS, CHECKPOINT_INTERVAL_MS } from '../../src/store/sqlite-checkpoint-wait.ts';
 import { registerReleaseMigration } from '../store/release-0.1/migration.ts';
 import { MIGRATIONS, claimFor, registerStoreContract, signing } from '../store/store-contract.ts';
 import { loadConfig } from '../../src/config/load.ts';
@@ -79,22 +79,25 @@ describe('SQLite store file', () => {
     }
   });
 
-  it('committed writes reach the database file while the store is open, from the checkpoint thread; the WAL is folded in at close', async () => {
+  it('committed writes reach the database file while the store is open, from the checkpoint thread, also after it idled; the WAL is folded in at close', async () => {
     const file = join(dir, 'checkpoints', 'qtsp.sqlite');
     const store = await openSqliteStore(file);
     try {
+      // long enough without writes for the checkpoint thread to back off to its idle interval
+      await sleep(3 * CHECKPOINT_IDLE_INTERVAL_MS);
       const before = createHash('sha256').update(readFileSync(file)).digest('hex');
       const walBefore = statSync(`${file}-wal`).size;
       for (let i = 0; i < 20; i++) await store.ping(); // durable writes, far below the writer's own checkpoint threshold
       assert.ok(statSync(`${file}-wal`).size > walBefore, 'the writes went to the WAL');
       // the writer's connection checkpoints only past WRITER_AUTOCHECKPOINT_PAGES: a changed database file is
       // the checkpoint thread's doing
+      const deadline = 10 * CHECKPOINT_IDLE_INTERVAL_MS;
       let changed = false;
-      for (let waited = 0; !changed && waited < 20 * CHECKPOINT_INTERVAL_MS; waited += CHECKPOINT_INTERVAL_MS / 4) {
+      for (let waited = 0; !changed && waited < deadline; waited += CHECKPOINT_INTERVAL_MS / 4) {
         await sleep(CHECKPOINT_INTERVAL_MS / 4);
         changed = createHash('sha256').update(readFileSync(file)).digest('hex') !== before;
       }
-      assert.ok(changed, `the database file unchanged ${20 * CHECKPOINT_INTERVAL_MS} ms after the writes`);
+      assert.ok(changed, `the database file unchanged ${deadline} ms after the writes`);
     } finally {
       await store.close();
     }
