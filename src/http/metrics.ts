@@ -10,9 +10,17 @@ import type { Aggregator } from 'prom-client';
 import type { Metrics } from '../util/metrics.ts';
 import type { CalendarEntry } from '../ca/calendar.ts';
 
+/**
+ * How often the event-loop lag (prom-client's nodejs_eventloop_lag_*) is sampled: each sample is a timer that
+ * wakes an idle process, and at prom-client's 10 ms those wakeups were most of an idle QTSP's CPU
+ * (docs/performance.md). 20 samples a second still give a scrape hundreds to read percentiles from.
+ */
+export const EVENT_LOOP_SAMPLE_MS = 50;
+
 export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
   const registry = new Registry();
-  if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
+  if (options.defaultMetrics)
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
   return {
     registry,
     requests: new Counter({
