@@ -31,6 +31,8 @@
  *                           `qtsp worker` beside it)
  *   BENCH_ITERATIONS        in-process step loops, default 2000
  *   BENCH_WARMUP            signDoc calls before the first row, default 6000
+ *   BENCH_IDLE_SECONDS      how long the QTSP is watched without calls after its warm-up and half as long again
+ *                           (software keys), default 20; 0: not at all
  *   BENCH_QTSP_NODE_FLAGS   node flags for the QTSP process, e.g. --trace-opt
  *   BENCH_QTSP_PRELOAD      LD_PRELOAD for the QTSP process only, e.g. /usr/lib/x86_64-linux-gnu/libjemalloc.so.2
  *   BENCH_QTSP_STDOUT       a file for what the QTSP process prints, such as those traces
@@ -125,6 +127,7 @@ const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
  * chunk's CPU is printed (printWarmUps): the last chunks should agree.
  */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 6000);
+const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 20);
 const WARMUP_CHUNK = 1000;
 const WORKER_IN_PROCESS = process.env.BENCH_WORKER === 'inprocess';
 const WORKERS = flags.workers ? Number(flags.workers) : undefined;
@@ -509,6 +512,51 @@ async function warmUp(what: string, load: LoadGenerator, pids: MeasuredProcesses
     );
   }
   warmUps.push({ what, chunks });
+}
+
+/**
+ * CPU seconds of each thread of a process by thread name (the event loop as "event loop"), from
+ * /proc/PID/task/TID/schedstat: nanoseconds on a core, where /proc's stat counts 10 ms ticks, too coarse for the
+ * few milliseconds a second an idle process spends.
+ */
+function threadCpuSeconds(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      const name = Number(tid) === pid ? 'event loop' : readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      byName.set(name, (byName.get(name) ?? 0) + ns / 1e9);
+    } catch {
+      // the thread ended
+    }
+  }
+  return byName;
+}
+
+/** what the QTSP spends while no call comes in, per second, by thread: printed beside the rows */
+const idleLines: string[] = [];
+
+/**
+ * The QTSP's CPU per second over IDLE_SECONDS without calls (its timers, its threads' polls, the relay's reads,
+ * the checkpoints, V8's idle work), once the collections after the warm-up are done. A row at R calls/s carries about this divided by R per call: the latency-bound
+ * B-LT and B-LTA rows, at a few calls a second, most.
+ */
+async function watchIdle(what: string, pid: number): Promise<void> {
+  if (IDLE_SECONDS <= 0) return;
+  // first the collections V8 runs once the load stops (its memory reducer): they belong to the calls before
+  await new Promise((resolve) => setTimeout(resolve, (IDLE_SECONDS * 1000) / 2));
+  const before = threadCpuSeconds(pid);
+  await new Promise((resolve) => setTimeout(resolve, IDLE_SECONDS * 1000));
+  const after = threadCpuSeconds(pid);
+  const perSecond = [...after]
+    .map(([name, s]) => [name, ((s - (before.get(name) ?? 0)) * 1000) / IDLE_SECONDS] as const)
+    .filter(([, ms]) => ms >= 0.005)
+    .sort((a, b) => b[1] - a[1]);
+  const total = perSecond.reduce((sum, [, ms]) => sum + ms, 0);
+  const parts = perSecond.map(([name, ms]) => `${name} ${f(ms, 2)}`).join(', ');
+  idleLines.push(
+    `  ${what}: ${f(total, 2)} ms CPU per second without calls (${IDLE_SECONDS} s, from ${IDLE_SECONDS / 2} s after the warm-up): ${parts}; at 8 calls/s that is ${f(total / 8, 3)} ms per call`,
+  );
 }
 
 /** the transport floor's CPU per call by hash count (the request and the answer grow with the hashes) */
@@ -1087,6 +1135,10 @@ async function main(): Promise<void> {
         // warm-up: JIT, caches (IDP list, AS metadata and keys), connections; each worker process warms up its own
         const what = `QTSP, ${keys} keys, ${store}, ${workers} proc(s)${journal ? '' : ', journal off'}`;
         await warmUp(what, load, pids, WARMUP * workers);
+        if (keys === 'software' && workers === 1 && journal && !postgresUrl) {
+          await pids.seal(); // the warm-up's entries sealed first: the seal is a run's, not idle work
+          await watchIdle(what, qtsp.pid);
+        }
         for (const level of levels) {
           // PAdES and XAdES: one hash count (the per-hash figures are CAdES's)
           for (const hashes of caseOf(level).format === 'C' ? hashesList : hashesList.slice(0, 1)) {
@@ -1192,6 +1244,8 @@ async function main(): Promise<void> {
     const floorOf = (keys: string) => custodyFloor(stepsByKeys.get(keys) ?? steps);
     printRows(rows, floorOf);
     printWarmUps();
+    if (idleLines.length > 0)
+      console.log(`QTSP without calls (CPU per second by thread, /proc schedstat):\n${idleLines.join('\n')}`);
     for (const [keys, s] of stepsByKeys) printSteps(s, keys);
     const bb = bbRow?.saturated;
     if (bb)
