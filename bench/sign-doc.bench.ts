@@ -538,8 +538,8 @@ const idleLines: string[] = [];
 
 /**
  * The QTSP's CPU per second over IDLE_SECONDS without calls (its timers, its threads' polls, the relay's reads,
- * the checkpoints, V8's idle work), once the collections after the warm-up are done. A row at R calls/s carries about this divided by R per call: the latency-bound
- * B-LT and B-LTA rows, at a few calls a second, most.
+ * the checkpoints, V8's idle work), once the collections after the warm-up are done. A row at R calls/s carries
+ * about this divided by R per call: the latency-bound B-LT and B-LTA rows, at a few calls a second, most.
  */
 async function watchIdle(what: string, pid: number): Promise<void> {
   if (IDLE_SECONDS <= 0) return;
