@@ -56,7 +56,7 @@ export class LocalRevocation implements RevocationProvider {
   readonly #status: Pick<Store, 'certificateStatus'>;
   #crls: readonly CrlSource[];
   /** the CA certificates of the responders and CRLs, distinct: read for every signature, set with them */
-  #authorities: readonly Buffer[] = [];
+  #authorities: readonly Buffer[];
   readonly #clock: () => Date;
 
   /** `responders`: one per CA that runs one; `crls`: one per CA */

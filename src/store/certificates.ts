@@ -3,7 +3,7 @@
  * from. signDoc's certificate lands in its evidence write (evidence.ts); the TSA's and OCSP responder's own
  * certificates are added on their own.
  */
-import { CompiledQuery, sql, type Insertable, type Selectable } from 'kysely';
+import { sql, type Insertable, type Selectable } from 'kysely';
 import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
 import { encodeEntry } from './journal.ts';
@@ -89,11 +89,10 @@ function statusReads(a: StoreAccess): Pick<CertificateMethods, 'certificateStatu
   return {
     async certificateStatus(issuerKeyId, serialHex) {
       a.ensureOpen();
-      const query = status({ issuer: issuerKeyId.toLowerCase(), serial: serialHex.toLowerCase() });
-      const { rows } = await a.db.executeQuery<Pick<CertificateRow, 'status' | 'revoked_at' | 'revocation_reason'>>(
-        CompiledQuery.raw(query.sql, [...query.parameters]),
+      const [row] = await a.read<Pick<CertificateRow, 'status' | 'revoked_at' | 'revocation_reason'>>(
+        status({ issuer: issuerKeyId.toLowerCase(), serial: serialHex.toLowerCase() }),
       );
-      return rows[0] ? statusOf(rows[0]) : { status: 'unknown' };
+      return row ? statusOf(row) : { status: 'unknown' };
     },
     async revokedCertificates(issuerKeyId) {
       a.ensureOpen();
