@@ -102,15 +102,14 @@ const UNDICI_TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOU
  * built in advance and a `for await` over the body each cost CPU on every call (docs/performance.md). At the
  * deadline the caller gets its timeout at once; a request still waiting for its answer is ended by undici's
  * headersTimeout (the same timeoutMs, counted from when it went out) and an answer arriving after the deadline
- * is discarded.
+ * is discarded (see discard).
  */
 function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse> {
-  const limit = options.maxResponseBytes ?? 1024 * 1024;
   const origin = target.origin;
   return new Promise((resolve, reject) => {
     let settled = false;
-    let body: Dispatcher.ResponseData['body'] | undefined;
-    const finish = (err: Error | undefined, res?: HttpResponse) => {
+    let body: ResponseBody | undefined;
+    const finish: Finish = (err, res) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -119,7 +118,7 @@ function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse
     };
     const timedOut = () => new HttpTimeoutError(`no answer from ${origin} within ${options.timeoutMs} ms`);
     const timer = setTimeout(() => {
-      body?.destroy();
+      if (body) discard(body);
       finish(timedOut());
     }, options.timeoutMs);
     (options.agent ?? getDefault())
@@ -135,28 +134,8 @@ function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse
       .then(
         (res) => {
           body = res.body;
-          if (settled) return void res.body.destroy(); // answered after the deadline
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.body.on('data', (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > limit) {
-              res.body.destroy(); // the connection is dropped, not read to the end
-              finish(new HttpTransportError(`response from ${origin} exceeds ${limit} bytes`));
-              return;
-            }
-            chunks.push(chunk);
-          });
-          res.body.on('end', () =>
-            finish(undefined, {
-              status: res.statusCode,
-              headers: res.headers as IncomingHttpHeaders,
-              body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size),
-            }),
-          );
-          res.body.on('error', (err: Error) =>
-            finish(UNDICI_TIMEOUTS.has(codeOf(err)) ? timedOut() : new HttpTransportError(`${origin}: ${err.message}`)),
-          );
+          if (settled) return discard(res.body); // answered after the deadline
+          read(res, { origin, limit: options.maxResponseBytes ?? 1024 * 1024, finish, timedOut });
         },
         (err: Error) => {
           if (UNDICI_TIMEOUTS.has(codeOf(err))) return finish(timedOut());
@@ -164,6 +143,49 @@ function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse
         },
       );
   });
+}
+
+type ResponseBody = Dispatcher.ResponseData['body'];
+type Finish = (err: Error | undefined, res?: HttpResponse) => void;
+
+/**
+ * Drops a body nobody will read. undici reports the drop as an 'error' event on the body (RequestAbortedError),
+ * and an 'error' event without a listener ends the process: an answer that comes after our deadline (a peer
+ * answering late, or this process frozen by SIGSTOP, a paused container or a live migration across the
+ * deadline) must cost the call, never the process.
+ */
+function discard(body: ResponseBody): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/** Collects the body up to `limit` bytes and hands the answer, or what went wrong, to `finish`. */
+function read(
+  res: Dispatcher.ResponseData,
+  how: { origin: string; limit: number; finish: Finish; timedOut: () => HttpTimeoutError },
+): void {
+  const { origin, limit, finish } = how;
+  const chunks: Buffer[] = [];
+  let size = 0;
+  res.body.on('error', (err: Error) =>
+    finish(UNDICI_TIMEOUTS.has(codeOf(err)) ? how.timedOut() : new HttpTransportError(`${origin}: ${err.message}`)),
+  );
+  res.body.on('data', (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > limit) {
+      res.body.destroy(); // the connection is dropped, not read to the end
+      finish(new HttpTransportError(`response from ${origin} exceeds ${limit} bytes`));
+      return;
+    }
+    chunks.push(chunk);
+  });
+  res.body.on('end', () =>
+    finish(undefined, {
+      status: res.statusCode,
+      headers: res.headers as IncomingHttpHeaders,
+      body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size),
+    }),
+  );
 }
 
 let defaultAgent: HttpAgent | undefined;

@@ -129,3 +129,44 @@ describe('httpRequest limits', () => {
     }
   });
 });
+
+/** Blocks this thread for `ms`, as a process stopped by SIGSTOP (a paused container, a live migration) is. */
+function freeze(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+describe('httpRequest and an answer that arrives after its deadline', () => {
+  const agent = tlsAgent();
+  let url: string;
+  let frozen = 0;
+  // answers at once, then freezes the whole process past the caller's deadline: on resume the caller's timer
+  // fires before the answer waiting in its socket is read (undici's own coarse timers have not yet fired)
+  const server = createServer((socket: Socket) => {
+    socket.on('data', (chunk) => {
+      const path = /^GET (\S+)/.exec(chunk.toString('latin1'))?.[1];
+      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+      if (path === '/freeze') {
+        frozen++;
+        freeze(2500);
+      }
+    });
+    socket.on('error', () => undefined);
+  });
+  before(async () => (url = await listening(server)));
+  after(() => {
+    void agent.destroy();
+    server.close();
+  });
+
+  it('is a timeout, the late answer is dropped without ending the process, and the next call is answered', async () => {
+    await assert.rejects(
+      httpRequest(`${url}freeze`, { agent, timeoutMs: 1500 }),
+      (err: Error) => err instanceof HttpTimeoutError,
+    );
+    assert.equal(frozen, 1);
+    // the late answer's body is destroyed on a later turn of the event loop: give it several
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const next = await httpRequest(`${url}again`, { agent, timeoutMs: 5000 });
+    assert.deepEqual([next.status, next.body.toString()], [200, 'ok']);
+  });
+});
