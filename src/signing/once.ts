@@ -135,10 +135,10 @@ export async function releaseDocuments(claim: DocumentClaim, store: Store, logge
   try {
     await store.releaseDocuments(claim);
   } catch (err) {
-    // the claim goes stale after CLAIM_STALE_MS and is then taken over
+    // the store tries it again until the database takes it; a claim never released goes stale after CLAIM_STALE_MS
     logger.warn(
       { event: 'store.release_failed', txn: claim.txn, error: (err as Error).message },
-      'document claim not released; it expires',
+      'document claim not released yet; retried until the store takes it',
     );
   }
 }

@@ -31,7 +31,7 @@ import type {
 } from './types.ts';
 
 /** what this module needs of the store: reads, and its atomic writer (the rows each statement changed) */
-export type DocumentsAccess = Pick<StoreAccess, 'db' | 'write' | 'time' | 'rowLocks'>;
+export type DocumentsAccess = Pick<StoreAccess, 'db' | 'write' | 'time' | 'rowLocks' | 'ensureOpen'>;
 
 type Row = Selectable<SignedDocumentsTable>;
 
@@ -405,12 +405,67 @@ async function releaseDocuments(a: DocumentsAccess, claim: DocumentClaim): Promi
   ); // lost in a crash, the claim goes stale and is taken over
 }
 
+/** the first wait before a release that failed is tried again, and the longest, doubling in between */
+const OWED_RETRY_FIRST_MS = 100;
+const OWED_RETRY_MAX_MS = 2_000;
+/** releases remembered at most; beyond, a claim waits to go stale as before (CLAIM_STALE_MS in signing/once.ts) */
+const OWED_MAX = 10_000;
+
+/**
+ * Releases the database did not take (unreachable when a failed request gave its documents back). Until one
+ * lands, its claim looks live to every instance, and the request's retry (which signDoc's 503 asks for) would
+ * wait for it and be refused until the claim goes stale. So each is tried again in the background until it
+ * lands, and a retry after the database is back finds the documents free within a moment. Safe whatever became
+ * of the failed write: a release deletes only rows of its claim that hold no signature, and on PostgreSQL it
+ * waits for the row locks of a write still committing, then sees what that write left.
+ */
+function owedReleases(a: DocumentsAccess): { add(claim: DocumentClaim): void } {
+  const owed = new Map<string, DocumentClaim>();
+  let timer: NodeJS.Timeout | undefined;
+  let wait = OWED_RETRY_FIRST_MS;
+  const schedule = () => {
+    if (!timer && owed.size > 0) timer = setTimeout(() => void flush(), wait).unref();
+  };
+  const flush = async () => {
+    for (const [claimId, claim] of owed) {
+      try {
+        a.ensureOpen();
+        await releaseDocuments(a, claim);
+        owed.delete(claimId);
+      } catch {
+        if (!isOpen(a)) owed.clear(); // the store closed: nobody retries through it anymore
+        wait = Math.min(wait * 2, OWED_RETRY_MAX_MS);
+        break;
+      }
+    }
+    if (owed.size === 0) wait = OWED_RETRY_FIRST_MS;
+    timer = undefined;
+    schedule();
+  };
+  return {
+    add(claim) {
+      if (owed.size < OWED_MAX) owed.set(claim.claimId, claim);
+      schedule();
+    },
+  };
+}
+
+function isOpen(a: Pick<DocumentsAccess, 'ensureOpen'>): boolean {
+  try {
+    a.ensureOpen();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The store's methods for documents signed under a consent; `insertOutbox`: the records kept with them. */
 export function documents(
   a: StoreAccess,
   insertOutbox: (entries: readonly NewOutboxEntry[]) => Statement[],
   insertJournal: ((entry: JournalEntryInput) => Statement) | undefined,
 ): Pick<Store, 'claimDocuments' | 'keepSignatures' | 'releaseDocuments'> {
+  const owed = owedReleases(a);
   return {
     async claimDocuments(claim, staleBefore) {
       a.ensureOpen();
@@ -443,7 +498,12 @@ export function documents(
     },
     async releaseDocuments(claim) {
       a.ensureOpen();
-      await releaseDocuments(a, claim);
+      try {
+        await releaseDocuments(a, claim);
+      } catch (err) {
+        owed.add(claim); // tried again until the database takes it
+        throw err;
+      }
     },
   };
 }

@@ -4,6 +4,7 @@
  * message, then a type byte and an Int32 length each). Armed with cutAfterCommit(match), it forwards the COMMIT
  * of the next transaction whose statements `match` accepts, then drops that connection: the server receives the
  * COMMIT and its end of stream (it commits, then finds no one to answer), the client never sees the answer.
+ * cutBeforeCommit(match) drops the connection instead of forwarding that COMMIT: the server rolls back.
  *
  * The `pg` driver sends COMMIT as a simple Query ('Q', Kysely's `commit` has no parameters) and statements with
  * parameters through the extended protocol (Parse 'P' carries the SQL text, Sync 'S' ends the exchange); both
@@ -23,6 +24,8 @@ export interface PostgresProxy {
    * and go down() at that moment (the database unreachable right after the COMMIT)
    */
   cutAfterCommit(match: (statements: readonly string[]) => boolean, options?: { thenDown?: boolean }): void;
+  /** the same, but the COMMIT is not forwarded: the transaction does not commit */
+  cutBeforeCommit(match: (statements: readonly string[]) => boolean, options?: { thenDown?: boolean }): void;
   /** how many COMMITs were cut so far */
   readonly cuts: number;
   down(): void;
@@ -42,7 +45,7 @@ function cString(body: Buffer, from = 0): string {
 
 export async function startPostgresProxy(target: { host: string; port: number }): Promise<PostgresProxy> {
   const connections = new Set<{ drop(): void }>();
-  let armed: { match: (statements: readonly string[]) => boolean; thenDown: boolean } | undefined;
+  let armed: { match: (statements: readonly string[]) => boolean; thenDown: boolean; before: boolean } | undefined;
   let cuts = 0;
   let refusing = false;
 
@@ -79,7 +82,7 @@ export async function startPostgresProxy(target: { host: string; port: number })
     client.on('close', () => {
       if (!cut) server.end();
     });
-    /** one frontend message; true when the connection is to be cut after forwarding it */
+    /** one frontend message; true when the connection is to be cut there (after it, or before it when armed so) */
     const cutsHere = (type: string, body: Buffer): boolean => {
       if (type === 'Q') {
         const text = cString(body);
@@ -88,6 +91,7 @@ export async function startPostgresProxy(target: { host: string; port: number })
         else statements.push(text);
       } else if (type === 'P') {
         const text = cString(body, body.indexOf(0) + 1);
+        if (COMMIT.test(text) && armed?.before) return commitMatches(); // before the server could run it
         if (COMMIT.test(text)) commitAwaitingSync = true;
         else statements.push(text);
       } else if (type === 'S' && commitAwaitingSync) {
@@ -113,11 +117,11 @@ export async function startPostgresProxy(target: { host: string; port: number })
         if (pending.length < length) return;
         const message = pending.subarray(0, length);
         pending = pending.subarray(length);
-        const cutAfter = started && cutsHere(String.fromCharCode(message[0]!), message.subarray(5));
+        const cutHere = started && cutsHere(String.fromCharCode(message[0]!), message.subarray(5));
         // an SSLRequest (answered 'N' here: no TLS on loopback) comes before the startup message proper
         if (!started && message.readInt32BE(4) !== SSL_REQUEST) started = true;
-        server.write(message);
-        if (!cutAfter) continue;
+        if (!(cutHere && armed?.before)) server.write(message);
+        if (!cutHere) continue;
         const thenDown = armed?.thenDown;
         armed = undefined;
         return thenDown ? down() : drop();
@@ -140,7 +144,10 @@ export async function startPostgresProxy(target: { host: string; port: number })
       return u.toString();
     },
     cutAfterCommit(match, options = {}) {
-      armed = { match, thenDown: options.thenDown ?? false };
+      armed = { match, thenDown: options.thenDown ?? false, before: false };
+    },
+    cutBeforeCommit(match, options = {}) {
+      armed = { match, thenDown: options.thenDown ?? false, before: true };
     },
     get cuts() {
       return cuts;

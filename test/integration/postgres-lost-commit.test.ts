@@ -6,6 +6,9 @@
  * - the database answers again at once: the call answers 200 with the very signatures it kept;
  * - the database stays unreachable past the store's confirmation deadline: 503, and the retry with the same SAD
  *   receives the kept signatures (nothing made or billed again);
+ * - the COMMIT never reaches the server and the database stays unreachable past that deadline (so the request
+ *   cannot give its documents back either): 503, and the retry with the same SAD once the database is back signs
+ *   them, without waiting for the claim to go stale;
  * and after each, every mediation record in the store belongs to a signature the RP received.
  */
 import { after, before, describe, it } from 'node:test';
@@ -13,6 +16,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { MEDIATION_TOPIC, referenceId } from '../../src/mediation/record.ts';
+import { CLAIM_STALE_MS } from '../../src/signing/once.ts';
 import { authorizeSigning, callSignDoc } from '../../src/rp/flow.ts';
 import { sha256b64 } from '../helpers/delivery.ts';
 import { signDocBody } from '../helpers/signing.ts';
@@ -140,6 +144,29 @@ describe('signDoc on PostgreSQL when the answer to its COMMIT is lost', () => {
     const retry = await sign(SAD, hashes);
     assert.equal(retry.status, 200, JSON.stringify(retry.body));
     assert.deepEqual(retry.body.SignatureObject, [signature]);
+    assert.equal(await assertEveryRecordReceived(), before + 1, 'one mediation record, for the signature received');
+  });
+
+  it('the COMMIT lost before the server and the database unreachable past the deadline: 503, and the retry signs', async () => {
+    const { SAD, hashes } = await consentTo(1);
+    const before = await assertEveryRecordReceived();
+    proxy!.cutBeforeCommit(keepsSignatures, { thenDown: true });
+    let answer: Answer;
+    try {
+      answer = await sign(SAD, hashes);
+    } finally {
+      proxy!.up();
+    }
+    assert.equal(answer.status, 503, JSON.stringify(answer.body));
+    assert.match(String(answer.body.error_description), /retry with the same SAD/);
+    assert.deepEqual(await kept(hashes), [null], 'nothing was kept: the COMMIT never reached the server');
+
+    // the retry at once (the database is back): well within the two minutes after which a claim is stale
+    const started = Date.now();
+    const retry = await sign(SAD, hashes);
+    assert.equal(retry.status, 200, JSON.stringify(retry.body));
+    assert.ok(Date.now() - started < CLAIM_STALE_MS / 2, 'the retry did not wait for the claim to go stale');
+    assert.deepEqual(await kept(hashes), retry.body.SignatureObject, 'the signature returned is the one kept');
     assert.equal(await assertEveryRecordReceived(), before + 1, 'one mediation record, for the signature received');
   });
 });
