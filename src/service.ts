@@ -646,8 +646,10 @@ function serviceOf(running: Running, listeners: Listeners, deps: SignDocDeps): Q
 /** Stops the QTSP: each step bounded, each runs even when an earlier one failed or hung (Redis or PostgreSQL gone). */
 async function stop(running: Running, listeners: Listeners): Promise<void> {
   const { drainTimeoutMs, shutdownTimeoutMs } = running.config.lifecycle;
-  const stepTimeoutMs = Math.max(1000, Math.floor((shutdownTimeoutMs - drainTimeoutMs) / 5));
-  await runStopSteps(stopSteps(running, listeners), stepTimeoutMs, running.logger);
+  const steps = stopSteps(running, listeners);
+  // the drain has its own bound; the other steps share what remains
+  const stepTimeoutMs = Math.max(1000, Math.floor((shutdownTimeoutMs - drainTimeoutMs) / (steps.length - 1)));
+  await runStopSteps(steps, stepTimeoutMs, running.logger);
 }
 
 function stopSteps(running: Running, listeners: Listeners): Parameters<typeof runStopSteps>[0] {
@@ -673,14 +675,20 @@ function stopSteps(running: Running, listeners: Listeners): Parameters<typeof ru
         await trust.keyArchive.stop();
       },
     ],
+    // the last seal while the custody is open: its time-stamp is signed with the TSA key, which may be in a token
+    [
+      'seal the journal',
+      async () => {
+        await running.retention.close(); // a purge under way finishes its batch first
+        await running.renewal.close(); // a renewal under way finishes
+        await running.sealing.close().catch(() => undefined); // seals what the drained calls wrote
+      },
+    ],
     // pooled keys nobody took are dropped (PKCS#11: destroyed, sessions closed)
     ['close the key custody', () => running.keys.close()],
     [
       'flush and close the store',
       async () => {
-        await running.retention.close(); // a purge under way finishes its batch first
-        await running.renewal.close(); // a renewal under way finishes
-        await running.sealing.close().catch(() => undefined); // seals what the drained calls wrote
         running.storeHealth.stop();
         await store.close();
       },
