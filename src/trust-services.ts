@@ -197,6 +197,7 @@ function timeStamping(
   const tsa = new LocalTsa(material.tsa, material.root.der, {
     policyOid: config.tsa.policyOid,
     accuracySeconds: config.tsa.accuracySeconds,
+    keyUsageDays: config.calendar.tsuKeyUsageDays,
   });
   const timestamps = config.tsa.url
     ? new RemoteTsa({

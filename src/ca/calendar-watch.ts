@@ -1,8 +1,8 @@
 /**
  * The running service's watch over the calendar (calendar.ts): the entries read once and kept, so that a
  * signDoc checks them with one comparison (no file, no parsing); a warning in the log when an object comes
- * within a threshold of its end (calendar.warnDays), once per object, end and threshold; an error once it has
- * ended. reload() reads the files again (after a ceremony renewed something).
+ * within a threshold of its end or its key's usage end (calendar.warnDays), once per object, end and threshold;
+ * an error once either has ended. reload() reads the files again (after a ceremony renewed something).
  */
 import type { Logger } from '../util/logger.ts';
 import { daysLeft, deadlineOf, endedForSigning, endedReason, type CalendarEntry } from './calendar.ts';
@@ -39,10 +39,15 @@ export function watchCalendar(options: CalendarWatchOptions): CalendarWatch {
     for (const entry of entries) {
       const { at, what } = deadlineOf(entry);
       const days = daysLeft(at, now);
-      if (entry.endsAt <= now) {
-        once(`${entry.object} ${entry.endsAt.toISOString()} ended`, () =>
+      if (at <= now) {
+        once(`${entry.object} ${at.toISOString()} ended`, () =>
           logger.error(
-            { event: 'pki.expired', object: entry.object, endsAt: entry.endsAt.toISOString(), renew: entry.renew },
+            {
+              event: 'pki.expired',
+              object: entry.object,
+              [what === 'key usage period' ? 'keyUsageEndsAt' : 'endsAt']: at.toISOString(),
+              renew: entry.renewWhenEnded ?? entry.renew,
+            },
             endedReason(entry),
           ),
         );
@@ -90,6 +95,7 @@ export function watchCalendar(options: CalendarWatchOptions): CalendarWatch {
   };
 }
 
+/** the first end (or key usage end) among the entries a signature depends on */
 function earliestSigningEnd(entries: readonly CalendarEntry[]): number {
-  return Math.min(...entries.filter((e) => e.signing).map((e) => e.endsAt.getTime()));
+  return Math.min(...entries.filter((e) => e.signing).map((e) => deadlineOf(e).at.getTime()));
 }

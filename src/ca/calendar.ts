@@ -32,6 +32,10 @@ export interface CalendarEntry {
   readonly renewedBy: RenewedBy;
   /** the command (or the operator's action) that renews it */
   readonly renew: string;
+  /** how it is renewed once it has ended, where that differs (an expired certificate cannot authenticate) */
+  readonly renewWhenEnded?: string;
+  /** its end is expected and needs no renewal (a retired CA): not counted as expired */
+  readonly lapses?: boolean;
   /** a signature we return depends on it: once it has ended, the service is not ready and signDoc refuses */
   readonly signing: boolean;
 }
@@ -51,8 +55,22 @@ export interface CalendarSources {
 
 const DAY_MS = 24 * 3600 * 1000;
 
+/** The end of a TSU key's usage period (EN 319 421 7.6): `days` after its certificate's notBefore. */
+export function tsuKeyUsageEnd(notBefore: Date, days: number): Date {
+  return new Date(notBefore.getTime() + days * DAY_MS);
+}
+
 /** A renewal at a key ceremony with the root key (ca/renewal.ts). */
 export const CEREMONY_RENEW = 'qtsp pki ceremony --renew --ceremony-dir DIR';
+
+/**
+ * An expired TLS client certificate cannot authenticate the rotation at the SP directory: a new one is
+ * registered with the platform's registration credential, which our operator holds out of band
+ * (client-certificate.ts).
+ */
+export const CLIENT_CERT_REGISTER =
+  "qtsp pki client-cert --register [--credential-file FILE] (the platform's registration credential; " +
+  'the expired certificate cannot authenticate --rotate)';
 
 /**
  * Our HTTPS server certificate comes from the operator's TLS CA (the sandbox's TLS CA in the sandbox), not from
@@ -131,7 +149,7 @@ function hierarchy(sources: CalendarSources): [string, CertificateFields, KeyUsa
       p.tsaCert,
       { object: 'tsa', title: 'TSA certificate (time-stamping unit)', ...atCeremony },
       // EN 319 421 7.6: the TSU key's usage period ends well before its certificate, which must still verify
-      (notBefore) => new Date(notBefore.getTime() + sources.tsuKeyUsageDays * DAY_MS),
+      (notBefore) => tsuKeyUsageEnd(notBefore, sources.tsuKeyUsageDays),
     ],
     [
       p.ocspCert,
@@ -162,6 +180,7 @@ function beside(sources: CalendarSources): [string, CertificateFields][] {
         title: 'our TLS client certificate (introspection at the banks)',
         renewedBy: 'operator',
         renew: 'qtsp pki client-cert --rotate, then --retire once every instance has switched',
+        renewWhenEnded: CLIENT_CERT_REGISTER,
         // the banks refuse an expired client certificate: no introspection, no signature
         signing: true,
       },
@@ -252,16 +271,32 @@ export function deadlineOf(entry: CalendarEntry): { at: Date; what: string } {
     : { at: entry.endsAt, what: entry.endField };
 }
 
-/** The entries a signature depends on that have ended at `now`. */
-export function endedForSigning(entries: readonly CalendarEntry[], now: Date): CalendarEntry[] {
-  return entries.filter((e) => e.signing && e.endsAt.getTime() <= now.getTime());
+/** Whether an object has ended at `now`: its end, or its key's usage period (the key signs nothing after it). */
+export function hasEnded(entry: CalendarEntry, now: Date): boolean {
+  return deadlineOf(entry).at.getTime() <= now.getTime();
 }
 
-/** One line naming an ended object and what renews it (readiness reasons, the signDoc log detail). */
+/** The entries a signature depends on that have ended at `now`. */
+export function endedForSigning(entries: readonly CalendarEntry[], now: Date): CalendarEntry[] {
+  return entries.filter((e) => e.signing && hasEnded(e, now));
+}
+
+/** The entries that have ended at `now` and need renewing (what `qtsp pki status` counts as expired). */
+export function expired(entries: readonly CalendarEntry[], now: Date): CalendarEntry[] {
+  return entries.filter((e) => !e.lapses && hasEnded(e, now));
+}
+
+/** How an entry is renewed from here: once it has ended, the way back that still works. */
+export function renewalOf(entry: CalendarEntry, now: Date): string {
+  return hasEnded(entry, now) && entry.renewWhenEnded ? entry.renewWhenEnded : entry.renew;
+}
+
+/** One line naming an ended object, what ended, and what renews it (readiness reasons, the signDoc log detail). */
 export function endedReason(entry: CalendarEntry): string {
+  const { at, what } = deadlineOf(entry);
   return (
-    `expired: ${entry.object} (${entry.title}) ${entry.endField} ${entry.endsAt.toISOString()}; ` +
-    `renew: ${entry.renew}`
+    `expired: ${entry.object} (${entry.title}) ${what} ${at.toISOString()}; ` +
+    `renew: ${entry.renewWhenEnded ?? entry.renew}`
   );
 }
 
@@ -279,6 +314,7 @@ function retiredCalendar(dataDir: string): CalendarEntry[] {
       renewedBy: 'ceremony',
       renew,
       signing: false,
+      lapses: true,
     });
     const kept = record.destroyedAt ? `key destroyed ${record.destroyedAt}` : 'key kept';
     return [

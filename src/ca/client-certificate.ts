@@ -6,7 +6,9 @@
  *           together with the current one, then installed as client.certFile / client.keyFile, which every
  *           instance watches and switches to without a restart (trust/agents.ts);
  *   retire: once every instance has switched, the record keeps the current certificate alone.
- * Both updates authenticate at the directory with the certificate in use at that moment.
+ * Both updates authenticate at the directory with the certificate in use at that moment. Once that one has
+ * expired it authenticates nothing: `register` publishes a new certificate alone with the registration
+ * credential the platform gave our operator out of band, then installs it.
  */
 import { createHash, X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync, renameSync } from 'node:fs';
@@ -41,21 +43,27 @@ function certificateJwk(der: Buffer): Record<string, unknown> {
   return { ...new X509Certificate(der).publicKey.export({ format: 'jwk' }), x5c: [der.toString('base64')] };
 }
 
-/** Replaces the certificates our record registers, authenticating with `as`; the directory's refusal is thrown. */
-async function publish(files: ClientCertificateFiles, as: SoftwareKeyedCertificate, ders: Buffer[]): Promise<void> {
+/** How an update authenticates: with a certificate our record registers, or our registration credential. */
+type DirectoryAuth = { readonly certificate: SoftwareKeyedCertificate } | { readonly credential: string };
+
+/** Replaces the certificates our record registers, authenticating with `auth`; the directory's refusal is thrown. */
+async function publish(files: ClientCertificateFiles, auth: DirectoryAuth, ders: Buffer[]): Promise<void> {
+  const as = 'certificate' in auth ? auth.certificate : undefined;
   const agent = tlsAgent({
     ca: readFileSync(files.caFile, 'utf8'),
-    cert: toPem(as.der, 'CERTIFICATE'),
-    key: as.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string,
+    ...(as
+      ? { cert: toPem(as.der, 'CERTIFICATE'), key: as.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string }
+      : {}),
     connections: 1,
   });
   const url = new URL(`${encodeURIComponent(files.qtspId)}/jwks`, files.spDirectoryUrl).toString();
+  const bearer: Record<string, string> = 'credential' in auth ? { authorization: `Bearer ${auth.credential}` } : {};
   try {
     const res = await httpRequest(url, {
       method: 'PUT',
       agent,
       timeoutMs: files.timeoutMs,
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...bearer },
       body: JSON.stringify({ keys: ders.map(certificateJwk) }),
       maxResponseBytes: 64 * 1024,
     });
@@ -95,7 +103,7 @@ function install(files: ClientCertificateFiles): void {
 export async function rotateClientCertificate(files: ClientCertificateFiles): Promise<RotationResult> {
   const current = loadKeyed(files.certFile, files.keyFile);
   const staged = stagedPair(files);
-  await publish(files, current, [current.der, staged.der]);
+  await publish(files, { certificate: current }, [current.der, staged.der]);
   install(files);
   return {
     previous: fingerprint(current.der),
@@ -109,6 +117,22 @@ export async function retireOldClientCertificates(files: ClientCertificateFiles)
   const current = loadKeyed(files.certFile, files.keyFile);
   if (existsSync(nextFile(files.certFile)))
     throw new Error(`a rotation has not finished (${nextFile(files.certFile)} exists): run --rotate again first`);
-  await publish(files, current, [current.der]);
+  await publish(files, { certificate: current }, [current.der]);
   return fingerprint(current.der);
+}
+
+/**
+ * The way back once our certificate has expired (the directory refuses it, and so would every bank): a new pair
+ * registered alone in our record with the platform's registration credential, then installed for the instances
+ * to switch to. Needs no --retire: the record holds the new certificate alone.
+ */
+export async function registerClientCertificate(
+  files: ClientCertificateFiles,
+  credential: string,
+): Promise<RotationResult> {
+  const previous = fingerprint(new X509Certificate(readFileSync(files.certFile)).raw);
+  const staged = stagedPair(files);
+  await publish(files, { credential }, [staged.der]);
+  install(files);
+  return { previous, current: fingerprint(staged.der), notAfter: new Date(new X509Certificate(staged.der).validTo) };
 }

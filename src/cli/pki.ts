@@ -1,6 +1,7 @@
 /**
  * `qtsp pki ceremony` (= `qtsp pki init`), `qtsp pki root`, `qtsp pki status`,
- * `qtsp pki client-cert --rotate|--retire` and `qtsp pki revoke SERIAL --reason R`.
+ * `qtsp pki client-cert --rotate|--retire|--register` (pki-client-cert.ts) and
+ * `qtsp pki revoke SERIAL --reason R`.
  */
 import { createHash, X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -8,7 +9,15 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.ts';
 import { pkiPaths } from '../ca/material.ts';
-import { daysLeft, endedForSigning, keyArchiveAnchors, pkiCalendar, type CalendarEntry } from '../ca/calendar.ts';
+import {
+  daysLeft,
+  endedForSigning,
+  expired,
+  keyArchiveAnchors,
+  pkiCalendar,
+  renewalOf,
+  type CalendarEntry,
+} from '../ca/calendar.ts';
 import {
   keyCeremony,
   loadCeremonyRoot,
@@ -17,11 +26,6 @@ import {
   type CeremonyReissued,
 } from '../ca/init.ts';
 import { keysInCustody } from '../ca/material.ts';
-import {
-  retireOldClientCertificates,
-  rotateClientCertificate,
-  type ClientCertificateFiles,
-} from '../ca/client-certificate.ts';
 import { pkiUrls, publicBaseUrl } from '../ca/publication.ts';
 import {
   destroyRetiredKeys,
@@ -35,6 +39,7 @@ import {
 } from '../ca/renewal.ts';
 import { CrlIssuer } from '../revocation/crl.ts';
 import { destroyIssuingCa, rollover, withGenerations } from './pki-rollover.ts';
+import { clientCert } from './pki-client-cert.ts';
 import { certificateFacts } from '../journal/ca-events.ts';
 import { openStore } from '../store/open.ts';
 import { REVOCATION_REASONS, type RevocationReason } from '../store/types.ts';
@@ -48,7 +53,8 @@ const USAGE =
   '       qtsp pki ceremony --rollover-issuing-ca [--dry-run] [--ceremony-dir DIR]\n' +
   '       qtsp pki ceremony --destroy-issuing-ca TAG [--dry-run]\n' +
   '       qtsp pki status [--json]\n' +
-  '       qtsp pki client-cert --rotate|--retire [--sp-directory URL]\n';
+  '       qtsp pki client-cert --rotate|--retire [--sp-directory URL] [--data-dir DIR]\n' +
+  '       qtsp pki client-cert --register [--credential-file FILE] [--sp-directory URL] [--data-dir DIR]\n';
 
 /** A serial as `openssl x509 -serial` prints it (hex, any case, optional colons or 0x): the store's lowercase hex. */
 function normaliseSerial(text: string | undefined): string | undefined {
@@ -332,13 +338,19 @@ export function materialCalendar(config: Config): CalendarEntry[] {
 
 const day = (d: Date) => d.toISOString().slice(0, 16).replace('T', ' ');
 
-/** One line per object (end, days left, key usage end, who renews it), then its issuer and how it is renewed. */
+/** An end as a cell: EXPIRED once past, else the whole days left. */
+const left = (at: Date, now: Date) => (at <= now ? 'EXPIRED' : `${daysLeft(at, now)} days`);
+
+/**
+ * One line per object (end, days left, key usage end, who renews it), then its issuer and how it is renewed
+ * (once it has ended, the way back that still works).
+ */
 function statusText(entries: readonly CalendarEntry[], now: Date): string {
   const rows = entries.map((e) => [
     e.object,
     `${e.endField} ${day(e.endsAt)}`,
-    e.endsAt <= now ? 'EXPIRED' : `${daysLeft(e.endsAt, now)} days`,
-    e.keyUsageEndsAt ? `key usage until ${day(e.keyUsageEndsAt)} (${daysLeft(e.keyUsageEndsAt, now)} days)` : '',
+    left(e.endsAt, now),
+    e.keyUsageEndsAt ? `key usage until ${day(e.keyUsageEndsAt)} (${left(e.keyUsageEndsAt, now)})` : '',
     `renewed by ${e.renewedBy}`,
   ]);
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
@@ -347,14 +359,15 @@ function statusText(entries: readonly CalendarEntry[], now: Date): string {
       const line = rows[n]!.map((cell, i) => cell.padEnd(widths[i]!))
         .join('  ')
         .trimEnd();
-      return `${line}\n    ${e.title}; issuer ${e.issuer}\n    renew: ${e.renew}\n`;
+      return `${line}\n    ${e.title}; issuer ${e.issuer}\n    renew: ${renewalOf(e, now)}\n`;
     })
     .join('');
 }
 
 /**
- * `qtsp pki status`: every long-lived object with its end and days left. Exit 1 when one a signature depends on
- * has ended (the service then refuses to sign), else 0.
+ * `qtsp pki status`: every long-lived object with its end and days left. Exit 1 when one has ended, or its key's
+ * usage period has (the service refuses to sign once one a signature depends on has), else 0; a retired CA's
+ * end is expected and does not count.
  */
 async function status(config: Config, json: boolean): Promise<number> {
   const now = new Date();
@@ -365,55 +378,10 @@ async function status(config: Config, json: boolean): Promise<number> {
   if (json) process.stdout.write(`${JSON.stringify(entries, null, 2)}\n`);
   else process.stdout.write(statusText(entries, now));
   const ended = endedForSigning(entries, now);
+  const others = expired(entries, now).filter((e) => !ended.includes(e));
   if (ended.length && !json) process.stdout.write(`not signing: ${ended.map((e) => e.object).join(', ')} ended\n`);
-  return ended.length ? 1 : 0;
-}
-
-/**
- * `qtsp pki client-cert --rotate`: a new TLS client certificate, registered in our SP record beside the current
- * one and installed as client.certFile (the instances switch within calendar.reloadCheckSeconds);
- * `--retire`, once they have: the record keeps the current certificate alone (ca/client-certificate.ts).
- */
-async function clientCert(config: Config, values: ClientCertFlags): Promise<number> {
-  if (values.rotate === values.retire) {
-    process.stderr.write(`qtsp pki client-cert: give --rotate or --retire\n${USAGE}`);
-    return 2;
-  }
-  const files: ClientCertificateFiles = {
-    qtspId: config.qtspId,
-    certFile: config.client.certFile,
-    keyFile: config.client.keyFile,
-    caFile: config.trust.caFile,
-    spDirectoryUrl: values['sp-directory'] ?? config.trust.spDirectoryUrl,
-    timeoutMs: config.trust.httpTimeoutMs,
-  };
-  try {
-    if (values.retire) {
-      const kept = await retireOldClientCertificates(files);
-      process.stdout.write(`our SP record registers ${kept} alone\n`);
-      return 0;
-    }
-    const r = await rotateClientCertificate(files);
-    await journalCaEvent(config, 'pki.client_certificate_rotated', {
-      previousX5tS256: r.previous,
-      ...certificateFacts('qtsp-client', certificateDer(files.certFile)),
-    });
-    process.stdout.write(
-      `registered ${r.current} (valid until ${r.notAfter.toISOString()}) beside ${r.previous} and installed it ` +
-        `as ${files.certFile}; instances switch within ${config.calendar.reloadCheckSeconds} s ` +
-        `(log event tls.client_certificate_reloaded), then run qtsp pki client-cert --retire\n`,
-    );
-    return 0;
-  } catch (err) {
-    process.stderr.write(`qtsp pki client-cert: ${(err as Error).message}\n`);
-    return 1;
-  }
-}
-
-interface ClientCertFlags {
-  readonly rotate: boolean;
-  readonly retire: boolean;
-  readonly 'sp-directory'?: string | undefined;
+  if (others.length && !json) process.stdout.write(`expired: ${others.map((e) => e.object).join(', ')}\n`);
+  return ended.length || others.length ? 1 : 0;
 }
 
 export async function runPki(args: string[]): Promise<number> {
@@ -437,7 +405,9 @@ export async function runPki(args: string[]): Promise<number> {
       json: { type: 'boolean', default: false },
       rotate: { type: 'boolean', default: false },
       retire: { type: 'boolean', default: false },
+      register: { type: 'boolean', default: false },
       'sp-directory': { type: 'string' },
+      'credential-file': { type: 'string' },
     },
   });
   const config = loadConfig(values['data-dir'] ? { dataDir: values['data-dir'] } : {});
@@ -459,7 +429,7 @@ export async function runPki(args: string[]): Promise<number> {
     case 'status':
       return status(config, values.json);
     case 'client-cert':
-      return clientCert(config, values);
+      return clientCert(config, values, journalCaEvent);
     default:
       process.stderr.write(USAGE);
       return 2;

@@ -25,6 +25,7 @@ import { platformApp } from './platform/app.ts';
 import { type BankProfile, SANDBOX_BANKS } from './platform/constants.ts';
 import { type DirectoryBank, PlatformDirectory } from './platform/directory.ts';
 import { buildQtspRecord } from './platform/sp-record.ts';
+import { spRegistrationCredential } from './platform/sp-keys.ts';
 import { sandboxPaths, type SandboxPaths } from './paths.ts';
 import { publicHost } from '../util/listen.ts';
 import { ensureSandboxTls, renewSandboxTls, type SandboxTls, type ServerIdentity, TlsServer } from './tls.ts';
@@ -86,6 +87,8 @@ function writeEndpoints(
     serviceConfigurationUrl: s.serviceConfigurationUrl,
     idpDirectoryUrl: s.idpDirectoryUrl,
     spDirectoryUrl: s.spDirectoryUrl,
+    // what the platform gave our QTSP's operator out of band: `qtsp pki client-cert --register` reads it
+    spRegistrationCredentialFile: paths.spRegistrationCredential,
     accountChooserUrl: s.accountChooserUrl,
     tlsCaFile: s.tlsCaFile,
     qtspId,
@@ -220,6 +223,7 @@ async function startHttpsParties(state: SandboxState, host: string, o: SandboxOp
     controls: state.controls,
     keyArchiveRoot: state.archivePaths.root,
     clients: state.clients,
+    spRegistrationCredential: spRegistrationCredential(state.paths.spRegistrationCredential),
   });
   const platformServer = {
     server: new TlsServer(tls.platform, platform, true), // the SP record update authenticates by certificate

@@ -20,6 +20,8 @@ export interface SandboxPaths {
   /** self-signed client certificates of RPs: <clientsDir>/<clientId>.pem / .key.pem */
   readonly clientsDir: string;
   readonly endpoints: string;
+  /** the registration credential of our QTSP's SP record, which the platform gives its operator out of band */
+  readonly spRegistrationCredential: string;
 }
 
 export function sandboxPaths(dataDir: string): SandboxPaths {
@@ -40,6 +42,7 @@ export function sandboxPaths(dataDir: string): SandboxPaths {
     secondAsSigningKey: join(dir, 'as2-signing.key.pem'),
     clientsDir: join(dir, 'clients'),
     endpoints: join(dir, 'endpoints.json'),
+    spRegistrationCredential: join(dir, 'sp-registration.credential'),
   };
 }
 

@@ -43,6 +43,7 @@ import { httpRequest, HttpTimeoutError, type HttpAgent as Agent } from '../util/
 import type { KeyedCertificate } from '../ca/authority.ts';
 import type { TimestampProvider } from './provider.ts';
 import { randomSerial } from '../ca/x509.ts';
+import { tsuKeyUsageEnd } from '../ca/calendar.ts';
 
 export const TSP_OID = {
   /** id-ct-TSTInfo (RFC 3161 2.4.2) */
@@ -78,6 +79,8 @@ export interface TsaSettings {
   readonly policyOid: string;
   /** Accuracy.seconds; genTime is truncated to whole seconds, so at least 1 */
   readonly accuracySeconds: number;
+  /** the TSU key's usage period from its certificate's notBefore (EN 319 421 7.6): no token after it */
+  readonly keyUsageDays?: number;
 }
 
 /** A parsed, accepted TimeStampReq: the parts the token repeats, as the requester encoded them. */
@@ -163,6 +166,7 @@ export class LocalTsa implements TimestampProvider {
   #unit: KeyedCertificate;
   readonly #settings: TsaSettings;
   #hash: HashAlgorithm;
+  #usageEnd: Date | undefined;
   readonly #clock: () => Date;
 
   constructor(unit: KeyedCertificate, root: Buffer, settings: TsaSettings, clock: () => Date = () => new Date()) {
@@ -171,6 +175,7 @@ export class LocalTsa implements TimestampProvider {
     this.#unit = unit;
     this.#settings = settings;
     this.#hash = hashNamed(unit.issuer.hash);
+    this.#usageEnd = this.#usageEndOf(unit);
     this.#clock = clock;
     this.chain = [unit.der, root];
   }
@@ -179,11 +184,25 @@ export class LocalTsa implements TimestampProvider {
   renew(unit: KeyedCertificate): void {
     this.#hash = hashNamed(unit.issuer.hash);
     this.chain = [unit.der, ...this.chain.slice(1)];
+    this.#usageEnd = this.#usageEndOf(unit);
     this.#unit = unit;
+  }
+
+  #usageEndOf(unit: KeyedCertificate): Date | undefined {
+    const days = this.#settings.keyUsageDays;
+    return days === undefined ? undefined : tsuKeyUsageEnd(unit.certificate.notBefore.value, days);
+  }
+
+  /** Why no token may be signed now: the TSU key's usage period has ended (EN 319 421 7.6), until a renewal. */
+  #usageEnded(): string | undefined {
+    if (!this.#usageEnd || this.#clock() < this.#usageEnd) return undefined;
+    return `the TSU key's usage period ended ${this.#usageEnd.toISOString()}; no token until the TSA is renewed`;
   }
 
   /** in-process: the certificate always goes into the token, so a signature carries what validates it */
   async timestamp(messageImprint: Uint8Array, hashAlgorithm: HashAlgorithm): Promise<Buffer> {
+    const ended = this.#usageEnded();
+    if (ended) throw unavailable(ended);
     if (messageImprint.length !== hashAlgorithm.length)
       throw new RangeError(
         `imprint has ${messageImprint.length} bytes, ${hashAlgorithm.name} has ${hashAlgorithm.length}`,
@@ -231,6 +250,8 @@ export class LocalTsa implements TimestampProvider {
 
   /** A TimeStampResp for a DER TimeStampReq: granted with a token, or rejection with the reason; never throws. */
   async respond(requestDer: Uint8Array): Promise<{ granted: boolean; body: Buffer }> {
+    const ended = this.#usageEnded();
+    if (ended) return { granted: false, body: rejectionResp(new TsaRejection('systemFailure', ended)) };
     try {
       return { granted: true, body: timeStampResp(await this.issue(acceptRequest(requestDer, this.#settings))) };
     } catch (err) {

@@ -3,7 +3,8 @@
  *   GET /idps/v1/?iss=                  IDP record (spec 4.6)
  *   GET /idps/v1/                       every IDP record (the list the QTSP pulls periodically)
  *   GET /sps/v1/                        SP directory (spec 2.13)
- *   PUT /sps/v1/{client_id}/jwks        an SP replaces its registered client certificates (sp-keys.ts; mutual TLS)
+ *   PUT /sps/v1/{client_id}/jwks        an SP replaces its registered client certificates (sp-keys.ts; mutual
+ *                                       TLS, or the operator's registration credential once they have expired)
  *   GET /service-configuration/v1/?iss= service configuration (spec 4.2, 2.2): 400 / 404 / 423
  *   GET|POST /key-archive/keys.git/...  the long-term public key archive over smart HTTP (spec 4.7), read-only
  *   GET /account-chooser/               the account chooser (spec 2.1, 4.1): pages and redirects
@@ -25,6 +26,8 @@ export interface PlatformAppOptions {
   readonly keyArchiveRoot: string;
   /** the registered RPs: the account chooser redirects to theirs */
   readonly clients: ClientRegistry;
+  /** the SP records' registration credential, given to their operators out of band (sp-keys.ts) */
+  readonly spRegistrationCredential: string;
 }
 
 /** The iss query parameter: present once and a valid https URL (spec 3: "issuer not a valid URI" -> 400). */
@@ -80,7 +83,7 @@ export function platformApp(directory: PlatformDirectory, options: PlatformAppOp
   app.put(
     '/sps/v1/:clientId/jwks',
     express.json({ limit: '32kb', type: ['application/json', 'application/jwk-set+json'] }),
-    replaceSpKeys(directory),
+    replaceSpKeys(directory, options.spRegistrationCredential),
   );
 
   app.get('/service-configuration/v1/', (req: Request, res: Response) => {

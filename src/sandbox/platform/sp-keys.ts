@@ -1,10 +1,17 @@
 /**
  * PUT /sps/v1/{client_id}/jwks: a service provider replaces the client certificates its SP record registers
- * (spec 2.13 jwks), as a directory's self-service would offer it. The caller authenticates with a certificate
- * the record registers now (mutual TLS, matched by fingerprint as spec 5.8 does), and the new set must keep
- * that certificate: a rotation publishes old and new together, then the new one alone, and never locks out.
+ * (spec 2.13 jwks), as a directory's self-service would offer it. Two ways to authenticate:
+ *   - a certificate the record registers now (mutual TLS, matched by fingerprint as spec 5.8 does), and the
+ *     new set must keep that certificate: a rotation publishes old and new together, then the new one alone,
+ *     and never locks out;
+ *   - the registration credential the platform gave the SP's operator out of band at onboarding
+ *     (`Authorization: Bearer`), the way back once every registered certificate has expired: the new set
+ *     replaces the old one whole.
+ * Either way every certificate of the new set must be valid now.
  */
-import { X509Certificate } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { writePrivateFile } from '../../util/private-files.ts';
 import type { Request, Response } from 'express';
 import { invalidClient, invalidRequest, notFound } from '../errors.ts';
 import { certFingerprint, fingerprintsEqual, peerFingerprint } from '../tls.ts';
@@ -42,17 +49,39 @@ function submittedKeys(body: unknown, now: Date): SpRecordJwk[] {
   return keys.map((k) => submittedKey(k, now));
 }
 
-export function replaceSpKeys(directory: PlatformDirectory) {
+/**
+ * The registration credential of the SP records (sandbox: one for our QTSP's), made on first start: what the
+ * platform hands an SP's operator out of band. Kept 0600 in the sandbox's directory.
+ */
+export function spRegistrationCredential(file: string): string {
+  if (!existsSync(file)) writePrivateFile(file, `${randomBytes(32).toString('base64url')}\n`);
+  return readFileSync(file, 'utf8').trim();
+}
+
+const digestOf = (text: string) => createHash('sha256').update(text).digest();
+
+/** Whether the request carries the registration credential as a bearer token (compared in constant time). */
+function bearerMatches(req: Request, credential: string): boolean | undefined {
+  const header = req.get('authorization');
+  if (header === undefined) return undefined;
+  const token = /^Bearer (\S+)$/i.exec(header)?.[1];
+  return token !== undefined && timingSafeEqual(digestOf(token), digestOf(credential));
+}
+
+export function replaceSpKeys(directory: PlatformDirectory, credential: string) {
   return (req: Request, res: Response): void => {
     const clientId = String(req.params['clientId'] ?? '');
     const record = directory.spRecords().find((r) => r.client_id === clientId);
     if (!record) throw notFound('no SP record with this client_id');
+    const byCredential = bearerMatches(req, credential);
+    if (byCredential === false) throw invalidClient("the registration credential is not this SP record's");
     const presented = peerFingerprint(req.socket);
-    if (!registeredFingerprints(record).some((f) => fingerprintsEqual(presented, f)))
+    if (!byCredential && !registeredFingerprints(record).some((f) => fingerprintsEqual(presented, f)))
       throw invalidClient('the TLS client certificate is not one this SP record registers');
     const keys = submittedKeys(req.body, new Date());
     const kept = keys.some((k) => fingerprintsEqual(presented, certFingerprint(Buffer.from(k.x5c[0]!, 'base64'))));
-    if (!kept) throw invalidRequest('the new set must keep the certificate this request authenticates with');
+    if (!byCredential && !kept)
+      throw invalidRequest('the new set must keep the certificate this request authenticates with');
     directory.replaceKeys(clientId, keys);
     res.set('Cache-Control', 'no-store').json({ keys });
   };
