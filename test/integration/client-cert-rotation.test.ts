@@ -4,7 +4,10 @@
  * update, authenticated with the current certificate) and installs it; the running service switches to it
  * without a restart; `--retire` leaves the new one alone in the record. signDoc works before, during the
  * overlap and after the switch; once the old certificate is retired, the bank's introspection endpoint refuses
- * a client presenting it (401 invalid_client), while it accepted it during the overlap.
+ * a client presenting it (401 invalid_client), while it accepted it during the overlap. `--register` (the way
+ * back once the certificate has expired) registers a new certificate alone with the registration credential the
+ * platform gave our operator, finding the platform through the data directory as `qtsp sign` does; a guessed
+ * credential with an attacker's certificate is refused and changes nothing.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +15,7 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import pino from 'pino';
+import { createTlsCertificate } from '../../src/ca/authority.ts';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { httpRequest, tlsAgent } from '../../src/util/http-client.ts';
 import { LOG_OPTIONS } from '../../src/util/logger.ts';
@@ -155,5 +159,46 @@ describe('TLS client certificate rotation toward the banks', () => {
       await agent.close();
     }
     assert.deepEqual(await registered(), [x5t(readFileSync(pkiPaths(env.dataDir).clientCert, 'utf8'))]);
+  });
+
+  it("the directory refuses an attacker's certificate sent with a guessed registration credential", async () => {
+    const attacker = createTlsCertificate(undefined, { commonName: env.config.qtspId, usage: 'client' });
+    const agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile), connections: 1 });
+    try {
+      const res = await httpRequest(
+        new URL(`${encodeURIComponent(env.config.qtspId)}/jwks`, env.sandbox.spDirectoryUrl).toString(),
+        {
+          method: 'PUT',
+          agent,
+          timeoutMs: 10_000,
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${'A'.repeat(43)}` },
+          body: JSON.stringify({ keys: [{ x5c: [attacker.der.toString('base64')] }] }),
+        },
+      );
+      assert.equal(res.status, 401, res.body.toString());
+      assert.equal((JSON.parse(res.body.toString()) as { error: string }).error, 'invalid_client');
+    } finally {
+      await agent.close();
+    }
+    assert.deepEqual(await registered(), [x5t(readFileSync(pkiPaths(env.dataDir).clientCert, 'utf8'))]);
+  });
+
+  it('--register, the platform found through the data directory: the new certificate alone; signDoc works', async () => {
+    const p = pkiPaths(env.dataDir);
+    const before = { cert: readFileSync(p.clientCert, 'utf8'), key: readFileSync(p.clientKey, 'utf8') };
+    const reloads = events.filter((e) => e === 'tls.client_certificate_reloaded').length;
+    // no --sp-directory: endpoints.json of the sandbox in the data directory names the platform and credential
+    const run = await qtsp(['pki', 'client-cert', '--register', '--data-dir', env.dataDir]);
+    assert.equal(run.code, 0, run.output);
+    const current = readFileSync(p.clientCert, 'utf8');
+    assert.notEqual(x5t(current), x5t(before.cert));
+    assert.deepEqual(await registered(), [x5t(current)]);
+    const deadline = Date.now() + 60_000;
+    while (events.filter((e) => e === 'tls.client_certificate_reloaded').length === reloads) {
+      assert.ok(Date.now() < deadline, 'the service never switched to the registered client certificate');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    await signs('after the registration');
+    assert.equal((await introspectAs(before)).status, 401, 'the bank accepted the certificate replaced');
   });
 });

@@ -11,7 +11,15 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { pkiInit } from '../../../src/ca/init.ts';
 import { pkiPaths } from '../../../src/ca/material.ts';
-import { endedForSigning, keyArchiveAnchors, pkiCalendar, type CalendarEntry } from '../../../src/ca/calendar.ts';
+import {
+  endedForSigning,
+  endedReason,
+  expired,
+  keyArchiveAnchors,
+  pkiCalendar,
+  renewalOf,
+  type CalendarEntry,
+} from '../../../src/ca/calendar.ts';
 import * as openpgp from 'openpgp';
 import { watchCalendar } from '../../../src/ca/calendar-watch.ts';
 import { renewalPlan } from '../../../src/ca/renewal.ts';
@@ -65,17 +73,34 @@ describe('the calendar of a fresh ceremony', () => {
     assert.ok(tsa.keyUsageEndsAt && tsa.keyUsageEndsAt < tsa.endsAt, 'the TSU key usage ends before its certificate');
   });
 
-  test('a year and a day on, the root CRL has ended; two years and a day on, the responders and client too', () => {
+  test('a year and a day on, the TSU key and root CRL have ended; two years and a day on, the responders too', () => {
     const now = Date.now();
     assert.deepEqual(endedForSigning(entries, new Date(now)), []);
     assert.deepEqual(
       endedForSigning(entries, new Date(now + 366 * DAY)).map((e) => e.object),
-      ['root-crl'],
+      ['tsa', 'root-crl'],
     );
     assert.deepEqual(
       endedForSigning(entries, new Date(now + 731 * DAY)).map((e) => e.object),
-      ['ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'],
+      ['tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'],
     );
+    assert.deepEqual(
+      expired(entries, new Date(now + 731 * DAY)).map((e) => e.object),
+      ['tsa', 'ocsp-responder', 'root-ocsp-responder', 'root-crl', 'tls-client'],
+    );
+  });
+
+  test("the TSU key's usage end: named as such; an expired client certificate names the registration", () => {
+    const at = new Date(Date.now() + 366 * DAY);
+    const tsa = entries.find((e) => e.object === 'tsa')!;
+    assert.ok(tsa.endsAt > at, 'the TSA certificate itself is still valid');
+    assert.match(endedReason(tsa), /^expired: tsa \(.*\) key usage period \S+; renew: qtsp pki ceremony --renew/);
+    const client = entries.find((e) => e.object === 'tls-client')!;
+    assert.match(renewalOf(client, new Date()), /client-cert --rotate/);
+    const ended = new Date(client.endsAt.getTime() + 1000);
+    assert.match(renewalOf(client, ended), /client-cert --register/);
+    assert.match(endedReason(client), /renew: qtsp pki client-cert --register/);
+    assert.doesNotMatch(endedReason(client), /renew: qtsp pki client-cert --rotate/);
   });
 
   test("the service's responder renewal: not before it is due; then one certificate across instances", async () => {
@@ -186,6 +211,30 @@ describe('the calendar watch', () => {
       assert.deepEqual(
         watch.endedForSigning().map((e) => e.object),
         ['c'],
+      );
+    } finally {
+      watch.stop();
+    }
+  });
+
+  test("the watch: a key's usage end ends signing and is logged as ended, before its certificate ends", () => {
+    const tsa = { ...entry('tsa', 3000), keyUsageEndsAt: new Date(Date.now() - 1000) };
+    const { logger, lines } = capture();
+    const watch = watchCalendar({
+      read: () => [entry('root-crl', 10), tsa],
+      warnDays: [7],
+      intervalMs: 3600_000,
+      logger,
+    });
+    try {
+      assert.deepEqual(
+        watch.endedForSigning().map((e) => e.object),
+        ['tsa'],
+      );
+      assert.ok(lines.some((l) => l.level === 'error' && l.fields['object'] === 'tsa' && l.fields['keyUsageEndsAt']));
+      assert.throws(
+        () => requireCurrentMaterial(watch),
+        (err: unknown) => err instanceof SignDocError && /tsa \(tsa\) key usage period ended/.test(err.description),
       );
     } finally {
       watch.stop();
