@@ -253,6 +253,22 @@ describe('the calendar watch', () => {
     );
   });
 
+  test("the watch warns at its thresholds before a key's usage end, naming it", () => {
+    const tsa = { ...entry('tsa', 3000), keyUsageEndsAt: new Date(Date.now() + 20 * DAY) };
+    const { logger, lines } = capture();
+    const watch = watchCalendar({ read: () => [tsa], warnDays: [90, 30, 7], intervalMs: 3600_000, logger });
+    try {
+      assert.deepEqual(
+        lines.map((l) => [l.level, l.fields['object'], l.fields['thresholdDays']]),
+        [['warn', 'tsa', 30]],
+      );
+      assert.equal(lines[0]!.fields['keyUsageEndsAt'], tsa.keyUsageEndsAt.toISOString());
+      assert.deepEqual(watch.endedForSigning(), []);
+    } finally {
+      watch.stop();
+    }
+  });
+
   test('renewal plan: what a ceremony renews, due within the days asked', () => {
     const keyUsage = { ...entry('tsa', 3000), keyUsageEndsAt: new Date(Date.now() + 20 * DAY) };
     const entries = [entry('root-ca', 10), entry('root-crl', 40), keyUsage, entry('root-ocsp-responder', 100)];
