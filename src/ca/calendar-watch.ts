@@ -27,6 +27,36 @@ export interface CalendarWatch {
   stop(): void;
 }
 
+/**
+ * Logs an entry's end once it has passed (or its key's usage end), else a warning at the first threshold it is
+ * within; `once` keeps each message to one per key.
+ */
+function logEnd(
+  entry: CalendarEntry,
+  now: Date,
+  thresholds: readonly number[],
+  once: (key: string, log: () => void) => void,
+  logger: Logger,
+): void {
+  const { at, what } = deadlineOf(entry);
+  const days = daysLeft(at, now);
+  const end = { object: entry.object, [what === 'key usage period' ? 'keyUsageEndsAt' : 'endsAt']: at.toISOString() };
+  if (at <= now) {
+    once(`${entry.object} ${at.toISOString()} ended`, () =>
+      logger.error({ event: 'pki.expired', ...end, renew: entry.renewWhenEnded ?? entry.renew }, endedReason(entry)),
+    );
+    return;
+  }
+  const threshold = thresholds.find((t) => days < t);
+  if (threshold === undefined) return;
+  once(`${entry.object} ${at.toISOString()} ${threshold}`, () =>
+    logger.warn(
+      { event: 'pki.expiry_warning', ...end, daysLeft: days, thresholdDays: threshold, renew: entry.renew },
+      `${entry.object} (${entry.title}): ${what} ends ${at.toISOString()}, in ${days} days; renew: ${entry.renew}`,
+    ),
+  );
+}
+
 export function watchCalendar(options: CalendarWatchOptions): CalendarWatch {
   const { logger } = options;
   const thresholds = [...options.warnDays].sort((a, b) => a - b);
@@ -36,39 +66,7 @@ export function watchCalendar(options: CalendarWatchOptions): CalendarWatch {
 
   const check = () => {
     const now = new Date();
-    for (const entry of entries) {
-      const { at, what } = deadlineOf(entry);
-      const days = daysLeft(at, now);
-      if (at <= now) {
-        once(`${entry.object} ${at.toISOString()} ended`, () =>
-          logger.error(
-            {
-              event: 'pki.expired',
-              object: entry.object,
-              [what === 'key usage period' ? 'keyUsageEndsAt' : 'endsAt']: at.toISOString(),
-              renew: entry.renewWhenEnded ?? entry.renew,
-            },
-            endedReason(entry),
-          ),
-        );
-        continue;
-      }
-      const threshold = thresholds.find((t) => days < t);
-      if (threshold === undefined) continue;
-      once(`${entry.object} ${at.toISOString()} ${threshold}`, () =>
-        logger.warn(
-          {
-            event: 'pki.expiry_warning',
-            object: entry.object,
-            [what === 'key usage period' ? 'keyUsageEndsAt' : 'endsAt']: at.toISOString(),
-            daysLeft: days,
-            thresholdDays: threshold,
-            renew: entry.renew,
-          },
-          `${entry.object} (${entry.title}): ${what} ends ${at.toISOString()}, in ${days} days; renew: ${entry.renew}`,
-        ),
-      );
-    }
+    for (const entry of entries) logEnd(entry, now, thresholds, once, logger);
   };
   const once = (key: string, log: () => void) => {
     if (said.has(key)) return;
