@@ -1,7 +1,8 @@
 /**
- * Smart HTTP for the key archive: `git http-backend` (git's own CGI program) behind a small CGI bridge, so
- * the QTSP clones and pulls over the real git protocol. Read-only: only the upload-pack service (clone,
- * fetch) is offered; pushes are refused before git runs.
+ * Smart HTTP for a git repository: `git http-backend` (git's own CGI program) behind a small CGI bridge, so
+ * clients clone and pull over the real git protocol: the sandbox's key archive, and the journal's anchor
+ * repository on the publication listener (journal/anchor-repo.ts). Read-only: only the upload-pack service
+ * (clone, fetch) is offered; pushes are refused before git runs.
  *
  * The bridge spawns git asynchronously: a synchronous spawn blocks the event loop that the git client on the
  * other end may need (the QTSP's isomorphic-git, in the same process under `qtsp dev`), and deadlocks. CGI
@@ -58,7 +59,7 @@ function applyCgiHeaders(block: string, res: Response): void {
 export function gitHttpBackend(projectRoot: string) {
   return (req: Request, res: Response): void => {
     if (!allowed(req)) {
-      res.status(403).type('text/plain').send('this key archive is read-only over upload-pack\n');
+      res.status(403).type('text/plain').send('this repository is read-only over upload-pack\n');
       return;
     }
     const child = spawn('git', ['http-backend'], {
