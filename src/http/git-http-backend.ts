@@ -15,7 +15,19 @@ import type { Request, Response } from 'express';
 const HEADER_END = /\r?\n\r?\n/;
 const MAX_HEADER_BYTES = 16 * 1024;
 
+/** the request path decoded, or undefined when it does not decode or climbs out of the project root */
+function pathInfo(req: Request): string | undefined {
+  let path: string;
+  try {
+    path = decodeURIComponent(req.path);
+  } catch {
+    return undefined;
+  }
+  return path.split('/').includes('..') ? undefined : path;
+}
+
 function allowed(req: Request): boolean {
+  if (pathInfo(req) === undefined) return false;
   if (req.method === 'GET' && req.path.endsWith('/info/refs')) return req.query['service'] === 'git-upload-pack';
   return req.method === 'POST' && req.path.endsWith('/git-upload-pack');
 }
@@ -31,7 +43,7 @@ function cgiEnvironment(req: Request, projectRoot: string): NodeJS.ProcessEnv {
     GATEWAY_INTERFACE: 'CGI/1.1',
     SERVER_PROTOCOL: `HTTP/${req.httpVersion}`,
     REQUEST_METHOD: req.method,
-    PATH_INFO: decodeURIComponent(req.path),
+    PATH_INFO: pathInfo(req),
     QUERY_STRING: query,
     CONTENT_TYPE: req.get('content-type') ?? '',
     ...(req.get('content-length') ? { CONTENT_LENGTH: req.get('content-length') } : {}),

@@ -25,6 +25,8 @@ import { anchorRecord, anchorText } from './anchor.ts';
 const BRANCH = 'refs/heads/main';
 const AUTHOR = { name: 'QTSP journal', email: 'journal@qtsp.invalid' };
 const PAGE = 100;
+/** batches committed per round at most: a first round over a long journal does not hold up a shutdown */
+const MAX_PER_ROUND = 1000;
 
 export interface AnchorRepoPaths {
   /** GIT_PROJECT_ROOT of the smart-HTTP bridge */
@@ -115,7 +117,7 @@ async function publishRound(store: Store, gitdir: string): Promise<{ added: numb
     for (const b of page) parent = await commitBatch(gitdir, parent, b);
     added += page.length;
     next += page.length;
-    if (page.length < PAGE) return { added };
+    if (page.length < PAGE || added >= MAX_PER_ROUND) return { added };
   }
 }
 

@@ -115,6 +115,33 @@ describe('the journal chain kept outside the database', () => {
     writeFileSync(anchorFile, (await get('/journal/batches')).text);
   });
 
+  it('the repository is read-only over HTTP: a forced push of a rewritten history and paths out of it are refused', async () => {
+    const forged = join(dir, 'forged');
+    await git('clone', '--quiet', clone, forged);
+    await git(
+      '-C',
+      forged,
+      '-c',
+      'user.name=x',
+      '-c',
+      'user.email=x@x',
+      'commit',
+      '--quiet',
+      '--amend',
+      '-m',
+      'Batch 1',
+    );
+    await assert.rejects(
+      git('-C', forged, 'push', '--force', `${env.qtsp.publicationUrl}/journal/batches.git`, 'HEAD:main'),
+    );
+    for (const path of ['/journal/batches.git/..%2F..%2Fpki/info/refs', '/journal/batches.git/%E0%A4%A/info/refs'])
+      assert.equal((await get(`${path}?service=git-upload-pack`)).status, 403, path);
+    const head = (
+      await git('--git-dir', join(env.dataDir, 'journal-anchor', 'batches.git'), 'rev-parse', 'main')
+    ).trim();
+    assert.equal(head, (await git('-C', clone, 'rev-parse', 'HEAD')).trim());
+  });
+
   it('a clean store agrees with the anchor: a saved file, a clone and the URL of the listener', async () => {
     for (const anchor of [anchorFile, clone, `${env.qtsp.publicationUrl}/journal/batches?limit=2`]) {
       const result = await audit('--anchor', anchor);
