@@ -162,9 +162,12 @@ export async function loadAnchor(source: string, timeoutMs: number): Promise<Map
   return byNo;
 }
 
-/** `truncated`: the anchor holds the batch, the store does not; `resealed`: the store's differs from it */
+/**
+ * `truncated`: the anchor holds the batch, the store ends before it; `missing`: the store lacks it, not its
+ * successors; `resealed`: the store's batch of that number differs from the anchor's
+ */
 export interface AnchorFinding {
-  readonly kind: 'truncated' | 'resealed';
+  readonly kind: 'truncated' | 'missing' | 'resealed';
   readonly batchNo: number;
   /** the fields that differ (resealed) */
   readonly fields: readonly string[];
@@ -182,13 +185,19 @@ const COMPARED = [
   'secondToken',
 ] as const satisfies (keyof AnchorBatch)[];
 
-/** Compares every batch of the anchor with the store's batch of that number. */
+const STORE_PAGE = 100;
+
+/** Compares every batch of the anchor with the store's batch of that number (read a page at a time). */
 export async function checkAnchor(store: Store, anchor: ReadonlyMap<number, AnchorBatch>): Promise<AnchorFinding[]> {
   const findings: AnchorFinding[] = [];
+  const newest = (await store.journal.lastBatch())?.batchNo ?? 0;
+  let page: JournalBatch[] = [];
   for (const [batchNo, kept] of [...anchor].sort(([a], [b]) => a - b)) {
-    const [batch] = await store.journal.batches(batchNo, 1);
-    if (batch?.batchNo !== batchNo) {
-      findings.push({ kind: 'truncated', batchNo, fields: [], anchorRoot: kept.root });
+    const last = page.at(-1);
+    if (!last || batchNo > last.batchNo) page = await store.journal.batches(batchNo, STORE_PAGE);
+    const batch = page.find((b) => b.batchNo === batchNo);
+    if (!batch) {
+      findings.push({ kind: batchNo > newest ? 'truncated' : 'missing', batchNo, fields: [], anchorRoot: kept.root });
       continue;
     }
     const stored = anchorRecord(batch);
@@ -200,8 +209,11 @@ export async function checkAnchor(store: Store, anchor: ReadonlyMap<number, Anch
 }
 
 export function describeAnchorFinding(f: AnchorFinding): string {
-  if (f.kind === 'truncated')
-    return `batch ${f.batchNo}: missing from the store, held by the anchor (root ${f.anchorRoot}): truncated tail`;
+  if (f.kind !== 'resealed')
+    return (
+      `batch ${f.batchNo}: missing from the store, held by the anchor (root ${f.anchorRoot})` +
+      (f.kind === 'truncated' ? ': truncated tail' : '')
+    );
   return (
     `batch ${f.batchNo}: re-sealed: the store's ${f.fields.join(', ')} differ from the anchor's ` +
     `(store root ${f.storeRoot}, anchor root ${f.anchorRoot})`
