@@ -25,8 +25,6 @@ import { anchorRecord, anchorText } from './anchor.ts';
 const BRANCH = 'refs/heads/main';
 const AUTHOR = { name: 'QTSP journal', email: 'journal@qtsp.invalid' };
 const PAGE = 100;
-/** batches committed per round at most: a first round over a long journal does not hold up a shutdown */
-const MAX_PER_ROUND = 1000;
 
 export interface AnchorRepoPaths {
   /** GIT_PROJECT_ROOT of the smart-HTTP bridge */
@@ -99,8 +97,15 @@ async function commitBatch(gitdir: string, parent: string | undefined, b: Journa
   });
 }
 
-/** The store's batches after the newest published one, each committed; the count, or a mismatch. */
-async function publishRound(store: Store, gitdir: string): Promise<{ added: number; mismatch?: number }> {
+/**
+ * The store's batches after the newest published one, each committed while `more(added)` holds (a first round
+ * over a long journal yields to a shutdown); the count, or a mismatch.
+ */
+async function publishRound(
+  store: Store,
+  gitdir: string,
+  more: (added: number) => boolean,
+): Promise<{ added: number; mismatch?: number }> {
   let parent = await head(gitdir);
   let next = 1;
   if (parent) {
@@ -114,10 +119,13 @@ async function publishRound(store: Store, gitdir: string): Promise<{ added: numb
   let added = 0;
   for (;;) {
     const page = await store.journal.batches(next, PAGE);
-    for (const b of page) parent = await commitBatch(gitdir, parent, b);
-    added += page.length;
+    for (const b of page) {
+      if (!more(added)) return { added };
+      parent = await commitBatch(gitdir, parent, b);
+      added++;
+    }
     next += page.length;
-    if (page.length < PAGE || added >= MAX_PER_ROUND) return { added };
+    if (page.length < PAGE) return { added };
   }
 }
 
@@ -150,10 +158,12 @@ export function startAnchorPublisher(
 ): AnchorPublisher {
   const { gitdir } = anchorRepoPaths(dataDir);
   let queue: Promise<void> = Promise.resolve();
+  // at close: the round under way stops after its current commit, and a last round commits one page at most
+  let closing = false;
   const round = async () => {
     try {
       if (!fs.existsSync(join(gitdir, 'HEAD'))) await git.init({ fs, gitdir, bare: true, defaultBranch: 'main' });
-      const { added, mismatch } = await publishRound(store, gitdir);
+      const { added, mismatch } = await publishRound(store, gitdir, (n) => !closing || n < PAGE);
       if (mismatch !== undefined)
         logger.error(
           { event: 'journal.anchor_mismatch', batch: mismatch },
@@ -173,6 +183,7 @@ export function startAnchorPublisher(
   return {
     publish,
     async close() {
+      closing = true;
       await periodic?.close();
       await publish();
     },
