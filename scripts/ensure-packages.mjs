@@ -41,7 +41,10 @@ const PACKAGES = {
     present: () => onPath('redis-server'),
     why: 'local Redis of the delivery queues (qtsp dev, tests)',
   },
-  git: { present: () => onPath('git'), why: 'the sandbox key archive serves its repository with git http-backend' },
+  git: {
+    present: () => onPath('git'),
+    why: 'git http-backend serves the journal anchor repository (qtsp serve) and the sandbox key archive',
+  },
   openssl: { present: () => onPath('openssl'), why: 'independent check of CMS, time-stamps, OCSP, CRLs' },
   gnupg: { present: () => onPath('gpg'), why: 'tests: independent check of the key archive commit signatures' },
   postgresql: { present: postgresServerInstalled, why: 'tests: the PostgreSQL store and several instances' },

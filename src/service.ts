@@ -16,6 +16,8 @@ import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import { startRetention, type RetentionJob } from './retention/purge.ts';
 import { startSealing, type SealingJob } from './journal/seal.ts';
+import { anchorRepoPaths, startAnchorPublisher } from './journal/anchor-repo.ts';
+import { journalRouter } from './http/journal-routes.ts';
 import { crlJournal, journaledIssuance } from './journal/ca-events.ts';
 import { startRenewalCheck, type RenewalJob } from './journal/renewal.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
@@ -243,6 +245,32 @@ interface Listener {
   close(): Promise<void>;
 }
 
+/**
+ * Sealing the journal, and publishing each batch into the anchor repository after it (journal/anchor-repo.ts)
+ * where `publishHere`: in the process that owns the data directory (a cluster's primary publishes for its
+ * workers).
+ */
+function anchoredSealing(
+  config: Config,
+  { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
+  publishHere: boolean,
+): SealingJob {
+  const interval = config.journal.sealIntervalSeconds;
+  const sealing = startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, interval, logger);
+  if (!publishHere) return sealing;
+  const anchor = startAnchorPublisher(store, config.dataDir, interval, logger);
+  return {
+    async sealNow() {
+      await sealing.sealNow();
+      await anchor.publish();
+    },
+    async close() {
+      await sealing.close();
+      await anchor.close();
+    },
+  };
+}
+
 /** The purge and the journal's sealing and renewal check, each on its own timer. */
 function startBackgroundJobs(
   config: Config,
@@ -254,9 +282,7 @@ function startBackgroundJobs(
     // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
     retention: options.relayElsewhere ? idle : startRetention(config, store, logger),
     // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
-    sealing: config.journal.enabled
-      ? startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, config.journal.sealIntervalSeconds, logger)
-      : idle,
+    sealing: config.journal.enabled ? anchoredSealing(config, { store, pki, logger }, !options.relayElsewhere) : idle,
     // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
     renewal: config.journal.enabled ? startRenewalCheck(store, pki.tsa, config.journal, logger) : idle,
   };
@@ -598,7 +624,8 @@ async function listenOrStop(running: Running, deps: SignDocDeps): Promise<Listen
       beforeScrape: () => gauges.update(),
       logger,
     });
-    publication = await listenPublication(config, [publicationRoutes], logger);
+    const journalRoutes = journalRouter(running.store, anchorRepoPaths(config.dataDir));
+    publication = await listenPublication(config, [publicationRoutes, journalRoutes], logger);
     // a renewed server certificate: the calendar reads its new end, readiness follows
     const certificateSwitched = () => {
       running.calendar.reload();

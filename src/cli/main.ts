@@ -54,9 +54,12 @@ const USAGE = `usage:
   qtsp evidence record TXN --out DIR [--data-dir DIR]
                                    write each journal entry of the txn's signings (canonical JSON) with its
                                    RFC 4998 evidence record (DER), for BouncyCastle or any RFC 4998 verifier
-  qtsp evidence audit [--from DATE] [--to DATE] [--data-dir DIR] [--json]
+  qtsp evidence audit [--from DATE] [--to DATE] [--anchor FILE|DIR|URL] [--data-dir DIR] [--json]
                                    recompute every sealed batch: the chain, each time-stamp, and each entry
-                                   altered, deleted, inserted, moved (or purged by policy); exit 1 on a finding
+                                   altered, deleted, inserted, moved (or purged by policy); exit 1 on a finding;
+                                   --anchor: batch roots kept elsewhere (a file saved from GET /journal/batches,
+                                   a clone of /journal/batches.git, or that URL): names a truncated tail or a
+                                   re-sealed batch
   qtsp evidence renew [--force] [--hash SHA-512] [--data-dir DIR] [--tsa-url URL]
                                    RFC 4998 renewal of the records: a time-stamp renewal when the TSA
                                    certificate nears its end (or --force), a hash-tree renewal with --hash

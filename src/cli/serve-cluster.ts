@@ -29,6 +29,7 @@ import { startOutboxRelay } from '../deliveries.ts';
 import { GATHER_MS } from '../delivery/relay.ts';
 import { type ClusterWorker, clusterOps } from '../http/cluster-ops.ts';
 import { type OpsListener, serveOps } from '../http/ops.ts';
+import { startAnchorPublisher } from '../journal/anchor-repo.ts';
 import { startRetention } from '../retention/purge.ts';
 import { startQtsp } from '../service.ts';
 import { openStore } from '../store/open.ts';
@@ -117,12 +118,16 @@ async function openPrimaryShared(config: Config): Promise<PrimaryShared> {
   const relay = startOutboxRelay({ ...config, redis: { ...config.redis, url: redis.url } }, store, logger);
   // the purge runs beside the one relay, in this process only (retention/purge.ts)
   const retention = startRetention(config, store, logger);
+  // the workers seal; the anchor repository in the data directory is written here only (journal/anchor-repo.ts)
+  const { enabled, sealIntervalSeconds } = config.journal;
+  const anchor = enabled ? startAnchorPublisher(store, config.dataDir, sealIntervalSeconds, logger) : undefined;
   return {
     redisUrl: redis.url,
     relay,
     async close() {
       await relay.close();
       await retention.close();
+      await anchor?.close();
       await store.close();
       await redis.stop();
       lock.release();

@@ -39,6 +39,20 @@ export function refuseUnsharedRedis(config: Config, env: NodeJS.ProcessEnv): voi
   );
 }
 
+/**
+ * `qtsp serve` is the production start (`qtsp dev` the sandbox's): without a second TSA of another operator,
+ * whoever holds our TSA key can re-seal a rewritten journal (docs/evidence.md). Said once, by the process that
+ * starts (not by each cluster worker).
+ */
+export function warnWithoutSecondTsa(config: Config): void {
+  if (!config.journal.enabled || config.journal.secondTsaUrl) return;
+  logger.warn(
+    { event: 'journal.second_tsa_unset' },
+    "journal.secondTsaUrl (QTSP_JOURNAL_SECOND_TSA_URL) is not set: the journal's batches are time-stamped by " +
+      'our TSA alone; set a second TSA of another operator (docs/operations.md, settings a real deployment must set)',
+  );
+}
+
 /** `qtsp serve`; `started` is given the service once it serves (single-process mode; the bench drives it) */
 export async function runServe(_args: string[], started?: (qtsp: QtspService) => void): Promise<number> {
   const config = loadConfig();
@@ -48,6 +62,7 @@ export async function runServe(_args: string[], started?: (qtsp: QtspService) =>
   applyHeapGrowth(config.server.heapGrowthPercent);
   if (cluster.isWorker)
     return runClusterWorker(config, (stop) => untilSignal(config, `qtsp serve worker ${process.pid}`, stop));
+  warnWithoutSecondTsa(config);
   if (workers !== 1) return runClusterPrimary(config, workers, (stop) => untilSignal(config, 'qtsp serve', stop));
   // redis.url, else REDIS_URL, else a local redis-server on a free loopback port (files in <dataDir>/redis)
   const redis = await provideRedis(config.redis.url, process.env, config.dataDir);

@@ -124,8 +124,9 @@ async function writeSigning(
 
 /**
  * The chain of batches sealed in the period, and the one before them, which links this archive to the one
- * before it: an archive missing from a series shows as a gap in batch numbers. Per batch its seq range, leaves,
- * previous root, root and genTime in journal/batches.json, and its token (DER TimeStampToken) in
+ * before it: an archive missing from a series shows as a gap in batch numbers. Per batch its seq range, every
+ * leaf of its tree (the previous root, the entries' leaves, the data groups' leaves), root and genTime in
+ * journal/batches.json, and its token (DER TimeStampToken) in
  * journal/batch-<n>.tst, which `openssl ts -verify -digest <root> -token_in` checks; the second TSA's token, when
  * the batch has one, in journal/batch-<n>.tsa2.tst.
  */
@@ -154,6 +155,8 @@ async function writeBatchChain(store: Store, archive: ArchiveWriter, from: Date,
       prevRoot: b.prevRoot?.toString('hex') ?? null,
       root: b.root.toString('hex'),
       leaves: b.leaves.map((l) => [l.seq, l.hash.toString('hex')]),
+      // the data groups' leaves, after the entries' (journal/seal.ts batchLeaves): the root recomputes from this file
+      groups: (b.groups ?? []).map((g) => [g.authorizedSeq, g.returnedSeq, g.hash.toString('hex')]),
       token: `batch-${b.batchNo}.tst`,
       secondToken: b.secondToken ? `batch-${b.batchNo}.tsa2.tst` : null,
     };

@@ -14,7 +14,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { errorHandler, invalidRequest, notFound, notFoundHandler, OAuthError } from '../errors.ts';
 import type { ClientRegistry } from '../clients.ts';
-import { gitHttpBackend } from '../key-archive/http-backend.ts';
+import { gitHttpBackend } from '../../http/git-http-backend.ts';
 import type { SandboxControls } from '../types.ts';
 import { accountChooser } from './account-chooser.ts';
 import type { IdpRecord, PlatformDirectory } from './directory.ts';

@@ -1,7 +1,8 @@
 /**
- * Smart HTTP for the key archive: `git http-backend` (git's own CGI program) behind a small CGI bridge, so
- * the QTSP clones and pulls over the real git protocol. Read-only: only the upload-pack service (clone,
- * fetch) is offered; pushes are refused before git runs.
+ * Smart HTTP for a git repository: `git http-backend` (git's own CGI program) behind a small CGI bridge, so
+ * clients clone and pull over the real git protocol: the sandbox's key archive, and the journal's anchor
+ * repository on the publication listener (journal/anchor-repo.ts). Read-only: only the upload-pack service
+ * (clone, fetch) is offered; pushes are refused before git runs.
  *
  * The bridge spawns git asynchronously: a synchronous spawn blocks the event loop that the git client on the
  * other end may need (the QTSP's isomorphic-git, in the same process under `qtsp dev`), and deadlocks. CGI
@@ -14,7 +15,19 @@ import type { Request, Response } from 'express';
 const HEADER_END = /\r?\n\r?\n/;
 const MAX_HEADER_BYTES = 16 * 1024;
 
+/** the request path decoded, or undefined when it does not decode or climbs out of the project root */
+function pathInfo(req: Request): string | undefined {
+  let path: string;
+  try {
+    path = decodeURIComponent(req.path);
+  } catch {
+    return undefined;
+  }
+  return path.split('/').includes('..') ? undefined : path;
+}
+
 function allowed(req: Request): boolean {
+  if (pathInfo(req) === undefined) return false;
   if (req.method === 'GET' && req.path.endsWith('/info/refs')) return req.query['service'] === 'git-upload-pack';
   return req.method === 'POST' && req.path.endsWith('/git-upload-pack');
 }
@@ -30,7 +43,7 @@ function cgiEnvironment(req: Request, projectRoot: string): NodeJS.ProcessEnv {
     GATEWAY_INTERFACE: 'CGI/1.1',
     SERVER_PROTOCOL: `HTTP/${req.httpVersion}`,
     REQUEST_METHOD: req.method,
-    PATH_INFO: decodeURIComponent(req.path),
+    PATH_INFO: pathInfo(req),
     QUERY_STRING: query,
     CONTENT_TYPE: req.get('content-type') ?? '',
     ...(req.get('content-length') ? { CONTENT_LENGTH: req.get('content-length') } : {}),
@@ -58,7 +71,7 @@ function applyCgiHeaders(block: string, res: Response): void {
 export function gitHttpBackend(projectRoot: string) {
   return (req: Request, res: Response): void => {
     if (!allowed(req)) {
-      res.status(403).type('text/plain').send('this key archive is read-only over upload-pack\n');
+      res.status(403).type('text/plain').send('this repository is read-only over upload-pack\n');
       return;
     }
     const child = spawn('git', ['http-backend'], {
