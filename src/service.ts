@@ -243,19 +243,25 @@ interface Listener {
   close(): Promise<void>;
 }
 
+const SEALING_OFF = { ready: true, reasons: [] };
+
 /** The purge and the journal's sealing and renewal check, each on its own timer. */
 function startBackgroundJobs(
   config: Config,
   { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
   options: StartOptions,
 ): Pick<Running, 'retention' | 'sealing' | 'renewal'> {
-  const idle = { close: async () => undefined, sealNow: async () => undefined };
+  const idle = { close: async () => undefined, sealNow: async () => undefined, readiness: () => SEALING_OFF };
+  const schedule = {
+    intervalSeconds: config.journal.sealIntervalSeconds,
+    stalledAfterSeconds: config.journal.sealStalledAfterSeconds,
+  };
   return {
     // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
     retention: options.relayElsewhere ? idle : startRetention(config, store, logger),
     // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
     sealing: config.journal.enabled
-      ? startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, config.journal.sealIntervalSeconds, logger)
+      ? startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, schedule, logger)
       : idle,
     // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
     renewal: config.journal.enabled ? startRenewalCheck(store, pki.tsa, config.journal, logger) : idle,
@@ -286,17 +292,8 @@ async function startWithCustody(
   const calendar = watchMaterialCalendar(config, await keyArchiveAnchors(config.trust.keyArchiveSignerKeyFile), logger);
   const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger, calendar }, options);
   pkiCalendarGauges(deps.metrics.registry, () => calendar.entries());
-  const readiness = watchReadiness({
-    store: { driver: store.driver, health: storeHealth },
-    ...trust,
-    keys,
-    get issuingKey() {
-      return pki.issuing.key; // the current CA's, also after a rollover
-    },
-    calendar,
-    intervalMs: config.store.pingIntervalMs,
-    logger,
-  });
+  const jobs = startBackgroundJobs(config, { store, pki, logger }, options);
+  const readiness = watchServiceReadiness(config, { store, storeHealth, trust, keys, pki, calendar, jobs, logger });
   await readiness.refresh(); // the first report at start reflects real probes
   const renewals = watchRenewals(config, { pki, calendar, readiness, store, agents }, logger);
   const running: Running = {
@@ -312,7 +309,7 @@ async function startWithCustody(
     readiness,
     calendar,
     renewals,
-    ...startBackgroundJobs(config, { store, pki, logger }, options),
+    ...jobs,
   };
   const listeners = await listenOrStop(running, deps);
   logger.info(
@@ -326,6 +323,28 @@ async function startWithCustody(
     'qtsp listening',
   );
   return serviceOf(running, listeners, deps);
+}
+
+/** Readiness (readiness.ts) over the parts a signDoc needs, and the journal's sealing. */
+function watchServiceReadiness(
+  config: Config,
+  parts: Pick<Running, 'store' | 'storeHealth' | 'trust' | 'keys' | 'pki' | 'calendar' | 'logger'> & {
+    readonly jobs: Pick<Running, 'sealing'>;
+  },
+): Readiness {
+  const { pki } = parts;
+  return watchReadiness({
+    store: { driver: parts.store.driver, health: parts.storeHealth },
+    ...parts.trust,
+    keys: parts.keys,
+    get issuingKey() {
+      return pki.issuing.key; // the current CA's, also after a rollover
+    },
+    calendar: parts.calendar,
+    sealing: parts.jobs.sealing,
+    intervalMs: config.store.pingIntervalMs,
+    logger: parts.logger,
+  });
 }
 
 /** The IDP directory (first list pull), the key archive (clone or pull, spec 4.7) and the AS sources. */
