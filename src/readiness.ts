@@ -9,6 +9,8 @@
  *   none, every active AS's jwks_uri answers with RS256 keys (spec 4.7: archive first, then jwks_uri).
  * - nothing a signature depends on has ended (ca/calendar.ts): an expired root CRL, OCSP responder or TSA
  *   certificate makes signatures validators reject; the reason names the object and what renews it.
+ * One condition is not a step of signDoc: the journal's sealing has succeeded within its bound (journal/seal.ts).
+ * Evidence that stays unsealed is not protected by a time-stamp; signDoc goes on, readiness says so.
  * The body names every reason, also those that do not make the service unready (an archive that fails while
  * the AS key sources serve; a directory failing within its maximum staleness).
  *
@@ -21,6 +23,7 @@ import type { CalendarWatch } from './ca/calendar-watch.ts';
 import { endedReason } from './ca/calendar.ts';
 import type { SigningKey } from './crypto/signature.ts';
 import type { KeyCustody } from './custody/types.ts';
+import type { SealingJob } from './journal/seal.ts';
 import type { StoreHealth } from './store/open.ts';
 import type { AuthorizationServers } from './trust/authorization-servers.ts';
 import type { IdpDirectory } from './trust/idp-directory.ts';
@@ -51,6 +54,8 @@ export interface ReadinessParts {
   readonly issuingKey: SigningKey;
   /** the ends of the long-lived material, kept in memory */
   readonly calendar: Pick<CalendarWatch, 'endedForSigning'>;
+  /** the journal's sealing (journal/seal.ts): whether a seal succeeded within its bound */
+  readonly sealing: Pick<SealingJob, 'readiness'>;
   readonly intervalMs: number;
   readonly logger: Logger;
 }
@@ -166,6 +171,8 @@ function currentReport(parts: ReadinessParts, signing: Outcome, asKeys: Outcome)
   reasons.push(...ended.map(endedReason));
   const idps = parts.idps.readiness();
   reasons.push(...idps.reasons);
+  const sealing = parts.sealing.readiness();
+  reasons.push(...sealing.reasons);
   const archive = parts.keyArchive.readiness();
   reasons.push(...archive.reasons);
   let keySources = archive.ready;
@@ -174,5 +181,6 @@ function currentReport(parts: ReadinessParts, signing: Outcome, asKeys: Outcome)
     reasons.push(asKeys.ok ? AS_KEYS_SERVE : NO_AS_KEYS);
     if (!asKeys.ok) reasons.push(...asKeys.reasons);
   }
-  return { ready: health.healthy && signing.ok && ended.length === 0 && idps.ready && keySources, reasons };
+  const ready = health.healthy && signing.ok && ended.length === 0 && idps.ready && sealing.ready && keySources;
+  return { ready, reasons };
 }

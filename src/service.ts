@@ -15,7 +15,7 @@ import { listenOps } from './http/ops.ts';
 import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import { startRetention, type RetentionJob } from './retention/purge.ts';
-import { startSealing, type SealingJob } from './journal/seal.ts';
+import { startSealing, type SealingJob, type SealingSchedule } from './journal/seal.ts';
 import { anchorRepoPaths, startAnchorPublisher } from './journal/anchor-repo.ts';
 import { journalRouter } from './http/journal-routes.ts';
 import { crlJournal, journaledIssuance } from './journal/ca-events.ts';
@@ -253,12 +253,12 @@ interface Listener {
 function anchoredSealing(
   config: Config,
   { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
+  schedule: SealingSchedule,
   publishHere: boolean,
 ): SealingJob {
-  const interval = config.journal.sealIntervalSeconds;
-  const sealing = startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, interval, logger);
+  const sealing = startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, schedule, logger);
   if (!publishHere) return sealing;
-  const anchor = startAnchorPublisher(store, config.dataDir, interval, logger);
+  const anchor = startAnchorPublisher(store, config.dataDir, schedule.intervalSeconds, logger);
   return {
     async sealNow() {
       await sealing.sealNow();
@@ -268,8 +268,11 @@ function anchoredSealing(
       await sealing.close();
       await anchor.close();
     },
+    readiness: () => sealing.readiness(),
   };
 }
+
+const SEALING_OFF = { ready: true, reasons: [] };
 
 /** The purge and the journal's sealing and renewal check, each on its own timer. */
 function startBackgroundJobs(
@@ -277,12 +280,18 @@ function startBackgroundJobs(
   { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
   options: StartOptions,
 ): Pick<Running, 'retention' | 'sealing' | 'renewal'> {
-  const idle = { close: async () => undefined, sealNow: async () => undefined };
+  const idle = { close: async () => undefined, sealNow: async () => undefined, readiness: () => SEALING_OFF };
+  const schedule = {
+    intervalSeconds: config.journal.sealIntervalSeconds,
+    stalledAfterSeconds: config.journal.sealStalledAfterSeconds,
+  };
   return {
     // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
     retention: options.relayElsewhere ? idle : startRetention(config, store, logger),
     // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
-    sealing: config.journal.enabled ? anchoredSealing(config, { store, pki, logger }, !options.relayElsewhere) : idle,
+    sealing: config.journal.enabled
+      ? anchoredSealing(config, { store, pki, logger }, schedule, !options.relayElsewhere)
+      : idle,
     // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
     renewal: config.journal.enabled ? startRenewalCheck(store, pki.tsa, config.journal, logger) : idle,
   };
@@ -312,17 +321,8 @@ async function startWithCustody(
   const calendar = watchMaterialCalendar(config, await keyArchiveAnchors(config.trust.keyArchiveSignerKeyFile), logger);
   const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger, calendar }, options);
   pkiCalendarGauges(deps.metrics.registry, () => calendar.entries());
-  const readiness = watchReadiness({
-    store: { driver: store.driver, health: storeHealth },
-    ...trust,
-    keys,
-    get issuingKey() {
-      return pki.issuing.key; // the current CA's, also after a rollover
-    },
-    calendar,
-    intervalMs: config.store.pingIntervalMs,
-    logger,
-  });
+  const jobs = startBackgroundJobs(config, { store, pki, logger }, options);
+  const readiness = watchServiceReadiness(config, { store, storeHealth, trust, keys, pki, calendar, jobs, logger });
   await readiness.refresh(); // the first report at start reflects real probes
   const renewals = watchRenewals(config, { pki, calendar, readiness, store, agents }, logger);
   const running: Running = {
@@ -338,7 +338,7 @@ async function startWithCustody(
     readiness,
     calendar,
     renewals,
-    ...startBackgroundJobs(config, { store, pki, logger }, options),
+    ...jobs,
   };
   const listeners = await listenOrStop(running, deps);
   logger.info(
@@ -352,6 +352,28 @@ async function startWithCustody(
     'qtsp listening',
   );
   return serviceOf(running, listeners, deps);
+}
+
+/** Readiness (readiness.ts) over the parts a signDoc needs, and the journal's sealing. */
+function watchServiceReadiness(
+  config: Config,
+  parts: Pick<Running, 'store' | 'storeHealth' | 'trust' | 'keys' | 'pki' | 'calendar' | 'logger'> & {
+    readonly jobs: Pick<Running, 'sealing'>;
+  },
+): Readiness {
+  const { pki } = parts;
+  return watchReadiness({
+    store: { driver: parts.store.driver, health: parts.storeHealth },
+    ...parts.trust,
+    keys: parts.keys,
+    get issuingKey() {
+      return pki.issuing.key; // the current CA's, also after a rollover
+    },
+    calendar: parts.calendar,
+    sealing: parts.jobs.sealing,
+    intervalMs: config.store.pingIntervalMs,
+    logger: parts.logger,
+  });
 }
 
 /** The IDP directory (first list pull), the key archive (clone or pull, spec 4.7) and the AS sources. */

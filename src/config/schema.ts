@@ -465,6 +465,11 @@ export const configSchema = z
          */
         sealIntervalSeconds: z.coerce.number().int().min(0).default(60),
         /**
+         * Readiness reports not ready when no seal has succeeded for this many seconds (docs/operations.md, When
+         * something fails); signing goes on meanwhile. 0: three seal intervals.
+         */
+        sealStalledAfterSeconds: z.coerce.number().int().min(0).default(0),
+        /**
          * Time-stamp renewal of the evidence records (RFC 4998 5.2, docs/evidence.md): renewed when the TSA
          * certificate of a chain's newest time-stamp ends within this many days.
          */

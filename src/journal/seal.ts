@@ -167,10 +167,81 @@ export interface SealingJob {
   sealNow(): Promise<void>;
   /** stops the timer, waits for a seal under way, then seals once more */
   close(): Promise<void>;
+  /** readiness.ts: not ready once no seal has succeeded for longer than the stall bound; signing goes on */
+  readiness(): { readonly ready: boolean; readonly reasons: string[] };
 }
 
-/** Seals every `intervalSeconds` (0: only at close). A failed seal is logged and tried again next time. */
-export function startSealing(store: Store, tsa: SealingTsas, intervalSeconds: number, logger: Logger): SealingJob {
+/** When sealing runs, and when readiness calls it stalled. */
+export interface SealingSchedule {
+  /** seconds between seals; 0: only at close */
+  readonly intervalSeconds: number;
+  /** seconds without a successful seal after which readiness reports it stalled; 0: three intervals */
+  readonly stalledAfterSeconds: number;
+}
+
+/** the bound after which sealing counts as stalled (ms); 0: never (no timer, sealed only at close) */
+export function stalledAfterMs(schedule: SealingSchedule): number {
+  if (schedule.intervalSeconds === 0) return 0;
+  return (schedule.stalledAfterSeconds || 3 * schedule.intervalSeconds) * 1000;
+}
+
+/**
+ * The outcomes of the seals: when one last succeeded and the failures since. A run of failures logs one warning, and one line when a seal succeeds
+ * again; each attempt in between only updates what readiness reports.
+ */
+function sealingWatch(stalledAfter: number, logger: Logger, now: () => number) {
+  let lastSuccess = now();
+  let failures = 0;
+  let lastError: string | undefined;
+  const seconds = (ms: number) => Math.round(ms / 1000);
+  return {
+    succeeded() {
+      if (failures > 0)
+        logger.info(
+          { event: 'journal.seal_resumed', failed_attempts: failures, unsealed_seconds: seconds(now() - lastSuccess) },
+          'sealing succeeded again',
+        );
+      lastSuccess = now();
+      failures = 0;
+      lastError = undefined;
+    },
+    failed(err: Error) {
+      failures++;
+      lastError = err.message;
+      if (failures === 1)
+        logger.warn(
+          { event: 'journal.seal_failed', error: err.message },
+          'sealing failed; tried again at every interval, logged again when it succeeds',
+        );
+    },
+    readiness() {
+      const since = now() - lastSuccess;
+      const last = lastError ? `last error: ${lastError}` : 'a seal is under way';
+      if (stalledAfter > 0 && since > stalledAfter)
+        return {
+          ready: false,
+          reasons: [
+            `journal sealing stalled: no seal succeeded for ${seconds(since)} s, more than ${seconds(stalledAfter)} s; ${last}`,
+          ],
+        };
+      if (failures === 0) return { ready: true, reasons: [] };
+      return { ready: true, reasons: [`journal sealing failing: ${failures} attempt(s) failed; ${last}`] };
+    },
+  };
+}
+
+/**
+ * Seals every `schedule.intervalSeconds` (0: only at close). A failed seal is tried again next time; signing
+ * never waits for it.
+ */
+export function startSealing(
+  store: Store,
+  tsa: SealingTsas,
+  schedule: SealingSchedule,
+  logger: Logger,
+  now: () => number = Date.now,
+): SealingJob {
+  const watch = sealingWatch(stalledAfterMs(schedule), logger, now);
   const seal = async () => {
     try {
       const batches = await sealJournal(store, tsa);
@@ -185,16 +256,18 @@ export function startSealing(store: Store, tsa: SealingTsas, intervalSeconds: nu
           },
           'journal batch sealed',
         );
+      watch.succeeded();
     } catch (err) {
-      logger.warn({ event: 'journal.seal_failed', error: (err as Error).message }, 'sealing failed; tried again later');
+      watch.failed(err as Error);
     }
   };
-  const periodic = intervalSeconds > 0 ? runEvery(intervalSeconds * 1000, seal) : undefined;
+  const periodic = schedule.intervalSeconds > 0 ? runEvery(schedule.intervalSeconds * 1000, seal) : undefined;
   return {
     sealNow: seal,
     async close() {
       await periodic?.close();
       await seal();
     },
+    readiness: watch.readiness,
   };
 }

@@ -203,6 +203,12 @@ export async function postgresDialect(options: PostgresStoreOptions): Promise<St
 }
 
 /**
+ * How long the server lets one of our sessions sit idle inside a transaction before it ends the session (ms).
+ * Our transactions send their statements back to back (runWrite), so only a stopped process waits this long.
+ */
+export const IDLE_IN_TRANSACTION_MS = 10_000;
+
+/**
  * A pool of at most `max` connections, each query bounded. A client whose server went away (a restart, a
  * crash, `pg_ctl stop -m immediate`) emits 'error'; unhandled, that ends the process. pg-pool listens only
  * while a client is idle (and then re-emits on the pool), so every client gets a listener of its own for its
@@ -216,6 +222,10 @@ function postgresPool(url: string, max: number, names: HostLookup): pg.Pool {
     max,
     connectionTimeoutMillis: 5000,
     query_timeout: 10_000,
+    // a session left idle inside a transaction (its process frozen, or gone without closing) is ended by the
+    // server: its row locks and its place in the journal's horizon (journal-horizon.ts) are not held for ever
+    idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
+    fallback_application_name: 'qtsp', // pg_stat_activity names our sessions (unless the URL names them)
     stream: () => socketResolvingWith(names),
   });
   pool.on('error', () => undefined); // an idle client lost: the next query (and readiness' ping) reports it

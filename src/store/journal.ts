@@ -7,15 +7,15 @@
  *
  * Batches (the sealer is src/journal/seal.ts) cover entries by seq range: batch n holds every entry with
  * seq in (first_seq - 1, through_seq]. The range is complete when sealed because the sealer seals only up to
- * horizon(): on PostgreSQL, where identity values are handed out before their transactions commit, horizon()
- * takes a SHARE lock on the table, which waits for every insert in flight, then reads max(seq); later inserts
- * draw larger values. On SQLite one writer at a time commits, so max(seq) is already a horizon.
+ * horizon() (journal-horizon.ts): no entry with a seq at or below it can commit later, on PostgreSQL too, where
+ * identity values are handed out before their transactions commit.
  */
 import { createHash } from 'node:crypto';
-import { sql, type Insertable, type Selectable } from 'kysely';
+import type { Insertable, Selectable } from 'kysely';
 import { canonicalJson } from '../util/canonical-json.ts';
 import type { StoreAccess } from './access.ts';
 import type { Statement } from './group-commit.ts';
+import { horizon } from './journal-horizon.ts';
 import { columns, prepare } from './prepared.ts';
 import { keptRevocationInfo } from './records.ts';
 import type { JournalBatchesTable, JournalEntriesTable, JournalRenewalsTable } from './schema.ts';
@@ -227,23 +227,6 @@ function toBatch(row: Selectable<JournalBatchesTable>): JournalBatch {
     ...(row.groups ? { groups: decodeGroups(Buffer.from(row.groups)) } : {}),
     sealedAt: new Date(row.sealed_at),
   };
-}
-
-/** the highest committed seq with no write in flight below it (see the module comment) */
-async function horizon(a: StoreAccess, driver: 'sqlite' | 'postgres'): Promise<number> {
-  const max = a.db.selectFrom('journal_entries').select((eb) => eb.fn.max('seq').as('max'));
-  if (driver === 'sqlite') return Number((await max.executeTakeFirst())?.max ?? 0);
-  return a.db.transaction().execute(async (trx) => {
-    await sql`LOCK TABLE journal_entries IN SHARE MODE`.execute(trx);
-    return Number(
-      (
-        await trx
-          .selectFrom('journal_entries')
-          .select((eb) => eb.fn.max('seq').as('max'))
-          .executeTakeFirst()
-      )?.max ?? 0,
-    );
-  });
 }
 
 /** inserts a batch unless its number or first seq is taken: true when this call inserted it */

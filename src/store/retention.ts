@@ -60,6 +60,10 @@ function evidenceDeletes(a: StoreAccess, serial: string, before: Date, reportedB
     transaction = transaction.where(({ not, exists, selectFrom }) =>
       not(exists(selectFrom('outbox').select('id').where('id', 'in', reportedBy).where('state', '<>', 'delivered'))),
     );
+  // its entries go with it (journalDeletes), and only sealed ones can: while one waits for its seal, all wait
+  transaction = transaction.where(({ not, exists }) =>
+    not(exists(signingEntries(a, serial).select('seq').where('seq', '>', sealedThrough(a)))),
+  );
   const certificate = a.db
     .deleteFrom('certificates')
     .where('serial_hex', '=', serial)
@@ -73,19 +77,24 @@ function evidenceDeletes(a: StoreAccess, serial: string, before: Date, reportedB
 /** the kinds of entries that are a signing's evidence, purged with it; operator and CA events stay */
 const SIGNING_ENTRY_KINDS = ['signing.authorized', 'signing.returned'];
 
+/** the seq through which the journal is sealed (0: no batch yet) */
+const sealedThrough = (a: StoreAccess) =>
+  a.db.selectFrom('journal_batches').select(sql<number>`coalesce(max(through_seq), 0)`.as('through'));
+
+/** a signing's entries (signing.authorized, signing.returned) */
+const signingEntries = (a: StoreAccess, serial: string) =>
+  a.db.selectFrom('journal_entries').where('ref', '=', serial).where('kind', 'in', SIGNING_ENTRY_KINDS);
+
 /**
- * A purged signing's journal entries, once its transaction is gone and only when sealed: first their leaf hashes
- * into journal_purged (what an audit reports as purged by policy), then the entries.
+ * A purged signing's journal entries, once its transaction is gone, which evidenceDeletes allows only when all
+ * of them are sealed: first their leaf hashes into journal_purged (what an audit reports as purged by policy),
+ * then the entries. An entry deleted unsealed would be in no batch, its deletion unprovable.
  */
 function journalDeletes(a: StoreAccess, serial: string, before: Date) {
   const purgedBy = `retention before ${before.toISOString()}`;
-  const sealedThrough = a.db.selectFrom('journal_batches').select((eb) => eb.fn.max('through_seq').as('through'));
   const entries = () =>
-    a.db
-      .selectFrom('journal_entries')
-      .where('ref', '=', serial)
-      .where('kind', 'in', SIGNING_ENTRY_KINDS)
-      .where('seq', '<=', sealedThrough)
+    signingEntries(a, serial)
+      .where('seq', '<=', sealedThrough(a))
       .where(({ not, exists, selectFrom }) =>
         not(exists(selectFrom('signing_transactions').select('txn').where('certificate_serial_hex', '=', serial))),
       );

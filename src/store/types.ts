@@ -404,7 +404,8 @@ export interface JournalStore {
   append(entry: JournalEntryInput): Promise<void>;
   /**
    * the highest seq committed, such that no entry with a lower or equal seq can still commit (PostgreSQL: after
-   * the writes in flight, under a SHARE lock of the table); 0 when there is none
+   * the writes in flight, without a lock; rejects naming a session that stays open: journal-horizon.ts); 0 when
+   * there is none
    */
   horizon(): Promise<number>;
   /** entries with afterSeq < seq <= throughSeq, by seq */

@@ -2,7 +2,8 @@
  * The retention purge (src/retention/purge.ts, src/store/retention.ts) on SQLite and PostgreSQL: it deletes
  * exactly what is past its period and delivered, keeps the rest (an outbox entry not delivered; evidence whose
  * mediation record is pending, queued or failed; what is newer than the cutoff; our own service certificates),
- * and signings written while it runs lose nothing.
+ * and signings written while it runs lose nothing. A signing goes with its journal entries, each leaving a
+ * tombstone, and only once they are sealed: before, it waits for a later purge.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,9 +15,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/load.ts';
 import { MEDIATION_TOPIC, referenceId } from '../../src/mediation/record.ts';
+import { auditJournal } from '../../src/journal/audit.ts';
+import { sealJournal } from '../../src/journal/seal.ts';
 import { cutoffs, purgeExpired, startRetention } from '../../src/retention/purge.ts';
 import { openPostgresStore, openSqliteStore } from '../../src/store/open.ts';
 import type { DocumentClaim, OutboxState, RecordSigningInput, Store } from '../../src/store/types.ts';
+import type { LocalTsa } from '../../src/timestamping/tsa.ts';
+import { testTsa } from '../helpers/journal.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { certificate, claimFor, signing } from '../store/store-contract.ts';
 
@@ -100,6 +105,7 @@ function registerRetention(name: string, open: () => Promise<Store>): void {
       await store.addCertificate(service);
       const cut = await cutoff();
       const fresh = await signed(store, 'delivered');
+      await sealJournal(store, tsa);
       // batches of 2: the three blocked signings fill more than a batch, and the purge goes past them
       const purged = await purgeExpired(store, { outboxDeliveredBefore: undefined, evidenceBefore: cut, batchSize: 2 });
       assert.deepEqual(await held(store, delivered), [0, false, 0]);
@@ -116,6 +122,7 @@ function registerRetention(name: string, open: () => Promise<Store>): void {
       await purgeExpired(store, { outboxDeliveredBefore: cut, evidenceBefore: undefined, batchSize: 10 });
       assert.equal(await store.getOutbox(s.recordId), undefined);
       assert.deepEqual(await held(store, s), [1, true, 2], 'evidence has a period of its own');
+      await sealJournal(store, tsa);
       await purgeExpired(store, { outboxDeliveredBefore: undefined, evidenceBefore: cut, batchSize: 10 });
       assert.deepEqual(await held(store, s), [0, false, 0]);
     });
@@ -124,6 +131,7 @@ function registerRetention(name: string, open: () => Promise<Store>): void {
       const old = [];
       for (let i = 0; i < 60; i++) old.push(await signed(store, i % 2 === 0 ? 'delivered' : false));
       const cut = await cutoff();
+      await sealJournal(store, tsa);
       const purge = purgeExpired(store, { outboxDeliveredBefore: cut, evidenceBefore: cut, batchSize: 5 });
       const fresh = await Promise.all(Array.from({ length: 30 }, () => signed(store, 'delivered')));
       const purged = await purge;
@@ -134,14 +142,35 @@ function registerRetention(name: string, open: () => Promise<Store>): void {
         assert.equal((await store.getOutbox(s.recordId))?.state, 'delivered');
       }
     });
+
+    it('a signing is purged once its entries are sealed, with them and their tombstones; the audit stays clean', async () => {
+      const s = await signed(store, 'delivered');
+      const serial = s.input.transaction.certificateSerialHex;
+      const cut = await cutoff();
+      const evidence = { outboxDeliveredBefore: undefined, evidenceBefore: cut, batchSize: 10 };
+      await purgeExpired(store, evidence);
+      assert.deepEqual(await held(store, s), [1, true, 2], 'its entries are not sealed yet: the signing waits');
+      const seqs = (await store.journal.entriesOf(serial)).map((e) => e.seq);
+      assert.equal(seqs.length, 2);
+      await sealJournal(store, tsa);
+      await purgeExpired(store, evidence);
+      assert.deepEqual(await held(store, s), [0, false, 0], 'sealed: purged at the next purge');
+      assert.deepEqual(await store.journal.entriesOf(serial), [], 'and its entries with it');
+      const report = await auditJournal(store);
+      assert.equal(report.clean, true, JSON.stringify(report.findings));
+      const purged = report.findings.filter((f) => f.kind === 'purged' && seqs.includes(f.seq));
+      assert.equal(purged.length, 2, 'signing.authorized and signing.returned: purged by policy');
+    });
   });
 }
 
 let dir: string;
+let tsa: LocalTsa;
 let pgServer: PostgresServer | undefined;
 let pgUnavailable: Error | undefined;
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'qtsp-retention-'));
+  tsa = testTsa(join(dir, 'pki'));
   try {
     pgServer = await startPostgres();
   } catch (err) {
@@ -172,6 +201,7 @@ describe('the scheduled purge', () => {
       const recent = signing(randomUUID(), { createdAt: new Date(Date.now() - 3_600_000) });
       await store.recordSigning(old);
       await store.recordSigning(recent);
+      await sealJournal(store, tsa); // a signing goes once its entries are sealed
       // bounded wait for a pass (the first comes one interval after the start)
       const deadline = Date.now() + 30_000;
       while ((await store.getTransaction(old.transaction.txn)).length > 0 && Date.now() < deadline) await sleep(100);

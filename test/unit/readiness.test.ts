@@ -64,6 +64,7 @@ function standIns(switches: Switches): { parts: ReadinessParts; events: string[]
     keys,
     issuingKey: { sign },
     calendar: { endedForSigning: () => [] },
+    sealing: { readiness: () => ({ ready: true, reasons: [] }) },
     intervalMs: INTERVAL_MS,
     logger: logger as unknown as Logger,
   } as unknown as ReadinessParts;
