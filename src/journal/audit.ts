@@ -384,7 +384,7 @@ export async function auditJournal(store: Store, options: AuditOptions = {}): Pr
   findings.push(...unsealed.findings);
   const renewals = await store.journal.renewals();
   findings.push(...(await renewalFindings(store, batches, renewals)));
-  const rows = await rowFindings(store, batches);
+  const rows = await rowFindings(store, batches, inPeriod);
   findings.push(...rows.findings);
   return {
     batches: batches.length,
