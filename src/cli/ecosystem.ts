@@ -16,6 +16,7 @@ import { keyCeremony } from '../ca/init.ts';
 import type { RpEndpoints } from '../rp/flow.ts';
 import type { DemoRpServer } from '../rp/demo/server.ts';
 import { startSandboxDemoRp } from './demo-rp.ts';
+import { journalCeremony } from './pki.ts';
 import { startSandbox, type ExternalClient, type Sandbox } from '../sandbox/index.ts';
 import { startQtsp, type QtspService } from '../service.ts';
 import type { Logger } from '../util/logger.ts';
@@ -126,8 +127,9 @@ export async function prepare(
     given.server.publicationPort === 0 ? await freePort(given.server.host) : given.server.publicationPort;
   const base = loadConfig(withPorts(options.config ?? {}, port, publicationPort), env);
   // the key ceremony on first start: the root key goes to <dataDir>/ceremony, which the service never reads;
-  // material made while the root key was online is migrated (ca/init.ts completeCeremony)
-  await keyCeremony(base);
+  // material made while the root key was online is migrated (ca/init.ts completeCeremony); journaled like
+  // `qtsp pki ceremony`'s when it created CA material
+  if (await keyCeremony(base)) await journalCeremony(base);
   return {
     base,
     port,

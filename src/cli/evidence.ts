@@ -251,7 +251,8 @@ async function runAudit(args: string[]): Promise<number> {
       for (const f of report.findings) process.stdout.write(`${describeFinding(f)}\n`);
       process.stdout.write(
         `${report.batches} batch(es) (${report.secondTimeStamps} also time-stamped by the second TSA), ` +
-          `${report.entries} sealed entries checked, ${report.unsealed} not sealed yet: ` +
+          `${report.entries} sealed entries checked, ${report.unsealed} not sealed yet` +
+          `${report.rowsBeforeJournal > 0 ? `, ${report.rowsBeforeJournal} row(s) from before the journal` : ''}: ` +
           `${report.clean ? 'clean' : `${report.findings.filter((f) => f.kind !== 'purged').length} finding(s)`}\n`,
       );
       if (anchor && anchored) printAnchorFindings(anchor, anchored);

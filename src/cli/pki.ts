@@ -145,6 +145,11 @@ async function journalCaEvent(config: Config, kind: string, data: { [key: string
   }
 }
 
+/** Journals a key ceremony that created CA material (`pki.ceremony`): here, and at `qtsp dev`'s first start. */
+export async function journalCeremony(config: Config): Promise<void> {
+  await journalCaEvent(config, 'pki.ceremony', issuedMaterial(config.dataDir, config.keys.provider));
+}
+
 interface CeremonyFlags {
   readonly rsa: boolean;
   readonly force: boolean;
@@ -169,7 +174,7 @@ async function ceremony(config: Config, options: CeremonyFlags): Promise<number>
     ...(ceremonyDir ? { ceremonyDir } : {}),
   });
   const dir = pkiPaths(config.dataDir).dir;
-  if (created) await journalCaEvent(config, 'pki.ceremony', issuedMaterial(config.dataDir, config.keys.provider));
+  if (created) await journalCeremony(config);
   process.stdout.write(
     created ? `created CA material in ${dir}\n` : `CA material exists in ${dir} (use --force to replace it)\n`,
   );

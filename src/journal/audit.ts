@@ -13,7 +13,9 @@
  *   of it was sealed, which an entry written then would have been part of);
  * - signing evidence rows against their sealed entry (the introspection JWT, the digests, the certificate);
  * - each RFC 4998 renewal (renewal.ts): its root, its token, and its leaves recomputed from the batches, the
- *   renewals before it and the entries present.
+ *   renewals before it and the entries present;
+ * - the rows the service hands out (certificate status, signings, kept signatures, renewals) against the
+ *   entries, and entries outside every batch (audit-rows.ts), over the whole store whatever the period.
  */
 import { verify, X509Certificate } from 'node:crypto';
 import * as asn1js from 'asn1js';
@@ -30,6 +32,7 @@ import {
   recordChains,
 } from './evidence-record.ts';
 import { nodeHash, sha256, treeRoot } from './hash-tree.ts';
+import { rowFindings, type RowFinding } from './audit-rows.ts';
 import { allBatches, currentChains, intactGroups, timeStampLeaves, tsaCertificate } from './renewal.ts';
 import { batchLeaves, signingGroupHash } from './seal.ts';
 
@@ -40,7 +43,8 @@ export type Finding =
   | { readonly kind: 'deleted'; readonly seq: number; readonly batch: number }
   | { readonly kind: 'inserted'; readonly seq: number; readonly batch: number | null; readonly detail: string }
   | { readonly kind: 'purged'; readonly seq: number; readonly batch: number; readonly by: string }
-  | { readonly kind: 'renewal'; readonly renewal: number; readonly detail: string };
+  | { readonly kind: 'renewal'; readonly renewal: number; readonly detail: string }
+  | RowFinding;
 
 export interface AuditReport {
   readonly batches: number;
@@ -51,6 +55,8 @@ export interface AuditReport {
   readonly entries: number;
   /** entries after the last batch, waiting for the next seal */
   readonly unsealed: number;
+  /** rows of a store made before the journal existed, dated before its first entry: not judged */
+  readonly rowsBeforeJournal: number;
   readonly findings: readonly Finding[];
   /** no finding but purges by policy */
   readonly clean: boolean;
@@ -378,12 +384,15 @@ export async function auditJournal(store: Store, options: AuditOptions = {}): Pr
   findings.push(...unsealed.findings);
   const renewals = await store.journal.renewals();
   findings.push(...(await renewalFindings(store, batches, renewals)));
+  const rows = await rowFindings(store, batches, inPeriod);
+  findings.push(...rows.findings);
   return {
     batches: batches.length,
     secondTimeStamps: batches.filter((b) => b.secondToken).length,
     renewals: renewals.length,
     entries,
     unsealed: unsealed.count,
+    rowsBeforeJournal: rows.beforeJournal,
     findings,
     clean: findings.every((f) => f.kind === 'purged'),
   };
@@ -406,5 +415,7 @@ export function describeFinding(f: Finding): string {
       return `entry ${f.seq} (batch ${f.batch}): purged by policy (${f.by})`;
     case 'renewal':
       return `renewal ${f.renewal}: ${f.detail}`;
+    case 'row':
+      return `${f.table} ${f.key}: ${f.detail}`;
   }
 }

@@ -26,8 +26,18 @@ export async function recordsOf(
   const entries = await store.journal.entriesOf(certificateSerialHex);
   const all = renewals ?? (await store.journal.renewals());
   const out: EntryRecord[] = [];
+  let sealedThrough: number | undefined;
+  // seq 0, -7, or one in a gap between batches: no batch sealed it and none ever will
+  const neverSealed = async (seq: number) => {
+    if (seq < 1) return true;
+    sealedThrough ??= await lastSealed(store);
+    return seq <= sealedThrough;
+  };
   for (const entry of entries) {
     const batch = await store.journal.batchOf(entry.seq);
+    // an entry that is no leaf of its batch, or that no batch sealed below the last one, gets no record and is
+    // not handed out as a data object either (the audit names it)
+    if (batch ? !batch.leaves.some((l) => l.seq === entry.seq) : await neverSealed(entry.seq)) continue;
     out.push({
       entry,
       record: batch ? evidenceRecord(batch, entry.seq, all) : undefined,
@@ -36,6 +46,8 @@ export async function recordsOf(
   }
   return out;
 }
+
+const lastSealed = async (store: Store) => (await store.journal.lastBatch())?.throughSeq ?? 0;
 
 /** file names of an entry's data object and records: journal-<seq>-<kind>.json / .ers / .tsa2.ers */
 export function recordFileNames(entry: StoredJournalEntry): { data: string; record: string; secondRecord: string } {

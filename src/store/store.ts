@@ -13,6 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type StoreAccess, storeAccess } from './access.ts';
+import { auditReads } from './audit-reads.ts';
 import { certificates } from './certificates.ts';
 import type { StoreDialect } from './dialects.ts';
 import { documents } from './documents.ts';
@@ -46,6 +47,7 @@ export function createStore(dialect: StoreDialect, options: StoreOptions = {}): 
     ...documents(access, outboxParts.insert, insertJournal),
     ...retention(access),
     journal: journal(access, dialect.driver, journaling),
+    audit: auditReads(access),
     ping: writeProbe(access, dialect.probeFiller),
     close: access.close,
   };

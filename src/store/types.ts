@@ -189,6 +189,31 @@ export interface StoredDocument {
   readonly signedAt: Date | null;
 }
 
+/** A document holding a signature, as the journal audit reads it (revocation: the JSON text as stored). */
+export interface KeptDocument {
+  readonly iss: string;
+  readonly txn: string;
+  readonly hashAlgorithmOid: string;
+  readonly hash: string;
+  readonly signature: string;
+  readonly revocation: string | null;
+  readonly signedAt: Date | null;
+}
+
+/** The rows the journal audit checks against the sealed entries (journal/audit-rows.ts). */
+export interface AuditReads {
+  /** every certificate revoked (what OCSP and the CRLs answer from) */
+  revoked(): Promise<RevokedCertificate[]>;
+  /** a row per signing transaction and per certificate minted for signDoc: its serial and time */
+  signingSerials(): Promise<
+    { readonly table: 'signing_transactions' | 'certificates'; readonly serialHex: string; readonly at: Date }[]
+  >;
+  /** every document holding a signature, read in pages */
+  keptDocuments(): AsyncIterable<KeptDocument>;
+  /** whether release 0.1 made this store (its `schema_version` table), before the journal existed */
+  predatesJournal(): Promise<boolean>;
+}
+
 /** Where a page of signings ended: the next page starts after it (created_at, then serial). */
 export interface SigningCursor {
   readonly createdAt: Date;
@@ -293,6 +318,8 @@ export interface Store {
   purgeDocuments(before: Date, limit: number): Promise<number>;
   /** the sealed journal of evidence and operator events (journal.ts) */
   readonly journal: JournalStore;
+  /** what the journal audit compares with the sealed entries (audit-reads.ts) */
+  readonly audit: AuditReads;
   /** readiness: the database answers and commits a small write (a full disk or a read-only database fails) */
   ping(): Promise<void>;
   /** idempotent */
