@@ -14,11 +14,14 @@ import { readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { OFFERED, OFFERED_LEVELS } from '../../src/ades/offer.ts';
+import { SESSION_COOKIE } from '../../src/rp/demo/app.ts';
 import { SIGNATURE_FORMATS } from '../../src/ades/formats.ts';
 import { pkiPaths } from '../../src/ca/material.ts';
 import { verifyCades, verifyPades, verifyXades, type Verdict } from '../../src/rp/demo/verify.ts';
@@ -198,6 +201,13 @@ describe('demo RP in a browser', () => {
       const signature = await downloadOf(page, 'signature');
       const check = await opensslCmsVerify(signature, TEXT, env.rootCaFile);
       assert.ok(check.ok, check.output);
+      // a name every plain object has is no download
+      const id = new URL(page.url()).pathname.split('/')[2]!;
+      for (const kind of ['constructor', '__proto__', 'toString', 'valueOf', 'hasOwnProperty']) {
+        const res = await page.request.get(new URL(`/download/${id}/${kind}`, demoUrl).toString());
+        assert.equal(res.status(), 404, kind);
+        assert.match(res.headers()['content-type'] ?? '', /^text\/html/, kind);
+      }
 
       // the bank's redirect once more: its state is used up, nothing is signed again
       const before = await signDocCalls();
@@ -307,6 +317,106 @@ describe('demo RP in a browser', () => {
       assert.match((await page.locator('[role=alert]').textContent()) ?? '', /Nothing was shared/);
       assert.equal(await signDocCalls(), before);
       await screenshot(page, 'error-unable-to-meet-service-requirements');
+    } finally {
+      await context.close();
+    }
+  });
+});
+
+/** A page of another origin (plain HTTP on another loopback port) that builds a file and submits our form. */
+async function hostileSite(): Promise<{ url: string; close(): Promise<void> }> {
+  const page = `<!doctype html><html><body>
+<form id="f" method="post" action="${new URL('/sign', demoUrl)}" enctype="multipart/form-data">
+<input type="file" name="document"><input name="format" value="C"><input name="level" value="AdES-B-B"></form>
+<script>
+const data = new DataTransfer();
+data.items.add(new File(['I owe the attacker everything.'], 'attacker-contract.txt', { type: 'text/plain' }));
+const form = document.getElementById('f');
+form.document.files = data.files;
+form.submit();
+</script></body></html>`;
+  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(page));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The bank's redirect to our callback after Consent, held back (the browser never follows it) and handed out. */
+async function heldCallback(page: Page): Promise<URL> {
+  await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'C', 'AdES-B-B');
+  await chooseBank(page);
+  let held: URL | undefined;
+  // the consent post is sent on the browser's behalf, its redirect read and not followed
+  await page.route(
+    (u) => u.pathname === '/authorize/consent',
+    async (route) => {
+      const answer = await route.fetch({ maxRedirects: 0 });
+      held = new URL(answer.headers()['location'] ?? 'about:blank');
+      await route.fulfill({ status: 200, contentType: 'text/html', body: '<p id="held">held</p>' });
+    },
+  );
+  await page.fill('#otp', SECOND_FACTOR);
+  await Promise.all([page.waitForSelector('#held'), page.click('#consent')]);
+  await page.unrouteAll();
+  assert.equal(held?.pathname, '/callback', String(held));
+  return held!;
+}
+
+describe('demo RP against hostile pages and answers', () => {
+  it('a page of another origin auto-submitting the upload form: no signing starts, the session cookie stays', async () => {
+    const { context, page } = await newPage();
+    const hostile = await hostileSite();
+    try {
+      await upload(page, { name: 'hello.txt', mimeType: 'text/plain', buffer: TEXT }, 'C', 'AdES-B-B');
+      const cookie = async () => (await context.cookies(demoUrl)).find((c) => c.name === SESSION_COOKIE)?.value;
+      const own = await cookie();
+      assert.ok(own, 'the signing started here made a session');
+      const [res] = await Promise.all([
+        page.waitForResponse((r) => new URL(r.url()).pathname === '/sign'),
+        page.goto(hostile.url),
+      ]);
+      assert.equal(res.status(), 403);
+      await page.waitForURL((u) => u.pathname === '/sign');
+      assert.match((await page.locator('[role=alert]').textContent()) ?? '', /sent from another site/);
+      assert.equal(await cookie(), own, 'the session cookie was not replaced');
+      await screenshot(page, 'error-cross-site-post');
+    } finally {
+      await hostile.close();
+      await context.close();
+    }
+  });
+
+  it('an answer naming the other bank (mix-up): a 400 page, nothing signed', async () => {
+    const { context, page } = await newPage();
+    try {
+      const before = await signDocCalls();
+      const callback = await heldCallback(page);
+      const other = env.sandbox.banks.find((b) => b.bic === SECOND_BANK_BIC)!;
+      assert.notEqual(callback.searchParams.get('iss'), other.issuer);
+      callback.searchParams.set('iss', other.issuer);
+      const res = await page.goto(callback.toString());
+      assert.equal(res?.status(), 400);
+      assert.match((await page.locator('h1').textContent()) ?? '', /Answer from another bank/);
+      assert.equal(await signDocCalls(), before);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it("the bank's error_description: isolated, its bidirectional controls shown, not acting", async () => {
+    const { context, page } = await newPage();
+    try {
+      const callback = await heldCallback(page);
+      callback.searchParams.delete('code');
+      callback.searchParams.set('error', 'access_denied');
+      callback.searchParams.set('error_description', 'Stopped \u202Efdp.exe\u202C here');
+      await page.goto(callback.toString());
+      const said = page.locator('#bank-said');
+      assert.equal(await said.evaluate((e) => e.tagName), 'BDI');
+      assert.equal(await said.textContent(), 'Stopped ⟨U+202E⟩fdp.exe⟨U+202C⟩ here');
+      assert.ok(!(await page.content()).includes('\u202E'), 'no acting override in the page');
     } finally {
       await context.close();
     }
@@ -433,8 +543,10 @@ describe('demo RP over HTTP', () => {
     });
   }
 
+  /** A session, made as a browser's is: when a signing starts (a visit makes none). */
   async function sessionCookie(): Promise<string> {
-    const res = await get('/');
+    const res = await postUpload(undefined, { format: 'C', file: 'hello.txt', type: 'text/plain', bytes: TEXT });
+    assert.equal(res.status, 303);
     const set = ([] as string[]).concat(res.headers['set-cookie'] ?? []);
     assert.match(set[0] ?? '', /HttpOnly/i);
     assert.match(set[0] ?? '', /Secure/i);
@@ -442,7 +554,7 @@ describe('demo RP over HTTP', () => {
   }
 
   /** The upload form posted as a browser posts it (multipart), with the session's cookie. */
-  function postUpload(cookie: string, o: { format: string; file: string; type: string; bytes: Buffer }) {
+  function postUpload(cookie: string | undefined, o: { format: string; file: string; type: string; bytes: Buffer }) {
     const boundary = '----demo-rp-test';
     const body = Buffer.concat([
       Buffer.from(
@@ -458,7 +570,7 @@ describe('demo RP over HTTP', () => {
       method: 'POST',
       agent,
       timeoutMs: 30_000,
-      headers: { cookie, 'content-type': `multipart/form-data; boundary=${boundary}` },
+      headers: { ...(cookie ? { cookie } : {}), 'content-type': `multipart/form-data; boundary=${boundary}` },
       body,
     });
   }

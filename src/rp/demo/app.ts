@@ -38,29 +38,53 @@ export interface DemoRpOptions {
   readonly maxUploadBytes?: number;
   /** idle lifetime of a browser session and its documents; default 30 minutes */
   readonly sessionTtlMs?: number;
+  /** browser sessions kept at most (default 200); when all are live, a new signing gets a 503 page */
   readonly maxSessions?: number;
+  /** sessions one client address keeps at most (default 20); its own oldest gives way */
+  readonly maxSessionsPerClient?: number;
+  /** documents and result files all sessions together keep at most (default 256 MB); beyond, a 503 page */
+  readonly maxKeptBytes?: number;
   readonly logger?: Logger;
 }
 
 export const SESSION_COOKIE = '__Host-qtsp-demo-rp';
 const DEFAULT_MAX_UPLOAD = 10 * 1024 * 1024;
+const DEFAULT_MAX_KEPT = 256 * 1024 * 1024;
 
 interface Demo {
   readonly o: DemoRpOptions;
   readonly sessions: DemoSessions;
   readonly maxUpload: number;
+  readonly maxKept: number;
   /** the origins the upload form's post is redirected to (the account chooser) */
   readonly formTargets: readonly string[];
 }
 
-/** The browser's session, or a new one with its cookie (HttpOnly, Secure, SameSite=Lax: sent on redirects back). */
-function session(demo: Demo, req: Request, res: Response): DemoSession {
+/**
+ * The browser's session, or a new one with its cookie (HttpOnly, Secure, SameSite=Lax: sent on redirects back);
+ * undefined when every place is taken by live sessions of others. Made only when a signing starts.
+ */
+function session(demo: Demo, req: Request, res: Response): DemoSession | undefined {
   const found = demo.sessions.find(cookieValue(req, SESSION_COOKIE));
   if (found) return found;
-  const created = demo.sessions.create();
-  res.cookie(SESSION_COOKIE, created.id, { httpOnly: true, secure: true, sameSite: 'lax', path: '/' });
+  const created = demo.sessions.create(req.socket.remoteAddress ?? '');
+  if (created) res.cookie(SESSION_COOKIE, created.id, { httpOnly: true, secure: true, sameSite: 'lax', path: '/' });
   return created;
 }
+
+/**
+ * Whether the form was posted by a page of another origin (a cross-site page auto-submitting our form): the
+ * browser says so in Sec-Fetch-Site, or else in Origin. A client that sends neither is no browser, and no
+ * browser's cookie can be ridden with it.
+ */
+function postedFromElsewhere(req: Request): boolean {
+  const site = req.get('sec-fetch-site');
+  if (site !== undefined) return site !== 'same-origin';
+  const origin = req.get('origin');
+  return origin !== undefined && origin !== `https://${req.get('host') ?? ''}`;
+}
+
+const BUSY = 'The demo is busy: too many documents are waiting for their banks. Please try again in a few minutes.';
 
 const maxMb = (demo: Demo) => String(Math.round((demo.maxUpload / (1024 * 1024)) * 10) / 10);
 
@@ -114,17 +138,37 @@ function takeByState<T>(
   return s && entry ? { q, s, entry } : undefined;
 }
 
-async function postSign(demo: Demo, req: Request, res: Response): Promise<void> {
-  const s = session(demo, req, res);
+/** The form's choice, or undefined once the form page with the error (or the busy page) has been sent. */
+async function acceptedChoice(demo: Demo, req: Request, res: Response): Promise<DocumentChoice | undefined> {
   const page = { maxMb: maxMb(demo), formTargets: demo.formTargets };
   let choice: DocumentChoice | string;
   try {
     choice = await readChoice(demo, req);
   } catch (err) {
     if (!(err instanceof UploadError)) throw err;
-    return sendUploadPage(res, { ...page, status: err.status, error: err.message });
+    sendUploadPage(res, { ...page, status: err.status, error: err.message });
+    return undefined;
   }
-  if (typeof choice === 'string') return sendUploadPage(res, { ...page, status: 400, error: choice });
+  if (typeof choice === 'string') {
+    sendUploadPage(res, { ...page, status: 400, error: choice });
+    return undefined;
+  }
+  if (demo.sessions.keptBytes() + choice.bytes.length > demo.maxKept) {
+    sendError(res, 503, 'The demo is busy', BUSY);
+    return undefined;
+  }
+  return choice;
+}
+
+async function postSign(demo: Demo, req: Request, res: Response): Promise<void> {
+  if (postedFromElsewhere(req)) {
+    req.resume();
+    return sendError(res, 403, 'Not signed', 'This form was sent from another site. Nothing was signed.');
+  }
+  const choice = await acceptedChoice(demo, req, res);
+  if (!choice) return;
+  const s = session(demo, req, res);
+  if (!s) return sendError(res, 503, 'The demo is busy', BUSY);
   demo.o.logger?.info(
     { event: 'demo_rp.upload', format: choice.format, level: choice.level, bytes: choice.bytes.length },
     'demo RP: document uploaded, on to the account chooser',
@@ -230,6 +274,13 @@ async function callback(demo: Demo, req: Request, res: Response): Promise<void> 
       'This answer does not belong to a signing started in this browser, or it was used already. Nothing was signed.',
     );
   const { q, s, entry: pending } = taken;
+  if (q.get('iss') !== pending.authorization.metadata.issuer)
+    return sendError(
+      res,
+      400,
+      'Answer from another bank',
+      'This answer names another bank than the one the signing was started with. Nothing was signed.',
+    );
   let auth: Awaited<ReturnType<typeof finishInteractiveSigning>>;
   try {
     auth = await finishInteractiveSigning(demo.o.endpoints, pending.authorization, q);
@@ -259,7 +310,10 @@ function resultOf(demo: Demo, req: Request) {
 }
 
 function download(demo: Demo, req: Request, res: Response): void {
-  const file = resultOf(demo, req)?.downloads[String(req.params['kind'])];
+  const downloads = resultOf(demo, req)?.downloads;
+  const kind = String(req.params['kind']);
+  // own entries only: a name such as constructor or __proto__ is no download
+  const file = downloads && Object.hasOwn(downloads, kind) ? downloads[kind] : undefined;
   if (!file) {
     sendError(res, 404, 'Not found', 'No such file in this browser session (it may have expired).');
     return;
@@ -293,14 +347,19 @@ const wrap =
 export function demoRpApp(o: DemoRpOptions): Express {
   const demo: Demo = {
     o,
-    sessions: new DemoSessions({ ttlMs: o.sessionTtlMs ?? 30 * 60_000, maxSessions: o.maxSessions ?? 200 }),
+    sessions: new DemoSessions({
+      ttlMs: o.sessionTtlMs ?? 30 * 60_000,
+      maxSessions: o.maxSessions ?? 200,
+      maxPerClient: o.maxSessionsPerClient ?? 20,
+    }),
     maxUpload: o.maxUploadBytes ?? DEFAULT_MAX_UPLOAD,
+    maxKept: o.maxKeptBytes ?? DEFAULT_MAX_KEPT,
     formTargets: [new URL(o.accountChooserUrl).origin],
   };
   const app = express();
   app.disable('x-powered-by');
-  app.get('/', (req, res) => {
-    session(demo, req, res);
+  // no session for a visit: one is made when a signing starts, so visits cannot crowd out others' sessions
+  app.get('/', (_req, res) => {
     sendUploadPage(res, { maxMb: maxMb(demo), formTargets: demo.formTargets });
   });
   app.post('/sign', wrap(demo, postSign));

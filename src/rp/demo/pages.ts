@@ -5,7 +5,7 @@
  */
 import type { Response } from 'express';
 import { OFFERED, OFFERED_LEVELS } from '../../ades/offer.ts';
-import { type Html, html, sendPage } from '../../util/html.ts';
+import { type Html, html, isolated, sendPage } from '../../util/html.ts';
 import type { SigningResult } from './sessions.ts';
 import type { Check, Verdict } from './verify.ts';
 
@@ -79,13 +79,17 @@ export function sendStoppedAtBank(res: Response, bankSaid: string | undefined): 
   const body = html`<h1>The signing stopped at your bank</h1>
 <p>Your bank ended the signing before you consented: you cancelled, its page expired, or it stopped the login.
 Nothing was signed and nothing was shared with us or the QTSP.</p>
-${bankSaid ? html`<p><small>Your bank said: <span id="bank-said">${bankSaid}</span></small></p>` : ''}${again}`;
+${bankSaid ? html`<p><small>Your bank said: ${isolated(bankSaid, { id: 'bank-said' })}</small></p>` : ''}${again}`;
   sendPage(res, 200, { title: 'Signing stopped at your bank' }, body);
 }
 
+/**
+ * An error page. `detail` may carry another party's words (the bank's or the chooser's error_description):
+ * isolated, with its bidirectional controls shown instead of acting (util/html.ts).
+ */
 export function sendError(res: Response, status: number, title: string, message: string, detail?: string): void {
   const body = html`<h1>${title}</h1><p class="error" role="alert">${message}</p>
-${detail ? html`<p><small>${detail}</small></p>` : ''}${again}`;
+${detail ? html`<p><small>${isolated(detail, { id: 'detail' })}</small></p>` : ''}${again}`;
   sendPage(res, status, { title }, body);
 }
 

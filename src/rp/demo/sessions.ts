@@ -1,8 +1,9 @@
 /**
  * The demo RP's browser sessions, in memory: the uploaded document waiting for the bank, the pending
  * authorizations (spec 5.11: state bound to the session, used once) and the results. A session is found only
- * through its HttpOnly cookie, expires after a while of idleness, and holds a few entries at most, so the
- * memory a browser can pin stays bounded.
+ * through its HttpOnly cookie, expires after a while of idleness, and holds a few entries at most. A stranger
+ * cannot push a live session out: a client address that starts too many gives way only its own oldest, and
+ * when every place is taken a new session is refused, not made by evicting another browser's.
  */
 import { randomBytes } from 'node:crypto';
 import type { PendingAuthorization } from '../flow.ts';
@@ -45,6 +46,8 @@ export interface SigningResult {
 
 export class DemoSession {
   expiresAt = 0;
+  /** the client address that started it */
+  client = '';
   /** account chooser state -> the document it was asked for (spec 2.1 state: bound to this session) */
   readonly chooser = new BoundedMap<DocumentChoice>();
   /** OAuth state -> the pending signing */
@@ -76,13 +79,29 @@ export class BoundedMap<T> {
     this.entries.delete(key);
     return value;
   }
+
+  values(): IterableIterator<T> {
+    return this.entries.values();
+  }
+}
+
+/** The buffers a session keeps (documents, prepared PDFs, result files), each once. */
+function keptBuffers(s: DemoSession, into: Set<Buffer>): void {
+  for (const choice of s.chooser.values()) into.add(choice.bytes);
+  for (const p of s.pending.values()) {
+    into.add(p.choice.bytes);
+    for (const pdf of p.pades?.prepared ?? []) into.add(pdf.covered);
+  }
+  for (const r of s.results.values()) for (const file of Object.values(r.downloads)) into.add(file.bytes);
 }
 
 export interface SessionOptions {
   /** idle lifetime of a session and everything in it */
   readonly ttlMs: number;
-  /** sessions kept at most; the least recently used one gives way */
+  /** sessions kept at most; when all are live, a new one is refused */
   readonly maxSessions: number;
+  /** sessions one client address keeps at most; its own least recently used one gives way */
+  readonly maxPerClient: number;
   readonly now?: () => number;
 }
 
@@ -105,18 +124,35 @@ export class DemoSessions {
     return session;
   }
 
-  /** A new session with an unguessable id (the cookie value; never used as a state). */
-  create(): DemoSession {
+  /**
+   * A new session with an unguessable id (the cookie value; never used as a state) for this client address;
+   * undefined when every place is taken by a live session of others.
+   */
+  create(client: string): DemoSession | undefined {
     this.sweep();
+    const own = [...this.sessions.values()].filter((s) => s.client === client);
+    // the map's order is the order of use: the client's least recently used sessions first
+    for (const s of own.slice(0, Math.max(0, own.length - this.options.maxPerClient + 1))) this.sessions.delete(s.id);
+    if (this.sessions.size >= this.options.maxSessions) return undefined;
     const session = new DemoSession(randomBytes(32).toString('base64url'));
+    session.client = client;
     session.expiresAt = this.now() + this.options.ttlMs;
     this.sessions.set(session.id, session);
-    while (this.sessions.size > this.options.maxSessions) this.sessions.delete(this.sessions.keys().next().value!);
     return session;
   }
 
   get size(): number {
     return this.sessions.size;
+  }
+
+  /** The bytes every live session keeps: documents, prepared PDFs and result files. */
+  keptBytes(): number {
+    this.sweep();
+    const buffers = new Set<Buffer>();
+    for (const s of this.sessions.values()) keptBuffers(s, buffers);
+    let total = 0;
+    for (const b of buffers) total += b.length;
+    return total;
   }
 
   private sweep(): void {

@@ -11,8 +11,8 @@ function clock() {
 describe('DemoSessions', () => {
   it('finds a session by its id only, and renews it on use', () => {
     const c = clock();
-    const sessions = new DemoSessions({ ttlMs: 1_000, maxSessions: 10, now: c.now });
-    const s = sessions.create();
+    const sessions = new DemoSessions({ ttlMs: 1_000, maxSessions: 10, maxPerClient: 10, now: c.now });
+    const s = sessions.create('192.0.2.1')!;
     assert.ok(s.id.length >= 43, 'an unguessable id');
     assert.equal(sessions.find(s.id), s);
     assert.equal(sessions.find(undefined), undefined);
@@ -25,23 +25,45 @@ describe('DemoSessions', () => {
 
   it('forgets an idle session with everything in it', () => {
     const c = clock();
-    const sessions = new DemoSessions({ ttlMs: 1_000, maxSessions: 10, now: c.now });
-    const s = sessions.create();
+    const sessions = new DemoSessions({ ttlMs: 1_000, maxSessions: 10, maxPerClient: 10, now: c.now });
+    const s = sessions.create('192.0.2.1')!;
     c.t += 1_000;
     assert.equal(sessions.find(s.id), undefined);
     assert.equal(sessions.size, 0);
   });
 
-  it('keeps at most maxSessions: the least recently used gives way', () => {
-    const sessions = new DemoSessions({ ttlMs: 60_000, maxSessions: 2 });
-    const a = sessions.create();
-    const b = sessions.create();
-    sessions.find(a.id);
-    const c = sessions.create();
+  it('when every place is taken by live sessions, a new one is refused: nobody else is pushed out', () => {
+    const sessions = new DemoSessions({ ttlMs: 60_000, maxSessions: 2, maxPerClient: 10 });
+    const a = sessions.create('192.0.2.1')!;
+    const b = sessions.create('192.0.2.2')!;
+    assert.equal(sessions.create('192.0.2.3'), undefined);
     assert.equal(sessions.size, 2);
-    assert.equal(sessions.find(b.id), undefined);
     assert.equal(sessions.find(a.id), a);
-    assert.equal(sessions.find(c.id), c);
+    assert.equal(sessions.find(b.id), b);
+  });
+
+  it('one client address keeps maxPerClient sessions: its own least recently used gives way, no other', () => {
+    const sessions = new DemoSessions({ ttlMs: 60_000, maxSessions: 100, maxPerClient: 2 });
+    const victim = sessions.create('192.0.2.9')!;
+    const first = sessions.create('192.0.2.1')!;
+    const second = sessions.create('192.0.2.1')!;
+    sessions.find(first.id);
+    for (let i = 0; i < 50; i++) assert.ok(sessions.create('192.0.2.1'));
+    assert.equal(sessions.size, 3);
+    assert.equal(sessions.find(victim.id), victim, 'another address keeps its session');
+    assert.equal(sessions.find(second.id), undefined);
+    assert.equal(sessions.find(first.id), undefined);
+  });
+
+  it('counts the bytes its sessions keep, a document kept twice once', () => {
+    const sessions = new DemoSessions({ ttlMs: 60_000, maxSessions: 10, maxPerClient: 10 });
+    const s = sessions.create('192.0.2.1')!;
+    const choice = { fileName: 'a.txt', bytes: Buffer.alloc(1000), format: 'C' as const, level: 'AdES-B-B' };
+    s.chooser.set('state-1', choice);
+    s.chooser.set('state-2', { ...choice, bytes: Buffer.alloc(500) });
+    assert.equal(sessions.keptBytes(), 1500);
+    s.chooser.set('state-3', choice);
+    assert.equal(sessions.keptBytes(), 1500);
   });
 });
 
