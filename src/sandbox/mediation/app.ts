@@ -13,7 +13,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { errorHandler, invalidClient, invalidRequest, notFoundHandler, OAuthError } from '../errors.ts';
 import type { PlatformDirectory } from '../platform/directory.ts';
 import { registeredFingerprints } from '../platform/sp-record.ts';
-import { fingerprintsEqual, peerFingerprint } from '../tls.ts';
+import { fingerprintsEqual, peerCertificateCurrent, peerFingerprint } from '../tls.ts';
 import type { MediationControls } from '../types.ts';
 import { describeIssues, envelopeSchema, type RecordStore, type RemoteSignatureCreation } from './records.ts';
 
@@ -61,7 +61,10 @@ function parseEnvelope(body: unknown): RemoteSignatureCreation {
   return parsed.data.record;
 }
 
-/** spec 5.12: the TLS client certificate must be one registered for the service provider named in the record. */
+/**
+ * spec 5.12: the TLS client certificate must be one registered for the service provider named in the record,
+ * and within its validity period, as the banks require of the same certificate (spec 5, item 8).
+ */
 function authenticateSender(ctx: MediationContext, req: Request, record: RemoteSignatureCreation): void {
   const presented = peerFingerprint(req.socket);
   if (!presented) throw invalidClient('a TLS client certificate is required');
@@ -71,6 +74,8 @@ function authenticateSender(ctx: MediationContext, req: Request, record: RemoteS
   if (!provider || !registeredFingerprints(provider).some((f) => fingerprintsEqual(presented, f))) {
     throw invalidClient('the TLS client certificate is not registered for this service_provider_id');
   }
+  if (!peerCertificateCurrent(req.socket))
+    throw invalidClient('the TLS client certificate is outside its validity period');
 }
 
 function storeRecord(ctx: MediationContext) {
