@@ -729,9 +729,34 @@ describe('token endpoint (spec 2.9, 5.4)', () => {
     assert.equal(json(ok)['token_type'], 'bearer');
     assertError(await token(c), 400, 'invalid_grant');
   });
+
+  it('another client learns nothing of a code: a live one of another client reads as an unknown one', async () => {
+    const other = await sandbox.registerClient({ clientId: 'other-rp', state: 'active' });
+    const live = await token(await code(), {}, rpAgent(other), other);
+    const unknown = await token('unknown-code-'.padEnd(43, 'x'), {}, rpAgent(other), other);
+    assertError(live, 400, 'invalid_grant');
+    assertError(unknown, 400, 'invalid_grant');
+    assert.equal(json(live)['error_description'], json(unknown)['error_description']);
+  });
 });
 
 describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
+  it('key archive: a path out of the repository root, or not a path, is refused with a body, never a 500', async () => {
+    const root = `${sandbox.platformUrl}/key-archive`;
+    const refs = '/info/refs?service=git-upload-pack';
+    for (const path of ['/..%2F..%2Fetc', '/%2e%2e%2fkeys', '/x/..%2F..%2F..%2Ftmp', '/%E0%A4%A']) {
+      const res = await get(`${root}${path}${refs}`);
+      assert.equal(res.status, 403, path);
+      assert.match(res.body.toString(), /read-only over upload-pack/, path);
+    }
+    for (const path of ['/.%2Fkeys.git', '/a%5C..%5Cb', '/nothing-here.git']) {
+      const res = await get(`${root}${path}${refs}`);
+      assert.ok(res.status >= 400 && res.status < 500, `${path}: ${res.status}`);
+    }
+    const served = await get(`${sandbox.keyArchiveUrl}${refs}`);
+    assert.equal(served.status, 200);
+  });
+
   const idpUrl = (iss: string) => `${sandbox.idpDirectoryUrl}?iss=${encodeURIComponent(iss)}`;
   const configUrl = (iss: string) => `${sandbox.serviceConfigurationUrl}?iss=${encodeURIComponent(iss)}`;
 

@@ -44,8 +44,8 @@ function checkPkce(code: AuthorizationCode, verifier: string | undefined): void 
  */
 function checkedCode(ctx: AsContext, form: Form, clientId: string): AuthorizationCode {
   const code = ctx.store.codes.get(form.require('code'));
-  if (!code) throw invalidGrant('code is unknown or expired');
-  if (code.clientId !== clientId) throw invalidGrant('code was not issued to this client');
+  // one message for both: another client must not learn whether a code it holds is live
+  if (!code || code.clientId !== clientId) throw invalidGrant('code is unknown, expired, or not issued to this client');
   if (form.get('redirect_uri') !== code.redirectUri)
     throw invalidGrant('redirect_uri differs from the authorization request');
   checkPkce(code, form.get('code_verifier'));
