@@ -204,7 +204,7 @@ async function prepare(o: SandboxOptions, host: string): Promise<SandboxState> {
       clients,
       directory,
       keys: keys[i]!,
-      store: createStore(),
+      store: createStore({ maxPendingConsents: o.maxPendingConsents }),
       controls: i === 0 ? controls : quietBankControls(controls),
       tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300,
       consentLifetimeSeconds: o.consentLifetimeSeconds ?? CONSENT_TTL_SECONDS,

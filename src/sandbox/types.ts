@@ -29,6 +29,8 @@ export interface SandboxOptions {
   tokenLifetimeSeconds?: number;
   /** life of the bank's consent page in seconds; default 300 (spec 5.10: minutes) */
   consentLifetimeSeconds?: number;
+  /** pending consents (open bank pages) each bank keeps at most; default 1000; beyond, temporarily_unavailable */
+  maxPendingConsents?: number;
   /** relying parties registered from files or the command line (client-file.ts), besides the default RP */
   clients?: readonly ExternalClient[];
 }

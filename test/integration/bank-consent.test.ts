@@ -191,8 +191,8 @@ function shown(res: HttpResponse): ShownPage {
 }
 
 /** The page as a browser opens it: with the cookies it holds for the bank, if any. */
-async function openPage(url: string, cookie?: string): Promise<ShownPage> {
-  const res = await httpRequest(url, { agent: plainAgent, timeoutMs: 10_000, headers: cookie ? { cookie } : {} });
+async function openPage(url: string, cookie?: string, agent = plainAgent): Promise<ShownPage> {
+  const res = await httpRequest(url, { agent, timeoutMs: 10_000, headers: cookie ? { cookie } : {} });
   assert.equal(res.status, 200, res.body.toString());
   return shown(res);
 }
@@ -202,11 +202,12 @@ function submit(
   p: ShownPage,
   fields: Record<string, string | undefined>,
   issuer = sandbox.issuer,
+  agent = plainAgent,
 ): Promise<HttpResponse> {
   return postForm(
     `${issuer}/authorize/consent`,
     { consent_id: p.consentId, csrf_token: p.csrfToken, ...fields },
-    plainAgent,
+    agent,
     p.cookie,
   );
 }
@@ -376,6 +377,16 @@ describe('the consent page over HTTP', () => {
     }
   });
 
+  it('a pending consent 20 minutes past its page is forgotten: an error page, not a way back to the RP', async () => {
+    const p = await openPage(await authorizationUrl());
+    mock.timers.enable({ apis: ['Date'], now: Date.now() + (CONSENT_TTL_SECONDS + 20 * 60) * 1000 });
+    try {
+      assertRejected(await submit(p, { identity: 'user-4711', otp: FACTOR, action: 'consent' }));
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
   it('a wrong factor shows the page again with a fresh token; the third ends in access_denied', async () => {
     const first = await openPage(await authorizationUrl());
     const again = await submit(first, { identity: 'user-0064', otp: '654321', action: 'consent' });
@@ -449,6 +460,43 @@ describe('the consent page over HTTP', () => {
     });
     assert.equal(res.status, 302);
     assert.ok(new URL(String(res.headers.location)).searchParams.get('code'));
+  });
+});
+
+describe('pending consents are bounded', () => {
+  const CAP = 2;
+  let full: TestSandbox;
+  let env: Env;
+
+  before(async () => {
+    full = await startTestSandbox('qtsp-bank-consent-full-', QTSP_ID, { maxPendingConsents: CAP });
+    env = { sandbox: full.sandbox, rpAgent: rpAgentOf(full.sandbox) };
+  });
+  after(async () => {
+    await env?.rpAgent.close();
+    await full?.close();
+  });
+
+  it('a bank with every place taken sends the RP temporarily_unavailable with its state; a finished login frees one', async () => {
+    const issuer = env.sandbox.issuer;
+    const agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile) });
+    try {
+      const pages: ShownPage[] = [];
+      for (let i = 0; i < CAP; i++) pages.push(await openPage(await authorizationUrl({ env }), undefined, agent));
+      const refused = await httpRequest(await authorizationUrl({ env }), { agent, timeoutMs: 10_000 });
+      assert.equal(refused.status, 302, refused.body.toString());
+      const to = new URL(String(refused.headers.location));
+      assert.equal(`${to.origin}${to.pathname}`, sandbox.rp.redirectUri);
+      assert.equal(to.searchParams.get('error'), 'temporarily_unavailable');
+      assert.equal(to.searchParams.get('state'), 'state-7');
+      assert.equal(to.searchParams.get('iss'), issuer);
+      assert.match(to.searchParams.get('error_description') ?? '', /too many logins/);
+      const cancelled = callback(await submit(pages[0]!, { action: 'cancel' }, issuer, agent), issuer);
+      assert.equal(cancelled.get('error'), 'access_denied');
+      await openPage(await authorizationUrl({ env }), undefined, agent);
+    } finally {
+      await agent.close();
+    }
   });
 });
 

@@ -31,6 +31,7 @@ const CANCELLED = 'You cancelled at your bank. Nothing was signed and no data wa
 const OTHER_BANK = 'The user chose to select another bank.';
 const TOO_MANY_FACTORS = 'The second factor was entered wrongly too often; the bank ended the login.';
 const GONE = 'The service or its trust service provider is no longer active at the bank.';
+const BUSY = 'The bank has too many logins open at once. Nothing was signed; please try again in a few minutes.';
 const EXPIRED = 'The page of the bank expired before the user answered. Nothing was signed and no data was shared.';
 const FORM_REJECTED =
   'This form was already used, has expired, or is not valid. The bank has ended this login for your safety.';
@@ -160,7 +161,11 @@ export function startConsent(ctx: AsContext, req: Request, res: Response, pushed
     csrfToken: '',
     failedFactors: 0,
   };
-  ctx.store.consents.set(id, pending, lifeMs + CONSENT_KEPT_EXPIRED_SECONDS * 1000);
+  if (!ctx.store.consents.set(id, pending, lifeMs + CONSENT_KEPT_EXPIRED_SECONDS * 1000)) {
+    // RFC 6749 4.1.2.1: the RP hears it, with its state, instead of the bank keeping ever more pages open
+    redirectToClient(res, 302, pushed, ctx.urls.issuer, { error: 'temporarily_unavailable', error_description: BUSY });
+    return;
+  }
   const hinted = pushed.loginHint ? TEST_USERS.get(pushed.loginHint) : undefined;
   showConsent(ctx, res, id, pending, (hinted ?? defaultUser()).sub);
 }

@@ -5,12 +5,27 @@
 import { randomBytes } from 'node:crypto';
 import type { AuthorizationCode, PendingConsent, PushedRequest, Transaction } from './model.ts';
 
+/**
+ * Entries that expire. Expired entries at the head (the oldest insertions) are dropped on each insert, so an
+ * insert costs O(1) amortized where every entry of a map lives equally long; the whole map is swept only when
+ * it is full. get() never hands out an expired entry.
+ */
 export class ExpiringMap<V> {
   private readonly entries = new Map<string, { value: V; expiresAt: number }>();
 
-  set(key: string, value: V, ttlMs: number): void {
-    this.sweep();
-    this.entries.set(key, { value, expiresAt: Date.now() + ttlMs });
+  /** maxEntries: set() refuses a new key beyond it (after dropping what has expired) */
+  constructor(private readonly maxEntries = Number.POSITIVE_INFINITY) {}
+
+  /** false when the map is full of live entries: nothing was stored */
+  set(key: string, value: V, ttlMs: number): boolean {
+    const now = Date.now();
+    this.dropExpiredHead(now);
+    if (this.entries.size >= this.maxEntries && !this.entries.has(key)) {
+      for (const [k, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(k);
+      if (this.entries.size >= this.maxEntries) return false;
+    }
+    this.entries.set(key, { value, expiresAt: now + ttlMs });
+    return true;
   }
 
   get(key: string): V | undefined {
@@ -27,9 +42,15 @@ export class ExpiringMap<V> {
     this.entries.delete(key);
   }
 
-  private sweep(): void {
-    const now = Date.now();
-    for (const [key, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(key);
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private dropExpiredHead(now: number): void {
+    for (const [key, entry] of this.entries) {
+      if (entry.expiresAt > now) return;
+      this.entries.delete(key);
+    }
   }
 }
 
@@ -43,10 +64,13 @@ export interface AsStore {
   readonly transactions: ExpiringMap<Transaction>;
 }
 
-export function createStore(): AsStore {
+/** Pending consents one bank keeps by default: each holds its pushed request, up to a PAR body's size. */
+export const MAX_PENDING_CONSENTS = 1000;
+
+export function createStore(o: { maxPendingConsents?: number } = {}): AsStore {
   return {
     pushed: new ExpiringMap(),
-    consents: new ExpiringMap(),
+    consents: new ExpiringMap(o.maxPendingConsents ?? MAX_PENDING_CONSENTS),
     codes: new ExpiringMap(),
     transactions: new ExpiringMap(),
   };
@@ -62,5 +86,8 @@ export const REQUEST_URI_TTL_SECONDS = 60;
 export const CODE_TTL_SECONDS = 60;
 /** Lifetime of the bank's consent page: minutes (spec 5.10: a short session); the default of the sandbox option. */
 export const CONSENT_TTL_SECONDS = 300;
-/** How long after its page expired a pending consent is kept, so that a late post can still reach the RP (7.3). */
-export const CONSENT_KEPT_EXPIRED_SECONDS = 3600;
+/**
+ * How long after its page expired a pending consent is kept, so that a late post can still send the user back
+ * to the RP (7.3); short, since every pending consent holds its pushed request.
+ */
+export const CONSENT_KEPT_EXPIRED_SECONDS = 600;
