@@ -10,7 +10,8 @@
  * expired it authenticates nothing: `register` publishes a new certificate alone with the registration
  * credential the platform gave our operator out of band, then installs it.
  */
-import { createHash, X509Certificate } from 'node:crypto';
+import { createHash, type KeyObject, X509Certificate } from 'node:crypto';
+import { CompactSign } from 'jose';
 import { existsSync, readFileSync, renameSync } from 'node:fs';
 import { createTlsCertificate, loadKeyed, saveKeyed, type SoftwareKeyedCertificate } from './authority.ts';
 import { toPem } from '../util/base64.ts';
@@ -46,8 +47,39 @@ function certificateJwk(der: Buffer): Record<string, unknown> {
 /** How an update authenticates: with a certificate our record registers, or our registration credential. */
 type DirectoryAuth = { readonly certificate: SoftwareKeyedCertificate } | { readonly credential: string };
 
-/** Replaces the certificates our record registers, authenticating with `auth`; the directory's refusal is thrown. */
-async function publish(files: ClientCertificateFiles, auth: DirectoryAuth, ders: Buffer[]): Promise<void> {
+/** The JWS algorithm of a key: ECDSA with the hash of its curve's size, RS256 for RSA, EdDSA. */
+function jwsAlgorithm(key: KeyObject): string {
+  const curve = key.asymmetricKeyDetails?.namedCurve;
+  if (key.asymmetricKeyType === 'ec')
+    return curve === 'secp384r1' ? 'ES384' : curve === 'secp521r1' ? 'ES512' : 'ES256';
+  return key.asymmetricKeyType === 'rsa' ? 'RS256' : 'EdDSA';
+}
+
+/**
+ * Proof that we hold the key of a certificate we add to our record: a JWS made with it over our client_id and
+ * the time, naming the certificate (the directory's rule; src/sandbox/platform/sp-key-proof.ts plays it).
+ */
+function keyProof(files: ClientCertificateFiles, pair: SoftwareKeyedCertificate): Promise<string> {
+  const payload = { client_id: files.qtspId, iat: Math.floor(Date.now() / 1000) };
+  return new CompactSign(new TextEncoder().encode(JSON.stringify(payload)))
+    .setProtectedHeader({
+      alg: jwsAlgorithm(pair.privateKey),
+      typ: 'sp-key-proof+jwt',
+      'x5t#S256': fingerprint(pair.der),
+    })
+    .sign(pair.privateKey);
+}
+
+/**
+ * Replaces the certificates our record registers, authenticating with `auth`; `added` are the pairs new to the
+ * record, whose keys we prove to hold. The directory's refusal is thrown.
+ */
+async function publish(
+  files: ClientCertificateFiles,
+  auth: DirectoryAuth,
+  ders: Buffer[],
+  added: SoftwareKeyedCertificate[] = [],
+): Promise<void> {
   const as = 'certificate' in auth ? auth.certificate : undefined;
   const agent = tlsAgent({
     ca: readFileSync(files.caFile, 'utf8'),
@@ -64,7 +96,10 @@ async function publish(files: ClientCertificateFiles, auth: DirectoryAuth, ders:
       agent,
       timeoutMs: files.timeoutMs,
       headers: { 'content-type': 'application/json', ...bearer },
-      body: JSON.stringify({ keys: ders.map(certificateJwk) }),
+      body: JSON.stringify({
+        keys: ders.map(certificateJwk),
+        proofs: await Promise.all(added.map((pair) => keyProof(files, pair))),
+      }),
       maxResponseBytes: 64 * 1024,
     });
     if (res.status !== 200) {
@@ -103,7 +138,7 @@ function install(files: ClientCertificateFiles): void {
 export async function rotateClientCertificate(files: ClientCertificateFiles): Promise<RotationResult> {
   const current = loadKeyed(files.certFile, files.keyFile);
   const staged = stagedPair(files);
-  await publish(files, { certificate: current }, [current.der, staged.der]);
+  await publish(files, { certificate: current }, [current.der, staged.der], [staged]);
   install(files);
   return {
     previous: fingerprint(current.der),
@@ -132,7 +167,7 @@ export async function registerClientCertificate(
 ): Promise<RotationResult> {
   const previous = fingerprint(new X509Certificate(readFileSync(files.certFile)).raw);
   const staged = stagedPair(files);
-  await publish(files, { credential }, [staged.der]);
+  await publish(files, { credential }, [staged.der], [staged]);
   install(files);
   return { previous, current: fingerprint(staged.der), notAfter: new Date(new X509Certificate(staged.der).validTo) };
 }

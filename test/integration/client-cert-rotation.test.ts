@@ -11,15 +11,19 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, X509Certificate } from 'node:crypto';
+import { createHash, generateKeyPairSync, type KeyObject, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import pino from 'pino';
+import { CompactSign } from 'jose';
 import { createTlsCertificate } from '../../src/ca/authority.ts';
 import { pkiPaths } from '../../src/ca/material.ts';
+import { OID } from '../../src/ca/x509.ts';
+import { toPem } from '../../src/util/base64.ts';
 import { httpRequest, tlsAgent } from '../../src/util/http-client.ts';
 import { LOG_OPTIONS } from '../../src/util/logger.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
+import { endEntityCertificate } from '../helpers/certificates.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
 import { signaturesOf, signThroughSandbox } from '../helpers/signing.ts';
 
@@ -37,10 +41,22 @@ interface ClientPair {
   readonly key: string;
 }
 
-const x5t = (pem: string) =>
-  createHash('sha256')
-    .update(Buffer.from(pem.replace(/-----[^-]+-----/g, '').replace(/\s/g, ''), 'base64'))
-    .digest('base64url');
+const derOf = (pem: string) => Buffer.from(pem.replace(/-----[^-]+-----/g, '').replace(/\s/g, ''), 'base64');
+const x5t = (pem: string) => createHash('sha256').update(derOf(pem)).digest('base64url');
+
+/** A self-signed client certificate (PEM) of a fresh P-256 key, valid now. */
+function selfSigned(commonName: string): { cert: string; privateKey: KeyObject } {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const der = endEntityCertificate({
+    commonName,
+    publicKey,
+    selfSignKey: privateKey,
+    validHours: 24,
+    keyUsage: ['digitalSignature'],
+    extKeyUsage: [OID.clientAuth],
+  });
+  return { cert: toPem(der, 'CERTIFICATE'), privateKey };
+}
 
 describe('TLS client certificate rotation toward the banks', () => {
   let env: TestEnvironment;
@@ -97,6 +113,55 @@ describe('TLS client certificate rotation toward the banks', () => {
   it('before the rotation: signDoc works; the bank accepts the current certificate', async () => {
     await signs('before the rotation');
     assert.equal((await introspectAs(old)).status, 200);
+  });
+
+  /** PUT of our record's jwks as `as`: the certificates (PEM) and the proofs given */
+  const putKeys = async (as: ClientPair, certs: string[], proofs?: string[]) => {
+    const agent = tlsAgent({ ca: readFileSync(env.sandbox.tlsCaFile), ...as, connections: 1 });
+    try {
+      return await httpRequest(
+        new URL(`${encodeURIComponent(env.config.qtspId)}/jwks`, env.sandbox.spDirectoryUrl).toString(),
+        {
+          method: 'PUT',
+          agent,
+          timeoutMs: 10_000,
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ keys: certs.map((c) => ({ x5c: [derOf(c).toString('base64')] })), proofs }),
+        },
+      );
+    } finally {
+      await agent.close();
+    }
+  };
+
+  it('a certificate new to the record needs a proof of possession of its key; without one nothing changes', async () => {
+    const before = await registered();
+    const stranger = selfSigned('somebody else');
+    const proof = (o: { key?: KeyObject; clientId?: string; iat?: number } = {}) =>
+      new CompactSign(
+        new TextEncoder().encode(
+          JSON.stringify({ client_id: o.clientId ?? env.config.qtspId, iat: o.iat ?? Math.floor(Date.now() / 1000) }),
+        ),
+      )
+        .setProtectedHeader({ alg: 'ES256', typ: 'sp-key-proof+jwt', 'x5t#S256': x5t(stranger.cert) })
+        .sign(o.key ?? stranger.privateKey);
+    const refusals = [
+      undefined,
+      [await proof({ key: selfSigned('another key').privateKey })],
+      [await proof({ clientId: 'another-client' })],
+      [await proof({ iat: Math.floor(Date.now() / 1000) - 3600 })],
+    ];
+    for (const proofs of refusals) {
+      const res = await putKeys(old, [old.cert, stranger.cert], proofs);
+      assert.equal(res.status, 400, res.body.toString());
+      assert.match(res.body.toString(), /proof of possession/);
+      assert.deepEqual(await registered(), before);
+    }
+    // the same set with a proof made with the certificate's key: accepted; then the record as it was
+    assert.equal((await putKeys(old, [old.cert, stranger.cert], [await proof()])).status, 200);
+    assert.deepEqual(await registered(), [...before, x5t(stranger.cert)]);
+    assert.equal((await putKeys(old, [old.cert])).status, 200);
+    assert.deepEqual(await registered(), before);
   });
 
   it('--rotate: both certificates registered, signDoc works during the overlap, then the service switches', async () => {

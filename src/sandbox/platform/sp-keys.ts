@@ -7,7 +7,8 @@
  *   - the registration credential the platform gave the SP's operator out of band at onboarding
  *     (`Authorization: Bearer`), the way back once every registered certificate has expired: the new set
  *     replaces the old one whole.
- * Either way every certificate of the new set must be valid now.
+ * Either way every certificate of the new set must be valid now, and every one new to the record comes with a
+ * proof that the caller holds its key (sp-key-proof.ts): no update publishes a key nobody holds.
  */
 import { createHash, randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ import type { Request, Response } from 'express';
 import { invalidClient, invalidRequest, notFound } from '../errors.ts';
 import { certFingerprint, fingerprintsEqual, peerFingerprint } from '../tls.ts';
 import type { PlatformDirectory } from './directory.ts';
+import { requireKeyProofs } from './sp-key-proof.ts';
 import { certificateJwk, registeredFingerprints, type SpRecordJwk } from './sp-record.ts';
 
 /** a record registers few certificates: the current one and, during a rotation, the next */
@@ -69,16 +71,23 @@ function bearerMatches(req: Request, credential: string): boolean | undefined {
 }
 
 export function replaceSpKeys(directory: PlatformDirectory, credential: string) {
-  return (req: Request, res: Response): void => {
+  return async (req: Request, res: Response): Promise<void> => {
     const clientId = String(req.params['clientId'] ?? '');
     const record = directory.spRecords().find((r) => r.client_id === clientId);
     if (!record) throw notFound('no SP record with this client_id');
     const byCredential = bearerMatches(req, credential);
     if (byCredential === false) throw invalidClient("the registration credential is not this SP record's");
     const presented = peerFingerprint(req.socket);
-    if (!byCredential && !registeredFingerprints(record).some((f) => fingerprintsEqual(presented, f)))
+    const registered = registeredFingerprints(record);
+    if (!byCredential && !registered.some((f) => fingerprintsEqual(presented, f)))
       throw invalidClient('the TLS client certificate is not one this SP record registers');
     const keys = submittedKeys(req.body, new Date());
+    const ders = keys.map((k) => Buffer.from(k.x5c[0]!, 'base64'));
+    await requireKeyProofs(
+      req.body,
+      ders.filter((der) => !registered.includes(certFingerprint(der))),
+      clientId,
+    );
     const kept = keys.some((k) => fingerprintsEqual(presented, certFingerprint(Buffer.from(k.x5c[0]!, 'base64'))));
     if (!byCredential && !kept)
       throw invalidRequest('the new set must keep the certificate this request authenticates with');
