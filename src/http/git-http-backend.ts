@@ -15,7 +15,10 @@ import type { Request, Response } from 'express';
 const HEADER_END = /\r?\n\r?\n/;
 const MAX_HEADER_BYTES = 16 * 1024;
 
-/** the request path decoded, or undefined when it does not decode or climbs out of the project root */
+/**
+ * the request path decoded, or undefined when it does not decode, climbs out of the project root, or has a
+ * segment git http-backend dies on without an answer (`.`, a backslash, a NUL)
+ */
 function pathInfo(req: Request): string | undefined {
   let path: string;
   try {
@@ -23,7 +26,8 @@ function pathInfo(req: Request): string | undefined {
   } catch {
     return undefined;
   }
-  return path.split('/').includes('..') ? undefined : path;
+  const segments = path.split('/');
+  return segments.includes('..') || segments.includes('.') || /[\\\0]/.test(path) ? undefined : path;
 }
 
 function allowed(req: Request): boolean {

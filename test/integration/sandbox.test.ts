@@ -744,12 +744,12 @@ describe('platform directories (spec 4.2, 4.6, 2.13)', () => {
   it('key archive: a path out of the repository root, or not a path, is refused with a body, never a 500', async () => {
     const root = `${sandbox.platformUrl}/key-archive`;
     const refs = '/info/refs?service=git-upload-pack';
-    for (const path of ['/..%2F..%2Fetc', '/%2e%2e%2fkeys', '/x/..%2F..%2F..%2Ftmp', '/%E0%A4%A']) {
+    for (const path of ['/..%2F..%2Fetc', '/%2e%2e%2fkeys', '/x/..%2F..%2F..%2Ftmp', '/%E0%A4%A', '/.%2Fkeys.git']) {
       const res = await get(`${root}${path}${refs}`);
       assert.equal(res.status, 403, path);
       assert.match(res.body.toString(), /read-only over upload-pack/, path);
     }
-    for (const path of ['/.%2Fkeys.git', '/a%5C..%5Cb', '/nothing-here.git']) {
+    for (const path of ['/a%5C..%5Cb', '/nothing-here.git']) {
       const res = await get(`${root}${path}${refs}`);
       assert.ok(res.status >= 400 && res.status < 500, `${path}: ${res.status}`);
     }
