@@ -186,8 +186,8 @@ export function stalledAfterMs(schedule: SealingSchedule): number {
 }
 
 /**
- * The outcomes of the seals: when one last succeeded and the failures since. A run of failures logs one warning, and one line when a seal succeeds
- * again; each attempt in between only updates what readiness reports.
+ * The outcomes of the seals: when one last succeeded and the failures since. A run of failures logs one warning,
+ * and one line when a seal succeeds again; each attempt in between only updates what readiness reports.
  */
 function sealingWatch(stalledAfter: number, logger: Logger, now: () => number) {
   let lastSuccess = now();
@@ -221,7 +221,8 @@ function sealingWatch(stalledAfter: number, logger: Logger, now: () => number) {
         return {
           ready: false,
           reasons: [
-            `journal sealing stalled: no seal succeeded for ${seconds(since)} s, more than ${seconds(stalledAfter)} s; ${last}`,
+            `journal sealing stalled: no seal succeeded for ${seconds(since)} s, ` +
+              `more than ${seconds(stalledAfter)} s; ${last}`,
           ],
         };
       if (failures === 0) return { ready: true, reasons: [] };
