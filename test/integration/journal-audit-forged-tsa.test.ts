@@ -11,23 +11,29 @@
  * - a changed byte in the TSA certificate a token carries (its signature still verifies with the key);
  * - an entry inserted with a time before the batch ahead of it was sealed, hidden by moving that batch's
  *   sealed_at back: judged by the token's genTime, and the moved column named.
+ *
+ * In process (SQLite): an earlier TSA certificate, replaced in pki/ by a renewal, is ours through the store's
+ * record of it; a token after its key usage period, or after its certificate was revoked, is named.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, X509Certificate } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { caKeyId } from '../../src/ca/certificate-list.ts';
 import { SHA256 } from '../../src/crypto/algorithms.ts';
+import { auditJournal } from '../../src/journal/audit.ts';
 import { treeRoot } from '../../src/journal/hash-tree.ts';
 import { batchLeaves, sealJournal } from '../../src/journal/seal.ts';
 import { encodeEntry, encodeLeaves } from '../../src/store/journal.ts';
 import { openPostgresStore, openSqliteStore, sqlitePath } from '../../src/store/open.ts';
-import type { JournalBatch, Store } from '../../src/store/types.ts';
+import type { IssuedCertificate, JournalBatch, Store } from '../../src/store/types.ts';
 import { genTimeOf, type LocalTsa, RemoteTsa } from '../../src/timestamping/tsa.ts';
-import { bouncyCastleVerdict, rootFileOf, testTsa } from '../helpers/journal.ts';
+import { partsOf } from '../../src/util/der.ts';
+import { bouncyCastleVerdict, renewedTsa, rootFileOf, testTsa } from '../helpers/journal.ts';
 import { type OpensslTsa, startOpensslTsa } from '../helpers/openssl-tsa.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
@@ -275,3 +281,59 @@ function registerForgedTsa(name: string, dialect: Dialect): void {
 
 registerForgedTsa('SQLite', sqlite);
 registerForgedTsa('PostgreSQL', postgresql);
+
+/** the store's record of a certificate our root issued, as the service registers its TSA certificate */
+function rootIssued(der: Buffer, root: Buffer): IssuedCertificate {
+  const x = new X509Certificate(der);
+  return {
+    serialHex: partsOf(der).serialHex,
+    issuerKeyId: caKeyId(root).toString('hex'),
+    subject: x.subject.split('\n').join(', '),
+    notBefore: new Date(x.validFrom),
+    notAfter: new Date(x.validTo),
+    issuedAt: new Date(),
+    txn: null,
+    der,
+  };
+}
+
+describe('journal audit: our TSA certificates across renewals, their key usage and revocation', () => {
+  it('knows an earlier generation through the store; names a token after its key usage period or revocation', async () => {
+    const o = await sqlite.open();
+    try {
+      await sealedSignings(o, 1);
+      const older = o.tsa.chain[0]!;
+      const root = o.tsa.chain[1]!;
+      const newer = renewedTsa(o.dataDir); // a ceremony renewed the TSA: pki/tsa.pem is the newer one now
+      await o.store.recordSigning(signing('txn-after-renewal'));
+      await sealJournal(o.store, newer);
+      const afterRenewal = { ours: { root, certificates: [newer.chain[0]!], keyUsageDays: 365 } };
+      const unknown = await auditJournal(o.store, { trust: afterRenewal });
+      assert.deepEqual(
+        unknown.findings.map((f) => [f.kind, 'batch' in f ? f.batch : null, 'detail' in f ? f.detail : '']),
+        [['chain', 1, 'the time-stamp is not ours: it names no TSA certificate of ours']],
+      );
+      // the service registered the older certificate in the store when it used it
+      await o.store.addCertificate(rootIssued(older, root));
+      assert.deepEqual((await auditJournal(o.store, { trust: afterRenewal })).findings, []);
+
+      const expired = await auditJournal(o.store, { trust: { ours: { ...afterRenewal.ours, keyUsageDays: 0 } } });
+      assert.equal(expired.findings.length, 2, JSON.stringify(expired.findings));
+      assert.match(JSON.stringify(expired.findings), /after its TSA key's usage period/);
+
+      // revoked a second before batch 1's genTime (its journal entry then still within the audit's tolerance)
+      const first = (await o.store.journal.batches(1, 1))[0]!;
+      const revokedAt = new Date(genTimeOf(first.token).getTime() - 1000);
+      await o.store.revokeCertificate(partsOf(older).serialHex, 'keyCompromise', revokedAt);
+      const revoked = await auditJournal(o.store, { trust: afterRenewal });
+      assert.deepEqual(
+        revoked.findings.map((f) => ('batch' in f ? f.batch : null)),
+        [1],
+      );
+      assert.match(JSON.stringify(revoked.findings), /its TSA certificate was revoked at .*, before its genTime/);
+    } finally {
+      await o.raw.close();
+      await o.store.close();
+    }
+  });
+});

@@ -121,8 +121,10 @@ describe('renewal of evidence records', () => {
     const tampered = await auditJournal(store, { trust: testTrust(join(dir, 'pki'), newer.chain[0]!) });
     const named = tampered.findings.map((f) => (f.kind === 'renewal' ? `${f.renewal}: ${f.detail}` : f.kind));
     assert.match(named[0] ?? '', /^2: the time-stamp covers another hash than the root/, named.join('\n'));
+    // the swapped token's genTime is not the renewal's renewed_at
+    assert.match(named[1] ?? '', /^2: its renewed_at .* is not its time-stamp's genTime /, named.join('\n'));
     assert.ok(
-      named.slice(1).every((n) => n.startsWith('3: ')),
+      named.slice(2).every((n) => n.startsWith('3: ')),
       `the later hash-tree renewal covered the chains with the original token: ${named.join('\n')}`,
     );
   });
