@@ -181,6 +181,10 @@ function registerForgedTsa(name: string, dialect: Dialect): void {
         const clean = await audit(o);
         assert.equal(clean.code, 0, clean.output);
         assert.match(clean.stdout, /9 batch\(es\).*: clean/);
+        // judged against another root (--root), our own tokens are not trusted
+        const elsewhere = await qtsp(['evidence', 'audit', '--data-dir', o.dataDir, '--root', forger.rootFile], o.env);
+        assert.equal(elsewhere.code, 1, elsewhere.output);
+        assert.equal(aboutBatch(elsewhere.stdout, 1).length > 0 && aboutBatch(elsewhere.stdout, 9).length > 0, true);
 
         await changeDigest(o, 3);
         const resealed = await resealWithForgedTsa(o, 3);
