@@ -15,11 +15,14 @@ import { loadConfig } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { hashByName } from '../crypto/algorithms.ts';
 import { renewHashTree, renewTimeStamps } from '../journal/renewal.ts';
+import { journalTsaCertificates } from '../journal/tsa-chain.ts';
 import { exportEvidence } from '../retention/export.ts';
 import { openStore, sqlitePath } from '../store/open.ts';
+import type { Store } from '../store/types.ts';
 import { RemoteTsa } from '../timestamping/tsa.ts';
 import { externalTsaChain, journalSecondTsaChain } from '../trust-services.ts';
 import { httpRequest } from '../util/http-client.ts';
+import { trustWithRoot } from './evidence-trust.ts';
 
 interface ExportArgs {
   readonly from: Date;
@@ -88,6 +91,19 @@ async function caCertificates(config: Config, base: string): Promise<{ name: str
 }
 
 /**
+ * Our TSA certificates the journal's tokens name, each issued by `root` (journal/tsa-chain.ts), as
+ * ca/our-tsa-<n>.pem: with ca/root.pem the chain a verifier of the records builds (docs/evidence.md).
+ */
+async function ourTsaCertificates(
+  store: Store,
+  config: Config,
+  root: Buffer,
+): Promise<{ name: string; der: Buffer }[]> {
+  const chain = await journalTsaCertificates(store, trustWithRoot(config, root));
+  return chain.map((der, i) => ({ name: `our-tsa-${i + 1}`, der }));
+}
+
+/**
  * True, after saying so on stderr, when the data directory has no SQLite store: opening would create an empty
  * one, and a mistyped --data-dir should be told instead.
  */
@@ -114,12 +130,13 @@ export async function runExport(args: string[], usage: string): Promise<number> 
   const tsa = cliTsa(config, parsed.tsaUrl, base);
   const store = await openStore(config);
   try {
+    const certificates = await caCertificates(config, base);
     const summary = await exportEvidence(store, {
       from: parsed.from,
       to: parsed.to,
       out: parsed.out,
       tsa,
-      caCertificates: await caCertificates(config, base),
+      caCertificates: [...certificates, ...(await ourTsaCertificates(store, config, certificates[0]!.der))],
       qtspId: config.qtspId,
     });
     process.stdout.write(

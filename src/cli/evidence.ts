@@ -9,7 +9,6 @@
  * WAL lets this run beside a serving QTSP.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
@@ -24,20 +23,25 @@ import type {
   StoredCertificate,
   StoredDocument,
 } from '../store/types.ts';
-import { fromPem, toPem } from '../util/base64.ts';
+import { toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 import { auditJournal, describeFinding } from '../journal/audit.ts';
 import { groupFileNames, groupRecordsOf, recordFileNames, recordsOf } from '../journal/records.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
+import type { TokenTrust } from '../journal/token-trust.ts';
+import { journalTsaCertificates } from '../journal/tsa-chain.ts';
+import type { Config } from '../config/schema.ts';
 import { evidenceStoreMissing, runExport, runRenew } from './evidence-export.ts';
 import { checkAnchor } from '../journal/anchor.ts';
 import { printAnchorFindings, readAnchor, withAnchor } from './evidence-anchor.ts';
+import { evidenceTrust } from './evidence-trust.ts';
 
 const USAGE =
   'usage: qtsp evidence show TXN [--data-dir DIR] [--json]\n' +
   '       qtsp evidence verify TXN [--data-dir DIR]\n' +
-  '       qtsp evidence record TXN --out DIR [--data-dir DIR]\n' +
-  '       qtsp evidence audit [--from DATE] [--to DATE] [--anchor FILE|DIR|URL] [--data-dir DIR] [--json]\n' +
+  '       qtsp evidence record TXN --out DIR [--root FILE] [--data-dir DIR]\n' +
+  '       qtsp evidence audit [--from DATE] [--to DATE] [--root FILE] [--anchor FILE|DIR|URL] [--data-dir DIR]\n' +
+  '                           [--json]\n' +
   '       qtsp evidence renew [--force] [--hash SHA-512] [--data-dir DIR] [--tsa-url URL] [--publication-url URL]\n' +
   '       qtsp evidence export --from DATE --to DATE --out DIR [--data-dir DIR] [--tsa-url URL]\n' +
   '                            [--publication-url URL]\n';
@@ -199,6 +203,17 @@ async function writeRecords(store: Store, txn: string, out: string | undefined):
 }
 
 /**
+ * `tsa-chain.pem` beside the records: our TSA certificates their tokens name (each issued by our root), then
+ * the root. It helps a verifier build the path; the anchor it validates against is the root it holds.
+ */
+async function writeTsaChain(store: Store, trust: TokenTrust, out: string): Promise<void> {
+  const chain = [...(await journalTsaCertificates(store, trust)), ...(trust.external ?? []), trust.ours.root];
+  const file = join(out, 'tsa-chain.pem');
+  writePrivateFile(file, chain.map((der) => toPem(der, 'CERTIFICATE')).join(''));
+  process.stdout.write(`${file}\n`);
+}
+
+/**
  * `show TXN ...` / `verify TXN ...`. The AS chooses txn values (the sandbox's are base64url, and one in 64
  * starts with '-'), so the word after the subcommand is the txn whatever it starts with, unless it is a long
  * option (then the txn comes later, or after `--`).
@@ -210,9 +225,20 @@ function splitArgs(args: readonly string[]): { sub: string | undefined; txn: str
     : { sub, txn: undefined, rest: args.slice(1) };
 }
 
+/** What the audit and the records trust (evidence-trust.ts); undefined, after saying why on stderr, when unreadable. */
+function trustOrSay(config: Config, rootFile: string | undefined): TokenTrust | undefined {
+  try {
+    return evidenceTrust(config, rootFile);
+  } catch (err) {
+    process.stderr.write(`no trust anchor to judge the time-stamps by: ${(err as Error).message} (--root FILE)\n`);
+    return undefined;
+  }
+}
+
 /**
- * `audit [--from DATE] [--to DATE] [--anchor FILE|DIR|URL] [--json]`: 0 when clean, 1 when something was found
- * (journal/audit.ts; with --anchor, also batches kept elsewhere that the store lacks or holds otherwise:
+ * `audit [--from DATE] [--to DATE] [--root FILE] [--anchor FILE|DIR|URL] [--json]`: 0 when clean, 1 when
+ * something was found (journal/audit.ts, the time-stamps judged against --root, else the data directory's root:
+ * evidence-trust.ts; with --anchor, also batches kept elsewhere that the store lacks or holds otherwise:
  * journal/anchor.ts), 2 when an argument or the anchor cannot be read
  */
 async function runAudit(args: string[]): Promise<number> {
@@ -224,6 +250,7 @@ async function runAudit(args: string[]): Promise<number> {
       from: { type: 'string' },
       to: { type: 'string' },
       anchor: { type: 'string' },
+      root: { type: 'string' },
     },
   });
   const date = (text: string | undefined) => (text === undefined ? undefined : new Date(text));
@@ -237,14 +264,11 @@ async function runAudit(args: string[]): Promise<number> {
   const anchor = await readAnchor(values.anchor, config.trust.httpTimeoutMs);
   if (anchor === 'unreadable') return 2;
   if (evidenceStoreMissing(config)) return 1;
+  const trust = trustOrSay(config, values.root);
+  if (!trust) return 1;
   const store = await openStore(config);
   try {
-    const chainFile = config.journal.secondTsaChainFile;
-    const report = await auditJournal(store, {
-      ...(from ? { from } : {}),
-      ...(to ? { to } : {}),
-      ...(chainFile ? { secondTsaChain: fromPem(readFileSync(chainFile, 'utf8')) } : {}),
-    });
+    const report = await auditJournal(store, { ...(from ? { from } : {}), ...(to ? { to } : {}), trust });
     const anchored = anchor && (await checkAnchor(store, anchor));
     if (values.json) process.stdout.write(`${JSON.stringify(withAnchor(report, anchor, anchored), null, 2)}\n`);
     else {
@@ -275,6 +299,7 @@ export async function runEvidence(args: string[]): Promise<number> {
       'data-dir': { type: 'string' },
       json: { type: 'boolean', default: false },
       out: { type: 'string' },
+      root: { type: 'string' },
     },
   });
   const sub = split.sub;
@@ -290,8 +315,12 @@ export async function runEvidence(args: string[]): Promise<number> {
     switch (sub) {
       case 'show':
         return await show(store, txn, values.json);
-      case 'record':
-        return await writeRecords(store, txn, values.out);
+      case 'record': {
+        const trust = trustOrSay(config, values.root);
+        const written = trust ? await writeRecords(store, txn, values.out) : 1;
+        if (written === 0) await writeTsaChain(store, trust!, values.out!);
+        return written;
+      }
       case 'verify': {
         // re-checks the stored introspection JWT against the key the archive held at its iat
         // (src/trust/evidence-verify.ts)

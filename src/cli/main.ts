@@ -51,12 +51,14 @@ const USAGE = `usage:
   qtsp evidence export --from DATE --to DATE --out DIR [--data-dir DIR] [--tsa-url URL] [--publication-url URL]
                                    write the evidence of signings recorded in [from, to) to a new directory:
                                    JWTs, certificates, kept signatures, manifest.json time-stamped by our TSA
-  qtsp evidence record TXN --out DIR [--data-dir DIR]
+  qtsp evidence record TXN --out DIR [--root FILE] [--data-dir DIR]
                                    write each journal entry of the txn's signings (canonical JSON) with its
-                                   RFC 4998 evidence record (DER), for BouncyCastle or any RFC 4998 verifier
-  qtsp evidence audit [--from DATE] [--to DATE] [--anchor FILE|DIR|URL] [--data-dir DIR] [--json]
-                                   recompute every sealed batch: the chain, each time-stamp, and each entry
-                                   altered, deleted, inserted, moved (or purged by policy); exit 1 on a finding;
+                                   RFC 4998 evidence record (DER), for BouncyCastle or any RFC 4998 verifier,
+                                   and tsa-chain.pem (our TSA certificates up to our root)
+  qtsp evidence audit [--from DATE] [--to DATE] [--root FILE] [--anchor FILE|DIR|URL] [--data-dir DIR] [--json]
+                                   recompute every sealed batch: the chain, each time-stamp (judged against
+                                   our root: --root, else the data directory's), and each entry altered,
+                                   deleted, inserted, moved (or purged by policy); exit 1 on a finding;
                                    --anchor: batch roots kept elsewhere (a file saved from GET /journal/batches,
                                    a clone of /journal/batches.git, or that URL): names a truncated tail or a
                                    re-sealed batch

@@ -17,10 +17,7 @@
  * - the rows the service hands out (certificate status, signings, kept signatures, renewals) against the
  *   entries, and entries outside every batch (audit-rows.ts), over the whole store whatever the period.
  */
-import { verify, X509Certificate } from 'node:crypto';
-import * as asn1js from 'asn1js';
-import * as pkijs from 'pkijs';
-import { digest, hashByOid, SHA256 } from '../crypto/algorithms.ts';
+import { SHA256 } from '../crypto/algorithms.ts';
 import { genTimeOf } from '../timestamping/tsa.ts';
 import type { JournalBatch, JournalRenewal, RenewalLeaf, Store, StoredJournalEntry } from '../store/types.ts';
 import {
@@ -33,8 +30,18 @@ import {
 } from './evidence-record.ts';
 import { nodeHash, sha256, treeRoot } from './hash-tree.ts';
 import { rowFindings, type RowFinding } from './audit-rows.ts';
-import { allBatches, currentChains, intactGroups, timeStampLeaves, tsaCertificate } from './renewal.ts';
+import { allBatches, currentChains, intactGroups, timeStampLeaves } from './renewal.ts';
 import { batchLeaves, signingGroupHash } from './seal.ts';
+import {
+  type KnownTsaCertificate,
+  knownTsaCertificates,
+  ourTokenProblems,
+  secondTokenProblems,
+  storedTsaCertificates,
+  type TokenTrust,
+} from './token-trust.ts';
+
+export { checkToken } from './token-trust.ts';
 
 export type Finding =
   | { readonly kind: 'chain'; readonly batch: number; readonly detail: string }
@@ -68,49 +75,17 @@ export interface AuditOptions {
   readonly to?: Date;
   /** how far an entry's own time may precede the seal of the batch before it (clock skew, slow commits) */
   readonly toleranceMs?: number;
-  /** the second TSA's certificates up to its root (journal.secondTsaChainFile): its tokens must chain to them */
-  readonly secondTsaChain?: readonly Buffer[];
+  /** what the operator trusts: every token must chain to it (token-trust.ts) */
+  readonly trust: TokenTrust;
+}
+
+/** The trust anchors with our TSA certificates by SHA-256 (hex), as each token is judged. */
+interface Trusted {
+  readonly trust: TokenTrust;
+  readonly known: ReadonlyMap<string, KnownTsaCertificate>;
 }
 
 const DEFAULT_TOLERANCE_MS = 300_000;
-
-const MESSAGE_DIGEST = '1.2.840.113549.1.9.4';
-
-/**
- * The token's signature verifies with the certificate it carries (RFC 5652 5.4: over the signed attributes,
- * whose message-digest is the hash of the TSTInfo), and its imprint is `root` hashed with `imprintOid`
- * (RFC 3161 2.4.2). pkijs parses; node:crypto verifies (pkijs' own verify wants the time-stamped data).
- */
-export function checkToken(token: Buffer, root: Buffer, imprintOid = SHA256.oid): string | undefined {
-  try {
-    const signed = new pkijs.SignedData({ schema: pkijs.ContentInfo.fromBER(new Uint8Array(token)).content });
-    const tstInfo = Buffer.from(signed.encapContentInfo.eContent!.getValue());
-    const tst = pkijs.TSTInfo.fromBER(new Uint8Array(tstInfo));
-    const imprint = Buffer.from(tst.messageImprint.hashedMessage.valueBlock.valueHexView);
-    if (tst.messageImprint.hashAlgorithm.algorithmId !== imprintOid || !imprint.equals(root))
-      return 'the time-stamp covers another hash than the root';
-    const signer = signed.signerInfos[0]!;
-    const hash = hashByOid(signer.digestAlgorithm.algorithmId);
-    const attributes = signer.signedAttrs;
-    if (!hash || !attributes) return 'the time-stamp has no signed attributes of a known hash';
-    const messageDigest = attributes.attributes.find((a) => a.type === MESSAGE_DIGEST)?.values[0];
-    const expected = digest(hash, tstInfo);
-    if (
-      !(messageDigest instanceof asn1js.OctetString) ||
-      !Buffer.from(messageDigest.valueBlock.valueHexView).equals(expected)
-    )
-      return "the time-stamp's message-digest is not the hash of its TSTInfo";
-    const signedBytes = Buffer.from(attributes.encodedValue);
-    signedBytes[0] = 0x31; // DER SET OF, as signed (RFC 5652 5.4)
-    const certificate = signed.certificates?.find((c) => c instanceof pkijs.Certificate);
-    if (!certificate) return 'the time-stamp carries no TSA certificate';
-    const key = new X509Certificate(Buffer.from(certificate.toSchema().toBER())).publicKey;
-    const signature = Buffer.from(signer.signature.valueBlock.valueHexView);
-    return verify(hash.node, signedBytes, key, signature) ? undefined : "the time-stamp's signature does not verify";
-  } catch (err) {
-    return `the time-stamp does not parse: ${(err as Error).message}`;
-  }
-}
 
 const sameLeaves = (a: readonly RenewalLeaf[], b: readonly RenewalLeaf[]) =>
   a.length === b.length && a.every((l, i) => l.key === b[i]!.key && l.hash.equals(b[i]!.hash));
@@ -153,6 +128,7 @@ async function renewalFindings(
   store: Store,
   batches: readonly JournalBatch[],
   renewals: readonly JournalRenewal[],
+  trusted: Trusted,
 ): Promise<Finding[]> {
   const findings: Finding[] = [];
   for (const [i, renewal] of renewals.entries()) {
@@ -167,8 +143,8 @@ async function renewalFindings(
       ).equals(renewal.root)
     )
       problems.push('its root is not the hash tree of its leaves');
-    const tokenProblem = checkToken(renewal.token, renewal.root, renewal.hashOid);
-    if (tokenProblem) problems.push(tokenProblem);
+    problems.push(...ourTokenProblems(renewal.token, renewal.root, renewal.hashOid, trusted.trust, trusted.known));
+    problems.push(...timeProblems(renewal.token, renewal.renewedAt, 'renewed_at'));
     const covered = batches.filter((b) => b.batchNo <= renewal.throughBatch);
     if (renewal.kind === 'timestamp') {
       const chains = currentChains(covered, before).filter(
@@ -180,41 +156,6 @@ async function renewalFindings(
     findings.push(...problems.map((detail) => ({ kind: 'renewal' as const, renewal: renewal.renewalNo, detail })));
   }
   return findings;
-}
-
-const MAX_CHAIN = 8;
-
-/**
- * The TSA certificate of `token` chains to a self-signed certificate among `anchors` (each signature checked),
- * and was valid at the token's genTime; undefined when it does.
- */
-export function chainProblem(token: Buffer, anchors: readonly Buffer[]): string | undefined {
-  try {
-    const signer = tsaCertificate(token);
-    const at = genTimeOf(token).getTime();
-    if (at < Date.parse(signer.validFrom) || at > Date.parse(signer.validTo))
-      return "the second time-stamp's TSA certificate was not valid at its genTime";
-    const known = anchors.map((der) => new X509Certificate(der));
-    let current = signer;
-    for (let depth = 0; depth < MAX_CHAIN; depth++) {
-      const issuer = known.find((c) => current.checkIssued(c) && current.verify(c.publicKey));
-      if (!issuer) return "the second time-stamp's TSA certificate does not chain to that TSA's configured chain";
-      if (issuer.checkIssued(issuer) && issuer.verify(issuer.publicKey)) return undefined;
-      current = issuer;
-    }
-    return "the second time-stamp's TSA certificate chain is too long";
-  } catch (err) {
-    return `the second time-stamp's certificate does not parse: ${(err as Error).message}`;
-  }
-}
-
-/** the second TSA's token of a batch: over its root, signed, and (with anchors) chained to that TSA's root */
-function secondTokenProblems(batch: JournalBatch, anchors: readonly Buffer[] | undefined): string[] {
-  if (!batch.secondToken) return [];
-  const problem = checkToken(batch.secondToken, batch.root);
-  if (problem) return [`second time-stamp: ${problem}`];
-  const chain = anchors ? chainProblem(batch.secondToken, anchors) : undefined;
-  return chain ? [chain] : [];
 }
 
 /** each data group of a batch: of one of its entries and an entry sealed before, the hash of their leaves */
@@ -232,12 +173,34 @@ function groupProblems(batch: JournalBatch, sealedLeaf: ReadonlyMap<number, Buff
   return problems;
 }
 
+/**
+ * A stored time (sealed_at, renewed_at) against the genTime of the token it was taken from: the audit judges by
+ * the token, and a column moved behind the service's back is itself a finding.
+ */
+function timeProblems(token: Buffer, stored: Date, column: string): string[] {
+  const genTime = tokenTime(token);
+  if (!genTime || genTime.getTime() === stored.getTime()) return [];
+  return [`its ${column} ${stored.toISOString()} is not its time-stamp's genTime ${genTime.toISOString()}`];
+}
+
+/** the genTime of a token; undefined when it does not parse (a finding of its own) */
+function tokenTime(token: Buffer): Date | undefined {
+  try {
+    return genTimeOf(token);
+  } catch {
+    return undefined;
+  }
+}
+
+/** when a batch was sealed: its token's genTime (its sealed_at column only when the token does not parse) */
+const sealedTime = (batch: JournalBatch): Date => tokenTime(batch.token) ?? batch.sealedAt;
+
 /** the chain's findings for one batch given the one before it */
 async function chainFindings(
   batch: JournalBatch,
   before: JournalBatch | undefined,
   sealedLeaf: ReadonlyMap<number, Buffer>,
-  secondTsaChain?: readonly Buffer[],
+  trusted: Trusted,
 ): Promise<Finding[]> {
   const found: string[] = [];
   if (batch.batchNo !== (before?.batchNo ?? 0) + 1) found.push(`batch ${(before?.batchNo ?? 0) + 1} is missing`);
@@ -247,9 +210,10 @@ async function chainFindings(
     found.push('its previous root is not the root of the batch before');
   if (!treeRoot(sha256, batchLeaves(batch.prevRoot, batch.leaves, batch.groups)).equals(batch.root))
     found.push('its root is not the hash tree of its leaves');
-  const tokenProblem = checkToken(batch.token, batch.root);
-  if (tokenProblem) found.push(tokenProblem);
-  found.push(...secondTokenProblems(batch, secondTsaChain), ...groupProblems(batch, sealedLeaf));
+  found.push(...ourTokenProblems(batch.token, batch.root, SHA256.oid, trusted.trust, trusted.known));
+  found.push(...timeProblems(batch.token, batch.sealedAt, 'sealed_at'));
+  if (batch.secondToken) found.push(...secondTokenProblems(batch.secondToken, batch.root, trusted.trust.second));
+  found.push(...groupProblems(batch, sealedLeaf));
   return found.map((detail) => ({ kind: 'chain', batch: batch.batchNo, detail }));
 }
 
@@ -356,34 +320,49 @@ async function unsealedFindings(
   const findings: Finding[] = [];
   for (const e of entries) {
     const at = entryTime(e);
-    if (last && at && at.getTime() < last.sealedAt.getTime() - toleranceMs)
-      findings.push({ kind: 'inserted', seq: e.seq, batch: null, detail: backDated(at, last.sealedAt) });
+    const sealedAt = last && sealedTime(last);
+    if (sealedAt && at && at.getTime() < sealedAt.getTime() - toleranceMs)
+      findings.push({ kind: 'inserted', seq: e.seq, batch: null, detail: backDated(at, sealedAt) });
   }
   return { count: entries.length, findings };
 }
 
-export async function auditJournal(store: Store, options: AuditOptions = {}): Promise<AuditReport> {
+/** The trust anchors with our TSA certificates of the material and those the store registered for the tokens. */
+async function trustedTsas(
+  store: Store,
+  trust: TokenTrust,
+  batches: readonly JournalBatch[],
+  renewals: readonly JournalRenewal[],
+): Promise<Trusted> {
+  const tokens = [...batches.map((b) => b.token), ...renewals.map((r) => r.token)];
+  return { trust, known: knownTsaCertificates(trust.ours, await storedTsaCertificates(store, tokens)) };
+}
+
+export async function auditJournal(store: Store, options: AuditOptions): Promise<AuditReport> {
   const toleranceMs = options.toleranceMs ?? DEFAULT_TOLERANCE_MS;
   const batches = await allBatches(store);
+  const renewals = await store.journal.renewals();
+  const trusted = await trustedTsas(store, options.trust, batches, renewals);
+  // a period is judged by the tokens' genTimes, not by a column anyone with the database can move
   const inPeriod = (b: JournalBatch) =>
-    (!options.from || b.sealedAt >= options.from) && (!options.to || b.sealedAt < options.to);
+    (!options.from || sealedTime(b) >= options.from) && (!options.to || sealedTime(b) < options.to);
   const audited = batches.filter(inPeriod);
   const sealedBy = sealedLeaves(audited);
   const sealedLeaf = new Map(batches.flatMap((b) => b.leaves.map((l) => [l.seq, l.hash] as const)));
   const findings: Finding[] = [];
   let entries = 0;
   for (const [i, batch] of batches.entries()) {
-    findings.push(...(await chainFindings(batch, batches[i - 1], sealedLeaf, options.secondTsaChain)));
+    findings.push(...(await chainFindings(batch, batches[i - 1], sealedLeaf, trusted)));
     if (!inPeriod(batch)) continue;
-    const checked = await entryFindings(store, batch, sealedBy, batches[i - 1]?.sealedAt, toleranceMs);
+    const previous = batches[i - 1] && sealedTime(batches[i - 1]!);
+    const checked = await entryFindings(store, batch, sealedBy, previous, toleranceMs);
     findings.push(...checked.findings);
     entries += batch.leaves.length;
     for (const entry of checked.intact) findings.push(...(await evidenceFindings(store, entry, batch.batchNo)));
   }
   const unsealed = options.to ? { count: 0, findings: [] } : await unsealedFindings(store, batches.at(-1), toleranceMs);
   findings.push(...unsealed.findings);
-  const renewals = await store.journal.renewals();
-  findings.push(...(await renewalFindings(store, batches, renewals)));
+  findings.push(...(await renewalFindings(store, batches, renewals, trusted)));
   const rows = await rowFindings(store, batches, inPeriod);
   findings.push(...rows.findings);
   return {

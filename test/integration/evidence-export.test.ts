@@ -26,6 +26,7 @@ describe('qtsp evidence export', () => {
     const from = new Date(Date.now() - 3_600_000).toISOString();
     const signed = await signAndCapture(env);
     assert.equal(signed.status, 200, JSON.stringify(signed.body));
+    await env.qtsp.sealJournal(); // the records' tokens name our TSA certificate, which the archive carries
     const to = new Date(Date.now() + 60_000).toISOString();
     const out = join(env.dataDir, 'archive');
     const exported = await qtsp([
@@ -67,6 +68,14 @@ describe('qtsp evidence export', () => {
     ]);
     assert.ok(verified.ok, verified.output);
     assert.match(verified.output, /Verification: OK/);
+    // our TSA certificate the records' tokens name, issued by our root
+    const tsa = await run('openssl', [
+      'verify',
+      '-CAfile',
+      join(out, 'ca', 'root.pem'),
+      join(out, 'ca', 'our-tsa-1.pem'),
+    ]);
+    assert.ok(tsa.ok, tsa.output);
 
     const again = await qtsp([
       ...['evidence', 'export', '--from', from, '--to', to, '--out', out],

@@ -22,7 +22,7 @@ import { encodeEntry } from '../../src/store/journal.ts';
 import { openSqliteStore } from '../../src/store/open.ts';
 import type { RecordSigningInput, Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
-import { testTsa } from '../helpers/journal.ts';
+import { testTrust, testTsa } from '../helpers/journal.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
 import { postgresDialect, sqliteDialect, type Raw, type TamperDialect } from '../helpers/tamper.ts';
@@ -287,10 +287,10 @@ function registerVariants(dialect: TamperDialect): void {
         const { store, raw } = await dialect.open();
         try {
           const scene = await populate(store);
-          const clean = await auditJournal(store);
+          const clean = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
           assert.deepEqual(clean.findings.map(describeFinding), []);
           await variant.tamper(raw, scene, store);
-          const report = await auditJournal(store);
+          const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
           assert.equal(report.clean, false);
           assertNamed(report.findings.map(describeFinding), variant.expect(scene));
         } finally {
@@ -336,7 +336,7 @@ describe('journal audit of a store made by release 0.1', () => {
       await store.journal.append({ kind: 'service.started', ref: null, at: new Date(), data: {} });
       await store.recordSigning(signing());
       await sealJournal(store, tsa);
-      const report = await auditJournal(store);
+      const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
       assert.deepEqual(report.findings.map(describeFinding), []);
       assert.ok(rowsBeforeJournal(report) > 0, 'the rows of release 0.1 are counted');
       const db = new Database(file);
@@ -348,7 +348,7 @@ describe('journal audit of a store made by release 0.1', () => {
       } finally {
         db.close();
       }
-      const tampered = await auditJournal(store);
+      const tampered = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
       assertNamed(tampered.findings.map(describeFinding), [
         /^certificates \w+: revoked .* with no certificate.revoked entry/,
       ]);

@@ -18,7 +18,7 @@ import { encodeEntry } from '../../src/store/journal.ts';
 import { openPostgresStore, openSqliteStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
-import { testTsa } from '../helpers/journal.ts';
+import { testTrust, testTsa } from '../helpers/journal.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { signing } from '../store/store-contract.ts';
 
@@ -98,7 +98,7 @@ function registerAudit(name: string, dialect: Dialect): void {
         await sealJournal(store, tsa);
         for (const input of inputs.slice(4)) await store.recordSigning(input);
         await sealJournal(store, tsa);
-        const clean = await auditJournal(store);
+        const clean = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
         assert.deepEqual(clean.findings, []);
         assert.equal(clean.clean, true);
         assert.deepEqual([clean.batches, clean.entries, clean.unsealed], [2, 8, 0]);
@@ -124,7 +124,7 @@ function registerAudit(name: string, dialect: Dialect): void {
           forged.leafHash,
         );
 
-        const report = await auditJournal(store);
+        const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
         assert.equal(report.clean, false);
         assert.deepEqual(named(report.findings), [
           'altered 1 1',
@@ -156,7 +156,7 @@ function registerAudit(name: string, dialect: Dialect): void {
         const purge = await store.purgeEvidence(new Date(Date.now() - 3_600_000), 100, () => []);
         assert.equal(purge.deleted, 1);
         assert.deepEqual(await store.journal.entriesOf(old.certificate.serialHex), []);
-        const report = await auditJournal(store);
+        const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
         assert.equal(report.clean, true, JSON.stringify(report.findings));
         assert.deepEqual(named(report.findings), ['purged 1 1']);
       } finally {
@@ -192,7 +192,7 @@ describe('journal sealing: two instances on one PostgreSQL', () => {
         entries.map((e) => e.seq),
         'each entry sealed once, in order',
       );
-      const report = await auditJournal(first.store);
+      const report = await auditJournal(first.store, { trust: testTrust(join(dir, 'pki')) });
       assert.equal(report.clean, true, JSON.stringify(report.findings));
       assert.equal(report.entries, 90);
     } finally {

@@ -19,7 +19,7 @@ import { sealJournal } from '../../src/journal/seal.ts';
 import { openSqliteStore, sqlitePath } from '../../src/store/open.ts';
 import type { RecordSigningInput, Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
-import { bouncyCastleVerdict, returnSignature, testTsa } from '../helpers/journal.ts';
+import { bouncyCastleVerdict, returnSignature, rootFileOf, testTrust, testTsa } from '../helpers/journal.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
 import { signing } from '../store/store-contract.ts';
 
@@ -62,10 +62,14 @@ const write = (name: string, bytes: Buffer) => {
   return path;
 };
 
+/** our root, which BouncyCastle chains each TSA certificate to */
+const anchor = () => ({ root: rootFileOf(join(dir, 'pki')) });
+
 /** BouncyCastle on the group record over both data objects, and with one byte changed in each in turn */
 async function checkGroup(name: string, record: Buffer, authorized: Buffer, returned: Buffer): Promise<void> {
   const ers = write(`${name}.ers`, record);
-  const good = await bouncyCastleVerdict(ers, [write(`${name}-a.json`, authorized), write(`${name}-r.json`, returned)]);
+  const objects = [write(`${name}-a.json`, authorized), write(`${name}-r.json`, returned)];
+  const good = await bouncyCastleVerdict(ers, objects, anchor());
   assert.ok(good.valid, `${name}: ${good.output}`);
   for (const [which, body] of [
     ['authorized', authorized],
@@ -77,7 +81,7 @@ async function checkGroup(name: string, record: Buffer, authorized: Buffer, retu
       which === 'authorized'
         ? [write(`${name}-a-changed.json`, changed), write(`${name}-r.json`, returned)]
         : [write(`${name}-a.json`, authorized), write(`${name}-r-changed.json`, changed)];
-    const bad = await bouncyCastleVerdict(ers, objects);
+    const bad = await bouncyCastleVerdict(ers, objects, anchor());
     assert.equal(bad.valid, false, `${name}, a byte of the ${which} entry changed: ${bad.output}`);
   }
 }
@@ -89,7 +93,18 @@ describe("one evidence record over a signing's two entries", () => {
     const [batch] = await sealJournal(store, tsa);
     assert.equal(batch?.groups?.length, 1, 'a data group for the signing');
     const out = join(dir, 'records');
-    const run = await qtsp(['evidence', 'record', 'txn-group-one-batch', '--out', out, '--data-dir', dataDir]);
+    const root = rootFileOf(join(dir, 'pki'));
+    const run = await qtsp([
+      'evidence',
+      'record',
+      'txn-group-one-batch',
+      '--out',
+      out,
+      '--data-dir',
+      dataDir,
+      '--root',
+      root,
+    ]);
     assert.equal(run.code, 0, run.output);
     const signingDir = join(out, input.certificate.serialHex);
     const files = readdirSync(signingDir);
@@ -127,9 +142,10 @@ describe("one evidence record over a signing's two entries", () => {
     assert.ok(await renewHashTree(store, tsa, sha512), 'a hash-tree renewal');
     const recorded = async (txn: string) => {
       const out = mkdtempSync(join(dir, 'records-'));
-      const run = await qtsp(['evidence', 'record', txn, '--out', out, '--data-dir', dataDir]);
+      const root = rootFileOf(join(dir, 'pki'));
+      const run = await qtsp(['evidence', 'record', txn, '--out', out, '--data-dir', dataDir, '--root', root]);
       assert.equal(run.code, 0, run.output);
-      const [serial] = readdirSync(out);
+      const serial = readdirSync(out).find((f) => f !== 'tsa-chain.pem');
       const files = readdirSync(join(out, serial!));
       const file = (end: string) => readFileSync(join(out, serial!, files.find((f) => f.endsWith(end))!));
       return {
@@ -154,7 +170,7 @@ describe("one evidence record over a signing's two entries", () => {
     );
     const group = await recorded('txn-group-two-batches');
     await checkGroup('hash-then-time-renewed', group.record, group.authorized, group.returned);
-    const audit = await auditJournal(store);
+    const audit = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
     assert.equal(audit.clean, true, JSON.stringify(audit.findings));
 
     // a group's leaf dropped from the hash-tree renewal: the audit names the group (and the root it changes)
@@ -175,7 +191,7 @@ describe("one evidence record over a signing's two entries", () => {
       assert.equal(kept.length, leaves.length / size - 1, "the group's leaf among the renewal's");
       const update = db.prepare('UPDATE journal_renewals SET leaves = ? WHERE renewal_no = ?');
       update.run(Buffer.concat(kept), hashRenewal.renewalNo);
-      const report = await auditJournal(store);
+      const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
       update.run(leaves, hashRenewal.renewalNo);
       assert.ok(
         report.findings.some(
@@ -188,11 +204,11 @@ describe("one evidence record over a signing's two entries", () => {
     } finally {
       db.close();
     }
-    assert.equal((await auditJournal(store)).clean, true, 'clean again');
+    assert.equal((await auditJournal(store, { trust: testTrust(join(dir, 'pki')) })).clean, true, 'clean again');
   });
 
   it('the audit accepts the groups, and names one whose hash is not that of its leaves', async () => {
-    const clean = await auditJournal(store);
+    const clean = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
     assert.equal(clean.clean, true, JSON.stringify(clean.findings));
     const last = (await store.journal.lastBatch())!;
     const grouped = (await store.journal.batches(1, 100)).find((b) => b.groups?.length)!;
@@ -207,7 +223,7 @@ describe("one evidence record over a signing's two entries", () => {
     } finally {
       db.close();
     }
-    const report = await auditJournal(store);
+    const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
     assert.ok(last.batchNo >= grouped.batchNo);
     assert.deepEqual(
       report.findings.map((f) => ('detail' in f ? f.detail : f.kind)),

@@ -20,7 +20,7 @@ import { sealJournal } from '../../src/journal/seal.ts';
 import { openSqliteStore } from '../../src/store/open.ts';
 import type { StoredJournalEntry, Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
-import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
+import { bouncyCastleVerdict, renewedTsa, rootFileOf, testTrust, testTsa } from '../helpers/journal.ts';
 import { signing } from '../store/store-contract.ts';
 
 const YEAR_MS = 365 * 86_400_000;
@@ -30,9 +30,9 @@ let newer: LocalTsa;
 let store: Store;
 
 before(async () => {
-  older = testTsa(join(dir, 'pki-older'));
+  older = testTsa(join(dir, 'pki'));
   await sleep(1100); // certificate times are whole seconds: the newer TSA certificate ends later
-  newer = testTsa(join(dir, 'pki-newer'));
+  newer = renewedTsa(join(dir, 'pki')); // renewed at a ceremony: a fresh key, certified by the same root
   store = await openSqliteStore(join(dir, 'store', 'qtsp.sqlite'));
 });
 after(async () => {
@@ -46,7 +46,9 @@ async function verdict(entry: StoredJournalEntry, body = entry.body): Promise<{ 
   const name = `entry-${entry.seq}-${Math.random().toString(36).slice(2)}`;
   writeFileSync(join(dir, `${name}.ers`), evidenceRecord(batch, entry.seq, await store.journal.renewals()));
   writeFileSync(join(dir, `${name}.json`), body);
-  return bouncyCastleVerdict(join(dir, `${name}.ers`), join(dir, `${name}.json`));
+  return bouncyCastleVerdict(join(dir, `${name}.ers`), join(dir, `${name}.json`), {
+    root: rootFileOf(join(dir, 'pki')),
+  });
 }
 
 async function assertValid(entry: StoredJournalEntry, what: string): Promise<void> {
@@ -103,7 +105,7 @@ describe('renewal of evidence records', () => {
     await assertValid(first!, 'SHA-512 chain renewed');
     await assertValid(newest, 'a batch after the hash-tree renewal, renewed');
 
-    const report = await auditJournal(store);
+    const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki'), newer.chain[0]!) });
     assert.deepEqual(report.findings, []);
     assert.equal(report.renewals, 5);
 
@@ -116,11 +118,13 @@ describe('renewal of evidence records', () => {
     } finally {
       db.close();
     }
-    const tampered = await auditJournal(store);
+    const tampered = await auditJournal(store, { trust: testTrust(join(dir, 'pki'), newer.chain[0]!) });
     const named = tampered.findings.map((f) => (f.kind === 'renewal' ? `${f.renewal}: ${f.detail}` : f.kind));
     assert.match(named[0] ?? '', /^2: the time-stamp covers another hash than the root/, named.join('\n'));
+    // the swapped token's genTime is not the renewal's renewed_at
+    assert.match(named[1] ?? '', /^2: its renewed_at .* is not its time-stamp's genTime /, named.join('\n'));
     assert.ok(
-      named.slice(1).every((n) => n.startsWith('3: ')),
+      named.slice(2).every((n) => n.startsWith('3: ')),
       `the later hash-tree renewal covered the chains with the original token: ${named.join('\n')}`,
     );
   });

@@ -17,7 +17,7 @@ import { exportEvidence } from '../../src/retention/export.ts';
 import { openSqliteStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
-import { bouncyCastleVerdict, testTsa } from '../helpers/journal.ts';
+import { bouncyCastleVerdict, rootFileOf, testTsa } from '../helpers/journal.ts';
 import { signing } from '../store/store-contract.ts';
 import { run } from '../helpers/openssl.ts';
 
@@ -52,7 +52,7 @@ async function verdict(seq: number, body: Buffer): Promise<{ valid: boolean; out
   const data = join(dir, `entry-${seq}.json`);
   writeFileSync(record, evidenceRecord(batch, seq));
   writeFileSync(data, body);
-  return bouncyCastleVerdict(record, data);
+  return bouncyCastleVerdict(record, data, { root: rootFileOf(join(dir, 'pki')) });
 }
 
 describe('sealing and evidence records', () => {

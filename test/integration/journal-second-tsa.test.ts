@@ -21,7 +21,7 @@ import { openSqliteStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import { type LocalTsa, RemoteTsa } from '../../src/timestamping/tsa.ts';
 import { startEnvironment } from '../helpers/environment.ts';
-import { bouncyCastleVerdict, returnSignature, testTsa } from '../helpers/journal.ts';
+import { bouncyCastleVerdict, returnSignature, rootFileOf, testTrust, testTsa } from '../helpers/journal.ts';
 import { qtsp } from '../helpers/qtsp-cli.ts';
 import { run, tsVerifyArgs } from '../helpers/openssl.ts';
 import { type OpensslTsa, startOpensslTsa } from '../helpers/openssl-tsa.ts';
@@ -54,13 +54,13 @@ const file = (name: string, bytes: Buffer) => {
   return path;
 };
 
-/** BouncyCastle's verdict on `record` over `data`, and over `data` with one byte changed */
-async function verdicts(name: string, record: Buffer, data: Buffer): Promise<void> {
-  const good = await bouncyCastleVerdict(file(`${name}.ers`, record), file(`${name}.json`, data));
+/** BouncyCastle's verdict on `record` over `data` against `root`, and over `data` with one byte changed */
+async function verdicts(name: string, record: Buffer, data: Buffer, root: string): Promise<void> {
+  const good = await bouncyCastleVerdict(file(`${name}.ers`, record), file(`${name}.json`, data), { root });
   assert.ok(good.valid, `${name}: ${good.output}`);
   const changed = Buffer.from(data);
   changed[20] = changed[20]! ^ 0x01;
-  const bad = await bouncyCastleVerdict(file(`${name}.ers`, record), file(`${name}-changed.json`, changed));
+  const bad = await bouncyCastleVerdict(file(`${name}.ers`, record), file(`${name}-changed.json`, changed), { root });
   assert.equal(bad.valid, false, `${name} with a changed byte: ${bad.output}`);
 }
 
@@ -98,19 +98,31 @@ describe('a second TSA of another operator per batch', () => {
 
     const [entry] = await recordsOf(store, input.certificate.serialHex);
     assert.ok(entry?.record && entry.secondRecord, 'a record per TSA');
-    await verdicts('ours', entry.record, entry.entry.body);
-    await verdicts('second', entry.secondRecord, entry.entry.body);
+    await verdicts('ours', entry.record, entry.entry.body, rootFileOf(join(dir, 'pki')));
+    await verdicts('second', entry.secondRecord, entry.entry.body, other.rootFile);
+    const elsewhere = await bouncyCastleVerdict(
+      file('second.ers', entry.secondRecord),
+      file('second.json', entry.entry.body),
+      {
+        root: rootFileOf(join(dir, 'pki')),
+      },
+    );
+    assert.equal(elsewhere.valid, false, `the second record against our root: ${elsewhere.output}`);
     // the signing's two entries as one data group, under the second token too
     const [group] = await groupRecordsOf(store, input.certificate.serialHex);
     assert.ok(group?.secondRecord, 'a group record under the second token');
     const objects = [file('group-a.json', group.authorized.body), file('group-r.json', group.returned.body)];
-    const grouped = await bouncyCastleVerdict(file('group.tsa2.ers', group.secondRecord), objects);
+    const grouped = await bouncyCastleVerdict(file('group.tsa2.ers', group.secondRecord), objects, {
+      root: other.rootFile,
+    });
     assert.ok(grouped.valid, grouped.output);
 
-    const clean = await auditJournal(store, { secondTsaChain: other.chain });
+    const clean = await auditJournal(store, { trust: { ...testTrust(join(dir, 'pki')), second: other.chain } });
     assert.equal(clean.clean, true, JSON.stringify(clean.findings));
     assert.equal(clean.secondTimeStamps, 1);
-    const wrongAnchor = await auditJournal(store, { secondTsaChain: [loadCaMaterial(join(dir, 'pki')).root.der] });
+    const wrongAnchor = await auditJournal(store, {
+      trust: { ...testTrust(join(dir, 'pki')), second: [loadCaMaterial(join(dir, 'pki')).root.der] },
+    });
     assert.match(JSON.stringify(wrongAnchor.findings), /does not chain to that TSA's configured chain/);
   });
 
@@ -135,7 +147,7 @@ describe('a second TSA of another operator per batch', () => {
     } finally {
       db.close();
     }
-    const report = await auditJournal(store, { secondTsaChain: other.chain });
+    const report = await auditJournal(store, { trust: { ...testTrust(join(dir, 'pki')), second: other.chain } });
     assert.deepEqual(
       report.findings.map((f) => [f.kind, 'batch' in f ? f.batch : null, 'detail' in f ? f.detail : null]),
       [['chain', last.batchNo, 'second time-stamp: the time-stamp covers another hash than the root']],

@@ -34,7 +34,7 @@ import { SHA256_OID } from '../helpers/environment.ts';
 import { startServeFleet, type ServeFleet, type ServeProcess } from '../helpers/instances.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { signDocBody } from '../helpers/signing.ts';
-import { testTsa } from '../helpers/journal.ts';
+import { testTrust, testTsa } from '../helpers/journal.ts';
 import { signing } from '../store/store-contract.ts';
 
 /**
@@ -126,7 +126,8 @@ describe('the horizon with an entry whose transaction is open', () => {
     const store = await openPostgresStore({ url });
     const holder = new pg.Client({ connectionString: `${url}&application_name=held-open` });
     await holder.connect();
-    const tsa = testTsa(mkdtempSync(join(tmpdir(), 'qtsp-stalled-seal-')));
+    const tsaDir = mkdtempSync(join(tmpdir(), 'qtsp-stalled-seal-'));
+    const tsa = testTsa(tsaDir);
     try {
       await store.recordSigning(signing());
       await sealJournal(store, tsa);
@@ -159,7 +160,7 @@ describe('the horizon with an entry whose transaction is open', () => {
         entries.map((e) => e.seq),
         'every entry sealed once, in order, the late one too',
       );
-      const report = await auditJournal(store);
+      const report = await auditJournal(store, { trust: testTrust(tsaDir) });
       assert.equal(report.clean, true, JSON.stringify(report.findings));
     } finally {
       await holder.end();
@@ -291,7 +292,7 @@ describe('a transaction left open on journal_entries, two instances on PostgreSQ
         (await store.journal.batchOf(held))?.leaves.some((l) => l.seq === held),
         'the late entry is sealed',
       );
-      const report = await auditJournal(store);
+      const report = await auditJournal(store, { trust: testTrust(join(fleet.shared.root, 'shared')) });
       assert.equal(report.clean, true, JSON.stringify(report.findings));
     } finally {
       await store.close();
@@ -352,7 +353,7 @@ describe('a transaction left open on journal_entries, two instances on PostgreSQ
     await allSealed();
     const store = await openPostgresStore({ url });
     try {
-      const report = await auditJournal(store);
+      const report = await auditJournal(store, { trust: testTrust(join(fleet.shared.root, 'shared')) });
       assert.equal(report.clean, true, JSON.stringify(report.findings));
       assert.equal(report.unsealed, 0);
     } finally {

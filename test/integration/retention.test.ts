@@ -21,7 +21,7 @@ import { cutoffs, purgeExpired, startRetention } from '../../src/retention/purge
 import { openPostgresStore, openSqliteStore } from '../../src/store/open.ts';
 import type { DocumentClaim, OutboxState, RecordSigningInput, Store } from '../../src/store/types.ts';
 import type { LocalTsa } from '../../src/timestamping/tsa.ts';
-import { testTsa } from '../helpers/journal.ts';
+import { testTrust, testTsa } from '../helpers/journal.ts';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.ts';
 import { certificate, claimFor, signing } from '../store/store-contract.ts';
 
@@ -156,7 +156,7 @@ function registerRetention(name: string, open: () => Promise<Store>): void {
       await purgeExpired(store, evidence);
       assert.deepEqual(await held(store, s), [0, false, 0], 'sealed: purged at the next purge');
       assert.deepEqual(await store.journal.entriesOf(serial), [], 'and its entries with it');
-      const report = await auditJournal(store);
+      const report = await auditJournal(store, { trust: testTrust(join(dir, 'pki')) });
       assert.equal(report.clean, true, JSON.stringify(report.findings));
       const purged = report.findings.filter((f) => f.kind === 'purged' && seqs.includes(f.seq));
       assert.equal(purged.length, 2, 'signing.authorized and signing.returned: purged by policy');
