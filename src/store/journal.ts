@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import type { Insertable, Selectable } from 'kysely';
 import { canonicalJson } from '../util/canonical-json.ts';
 import type { StoreAccess } from './access.ts';
+import { sealState } from './journal-state.ts';
 import type { Statement } from './group-commit.ts';
 import { horizon } from './journal-horizon.ts';
 import { columns, prepare } from './prepared.ts';
@@ -303,6 +304,7 @@ export function journal(a: StoreAccess, driver: 'sqlite' | 'postgres', journalin
       return rows.map(toBatch);
     },
     addBatch: (b) => addBatch(a, b),
+    sealState: () => sealState(a),
     addRenewal: (r) => addRenewal(a, r),
     async renewals() {
       a.ensureOpen();
