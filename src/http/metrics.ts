@@ -108,8 +108,11 @@ const gaugesIn =
   (name, help, aggregator, labelNames = []) =>
     new Gauge({ name, help, labelNames, aggregator, registers: [registry] });
 
-/** a value that could not be read is left out: an absent series alerts as "no data", a false 0 looks healthy */
-const setOrOmit = (g: Gauge, value: number | undefined) => (value === undefined ? g.reset() : g.set(value));
+/**
+ * A value that could not be read is left out: an absent series alerts as "no data", a false 0 looks healthy.
+ * (remove(), not reset(): prom-client resets an unlabelled gauge to 0.)
+ */
+const setOrOmit = (g: Gauge, value: number | undefined) => (value === undefined ? g.remove() : g.set(value));
 
 const ageSeconds = (since: Date, now: number) => Math.max(0, (now - since.getTime()) / 1000);
 
