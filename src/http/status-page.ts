@@ -40,7 +40,7 @@ export function statusPage(inputs: StatusInputs): string {
 <p class="${readiness.ready ? 'ok' : 'bad'}">${readiness.ready ? 'ready' : 'not ready'}</p>
 ${reasonList(readiness.reasons)}
 </section>
-${calendarSection(inputs.metrics)}${journalSection(inputs.metrics)}${deliveriesSection(inputs.metrics, now)}
+${calendarSection(inputs.metrics)}${journalSection(inputs.metrics)}${deliveriesSection(inputs.metrics)}
 ${signDocSection(inputs.lastHour, now)}
 </body></html>`.text;
 }
@@ -73,7 +73,11 @@ const BAR_X = 190;
 const BAR_WIDTH = 560;
 
 function calendarSection(metrics: MetricsJson): Html {
-  const ends = new Map(seriesOf(metrics, 'qtsp_pki_end_timestamp_seconds').map((s) => [s.labels.object, s.value]));
+  // the deadline the days count down to: the end, or the key's usage end where that comes first
+  const ends = new Map<unknown, number>();
+  for (const name of ['qtsp_pki_end_timestamp_seconds', 'qtsp_pki_key_usage_end_timestamp_seconds'])
+    for (const s of seriesOf(metrics, name))
+      ends.set(s.labels.object, Math.min(ends.get(s.labels.object) ?? Infinity, s.value));
   const rows = [...sumByMin(metrics, 'qtsp_pki_days_left')].sort((a, b) => a[1] - b[1]);
   if (rows.length === 0) return html`<section id="calendar"><h2>Calendar</h2><p>not read</p></section>`;
   return html`<section id="calendar"><h2>Calendar: days left per object</h2>${timeline(rows, ends)}
@@ -97,7 +101,7 @@ function timeline(rows: readonly [string, number][], ends: ReadonlyMap<unknown, 
     return html`<g class="object" data-object="${object}"><text x="0" y="${y + 15}">${object}</text>
 <rect x="${BAR_X}" y="${y + 4}" width="${width}" height="14" fill="${fill}"><title>${object}: ${word}</title></rect>
 <text x="${x(days) + 6}" y="${y + 15}">${Math.floor(days)} days (${word}),
-ends ${fromUnix(ends.get(object))}</text></g>`;
+until ${fromUnix(ends.get(object))}</text></g>`;
   });
   return html`<svg role="img" aria-label="days left per object" width="${BAR_X + BAR_WIDTH + 320}" height="${height}">
 ${marks}${bars}</svg>`;
@@ -122,10 +126,7 @@ function journalSection(metrics: MetricsJson): Html {
   const failures = [...sumBy(metrics, 'qtsp_journal_seal_failures_total', 'tsa')].map(([tsa, n]) => `${tsa}: ${n}`);
   const rows: [string, Html | string][] = [
     ['last batch', batch === 0 ? 'none yet' : `${batch}, sealed ${fromUnix(v('last_batch_timestamp_seconds'))}`],
-    [
-      'unsealed entries',
-      `${v('unsealed_entries') ?? 'unknown'} (oldest ${duration(v('oldest_unsealed_age_seconds') ?? 0)})`,
-    ],
+    ['unsealed entries', unsealed(v('unsealed_entries'), v('oldest_unsealed_age_seconds'))],
     ['second TSA', v('second_tsa_enabled') === 1 ? 'on' : 'off'],
     [
       'last audit',
@@ -140,7 +141,13 @@ ${clean === 1 ? 'clean' : `${v('audit_findings')} findings`}</span>, ${fromUnix(
   return html`<section id="journal"><h2>Journal</h2>${table(rows)}</section>`;
 }
 
-function deliveriesSection(metrics: MetricsJson, _now: Date): Html {
+/** how many entries wait to be sealed, and for how long the oldest has */
+function unsealed(count: number | undefined, oldestSeconds: number | undefined): string {
+  if (count === undefined) return 'unknown';
+  return count === 0 ? '0' : `${count} (the oldest for ${duration(oldestSeconds ?? 0)})`;
+}
+
+function deliveriesSection(metrics: MetricsJson): Html {
   const topics = new Map<string, Map<string, number>>();
   for (const s of seriesOf(metrics, 'qtsp_outbox_entries')) {
     const topic = String(s.labels.topic);
