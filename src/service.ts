@@ -119,6 +119,17 @@ function instanceMetrics(config: Config, defaultMetrics: boolean): ReturnType<ty
   return metrics;
 }
 
+/** The gauges read from what this process holds: the calendar, and the settings the alert rules compare with. */
+function configuredGauges(config: Config, metrics: Metrics, calendar: CalendarWatch): void {
+  pkiCalendarGauges(metrics.registry, () => calendar.entries());
+  settingGauges(metrics.registry, {
+    'trust.idpMaxStaleSeconds': config.trust.idpMaxStaleSeconds,
+    'trust.keyArchivePullSeconds': config.trust.keyArchivePullSeconds,
+    'journal.sealIntervalSeconds': config.journal.sealIntervalSeconds,
+    'journal.auditIntervalSeconds': config.journal.auditIntervalSeconds,
+  });
+}
+
 /** One serving process per data directory (util/instance-lock.ts); a second one is a configuration error. */
 function lockDataDirOrRefuse(dataDir: string): InstanceLock {
   try {
@@ -360,13 +371,7 @@ async function startWithCustody(
   });
   const calendar = watchMaterialCalendar(config, await keyArchiveAnchors(config.trust.keyArchiveSignerKeyFile), logger);
   const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger, calendar }, options);
-  pkiCalendarGauges(deps.metrics.registry, () => calendar.entries());
-  settingGauges(deps.metrics.registry, {
-    'trust.idpMaxStaleSeconds': config.trust.idpMaxStaleSeconds,
-    'trust.keyArchivePullSeconds': config.trust.keyArchivePullSeconds,
-    'journal.sealIntervalSeconds': config.journal.sealIntervalSeconds,
-    'journal.auditIntervalSeconds': config.journal.auditIntervalSeconds,
-  });
+  configuredGauges(config, deps.metrics, calendar);
   const jobs = startBackgroundJobs(config, { store, pki, logger, metrics: deps.metrics }, options);
   const readiness = watchServiceReadiness(config, { store, storeHealth, trust, keys, pki, calendar, jobs, logger });
   await readiness.refresh(); // the first report at start reflects real probes

@@ -113,34 +113,7 @@ function opsApp(answers: OpsAnswers, window: ReturnType<typeof signDocWindow>): 
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.get('/', async (_req, res) => {
-    const headers = {
-      'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
-      'referrer-policy': 'no-referrer',
-    };
-    let metrics: MetricsJson;
-    try {
-      metrics = await answers.metricsJson();
-    } catch (err) {
-      res
-        .status(503)
-        .set(headers)
-        .type('text/plain')
-        .send(`${(err as Error).message}\n`);
-      return;
-    }
-    window.add(metrics);
-    const page = statusPage({
-      readiness: await answers.readiness(),
-      metrics,
-      lastHour: window.lastHour(metrics),
-      now: new Date(),
-    });
-    res
-      .set({ ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': STATUS_PAGE_CSP })
-      .send(page);
-  });
+  app.get('/', statusRoute(answers, window));
   app.get('/health/live', (_req, res) => {
     res.set('cache-control', 'no-store').json({ status: 'live' });
   });
@@ -172,6 +145,38 @@ function opsApp(answers: OpsAnswers, window: ReturnType<typeof signDocWindow>): 
     });
   });
   return app;
+}
+
+/** GET /: the status page (status-page.ts) from the readiness and metrics answers; 503 when no metrics came. */
+function statusRoute(answers: OpsAnswers, window: ReturnType<typeof signDocWindow>): express.RequestHandler {
+  const headers = {
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+  };
+  return async (_req, res) => {
+    let metrics: MetricsJson;
+    try {
+      metrics = await answers.metricsJson();
+    } catch (err) {
+      res
+        .status(503)
+        .set(headers)
+        .type('text/plain')
+        .send(`${(err as Error).message}\n`);
+      return;
+    }
+    window.add(metrics);
+    const page = statusPage({
+      readiness: await answers.readiness(),
+      metrics,
+      lastHour: window.lastHour(metrics),
+      now: new Date(),
+    });
+    res
+      .set({ ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': STATUS_PAGE_CSP })
+      .send(page);
+  };
 }
 
 /** The operational gauges are refreshed before a scrape; a scrape still answers when that fails. */

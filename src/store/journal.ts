@@ -256,6 +256,13 @@ async function addBatch(a: StoreAccess, b: JournalBatch): Promise<boolean> {
 }
 
 export function journal(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling = true): JournalStore {
+  return { ...journalRows(a, driver, journaling), sealState: () => sealState(a) };
+}
+
+/** the journal's rows as the sealer, the audit and the evidence export read and write them */
+type JournalRows = Omit<JournalStore, 'sealState'>;
+
+function journalRows(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling: boolean): JournalRows {
   const insert = entryInsert(a);
   const batchRows = () => a.db.selectFrom('journal_batches').selectAll();
   return {
@@ -304,7 +311,6 @@ export function journal(a: StoreAccess, driver: 'sqlite' | 'postgres', journalin
       return rows.map(toBatch);
     },
     addBatch: (b) => addBatch(a, b),
-    sealState: () => sealState(a),
     addRenewal: (r) => addRenewal(a, r),
     async renewals() {
       a.ensureOpen();

@@ -143,7 +143,7 @@ describe('the status page', () => {
     });
     assert.doesNotMatch(page, /<script/i);
     assert.match(page, /&lt;script&gt;x&lt;\/script&gt;/);
-    const style = /<style>([^]*?)<\/style>/.exec(page)![1]!;
+    const style = /<style>([\s\S]*?)<\/style>/.exec(page)![1]!;
     const hash = createHash('sha256').update(style).digest('base64');
     assert.ok(STATUS_PAGE_CSP.includes(`'sha256-${hash}'`), STATUS_PAGE_CSP);
     assert.match(STATUS_PAGE_CSP, /default-src 'none'/);
