@@ -67,6 +67,10 @@ const PACKAGES = {
     present: () => onPath('haproxy', SBIN),
     why: 'tests: the layer-4 load balancer in front of several instances',
   },
+  prometheus: {
+    present: () => onPath('promtool') && onPath('prometheus'),
+    why: 'tests: the shipped alert rules checked and evaluated by promtool, and scraped by a real Prometheus',
+  },
 };
 
 const DEMO_VALIDATORS = ['openssl', 'xmlsec1', 'poppler-utils', 'libnss3-tools'];

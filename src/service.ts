@@ -10,16 +10,24 @@ import { createApp } from './http/app.ts';
 import { listenPublication } from './http/publication.ts';
 import { listen, type RunningServer } from './http/tls-listener.ts';
 import { pkiRouter } from './http/pki-routes.ts';
-import { createMetrics, operationalGauges, pkiCalendarGauges, type OperationalSnapshot } from './http/metrics.ts';
+import {
+  createMetrics,
+  operationalGauges,
+  pkiCalendarGauges,
+  settingGauges,
+  type JournalSnapshot,
+  type OperationalSnapshot,
+} from './http/metrics.ts';
 import { listenOps } from './http/ops.ts';
 import { watchReadiness, type Readiness } from './readiness.ts';
 import { startDeliveries } from './deliveries.ts';
 import { startRetention, type RetentionJob } from './retention/purge.ts';
-import { startSealing, type SealingJob, type SealingSchedule } from './journal/seal.ts';
+import { startSealing, type SealFailurePart, type SealingJob, type SealingSchedule } from './journal/seal.ts';
 import { anchorRepoPaths, startAnchorPublisher } from './journal/anchor-repo.ts';
 import { journalRouter } from './http/journal-routes.ts';
 import { crlJournal, journaledIssuance } from './journal/ca-events.ts';
 import { startRenewalCheck, type RenewalJob } from './journal/renewal.ts';
+import { startSelfAudit, type SelfAudit } from './journal/self-audit.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
 import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
@@ -28,7 +36,12 @@ import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
 import { renewalMarkerFile, writeRenewedCertificate } from './ca/renewal.ts';
 import { renewedResponder } from './ca/responder-renewal.ts';
 import { renewMailCertificate } from './notification/mail-certificate.ts';
-import { createTrustServices, type TrustServices, type TrustStore as TrustServicesStore } from './trust-services.ts';
+import {
+  createTrustServices,
+  journalSecondTsaChain,
+  type TrustServices,
+  type TrustStore as TrustServicesStore,
+} from './trust-services.ts';
 import { openKeyCustody } from './custody/registry.ts';
 import { describeCustody, type KeyCustody } from './custody/types.ts';
 import { signerProfile } from './ca/signer-certificate.ts';
@@ -42,6 +55,7 @@ import { startKeyArchive, type KeyArchive } from './trust/key-archive.ts';
 import type { HttpAgent } from './util/http-client.ts';
 import { logger as defaultLogger, type Logger } from './util/logger.ts';
 import { openToOthers } from './util/private-files.ts';
+import type { Metrics } from './util/metrics.ts';
 import { runStopSteps } from './util/lifecycle.ts';
 import { DataDirInUseError, lockDataDir, type InstanceLock } from './util/instance-lock.ts';
 
@@ -103,6 +117,17 @@ function instanceMetrics(config: Config, defaultMetrics: boolean): ReturnType<ty
   const metrics = createMetrics({ defaultMetrics });
   if (config.instance.id !== undefined) metrics.registry.setDefaultLabels({ qtsp_instance: config.instance.id });
   return metrics;
+}
+
+/** The gauges read from what this process holds: the calendar, and the settings the alert rules compare with. */
+function configuredGauges(config: Config, metrics: Metrics, calendar: CalendarWatch): void {
+  pkiCalendarGauges(metrics.registry, () => calendar.entries());
+  settingGauges(metrics.registry, {
+    'trust.idpMaxStaleSeconds': config.trust.idpMaxStaleSeconds,
+    'trust.keyArchivePullSeconds': config.trust.keyArchivePullSeconds,
+    'journal.sealIntervalSeconds': config.journal.sealIntervalSeconds,
+    'journal.auditIntervalSeconds': config.journal.auditIntervalSeconds,
+  });
 }
 
 /** One serving process per data directory (util/instance-lock.ts); a second one is a configuration error. */
@@ -232,6 +257,10 @@ interface Running {
   readonly sealing: SealingJob;
   /** the scheduled check for a due time-stamp renewal of the evidence records (journal/renewal.ts) */
   readonly renewal: RenewalJob;
+  /** the scheduled audit of the newest batches (journal/self-audit.ts) */
+  readonly audit: SelfAudit;
+  /** time-stamp renewals due at the last check; undefined before one */
+  renewalsDue(): number | undefined;
 }
 
 interface Listeners {
@@ -255,8 +284,10 @@ function anchoredSealing(
   { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
   schedule: SealingSchedule,
   publishHere: boolean,
+  failed: (part: SealFailurePart) => void,
 ): SealingJob {
-  const sealing = startSealing(store, { tsa: pki.tsa, second: pki.journalSecondTsa }, schedule, logger);
+  const tsas = { tsa: pki.tsa, second: pki.journalSecondTsa };
+  const sealing = startSealing(store, tsas, schedule, logger, Date.now, failed);
   if (!publishHere) return sealing;
   const anchor = startAnchorPublisher(store, config.dataDir, schedule.intervalSeconds, logger);
   return {
@@ -274,26 +305,46 @@ function anchoredSealing(
 
 const SEALING_OFF = { ready: true, reasons: [] };
 
-/** The purge and the journal's sealing and renewal check, each on its own timer. */
+/** The purge and the journal's sealing, renewal check and audit, each on its own timer. */
 function startBackgroundJobs(
   config: Config,
-  { store, pki, logger }: { store: Store; pki: TrustServices; logger: Logger },
+  { store, pki, logger, metrics }: { store: Store; pki: TrustServices; logger: Logger; metrics: Metrics },
   options: StartOptions,
-): Pick<Running, 'retention' | 'sealing' | 'renewal'> {
-  const idle = { close: async () => undefined, sealNow: async () => undefined, readiness: () => SEALING_OFF };
+): Pick<Running, 'retention' | 'sealing' | 'renewal' | 'audit' | 'renewalsDue'> {
+  const idle = {
+    close: async () => undefined,
+    sealNow: async () => undefined,
+    readiness: () => SEALING_OFF,
+    last: () => undefined,
+  };
+  const { journal } = config;
   const schedule = {
-    intervalSeconds: config.journal.sealIntervalSeconds,
-    stalledAfterSeconds: config.journal.sealStalledAfterSeconds,
+    intervalSeconds: journal.sealIntervalSeconds,
+    stalledAfterSeconds: journal.sealStalledAfterSeconds,
+  };
+  let due: number | undefined;
+  const checked = (n: number) => {
+    due = n;
   };
   return {
     // the purge runs where the outbox relay runs: here, unless a cluster's primary relays (cli/serve-cluster.ts)
     retention: options.relayElsewhere ? idle : startRetention(config, store, logger),
     // every process may seal: batches are numbered once in the store, so racing sealers leave one chain
-    sealing: config.journal.enabled
-      ? anchoredSealing(config, { store, pki, logger }, schedule, !options.relayElsewhere)
+    sealing: journal.enabled
+      ? anchoredSealing(config, { store, pki, logger }, schedule, !options.relayElsewhere, (tsa) =>
+          metrics.sealFailures.inc({ tsa }),
+        )
       : idle,
     // renewals are numbered once in the store too: a process that loses a race logs it and checks again later
-    renewal: config.journal.enabled ? startRenewalCheck(store, pki.tsa, config.journal, logger) : idle,
+    renewal: journal.enabled ? startRenewalCheck(store, pki.tsa, journal, logger, checked) : idle,
+    audit: journal.enabled
+      ? startSelfAudit(
+          store,
+          { intervalSeconds: journal.auditIntervalSeconds, secondTsaChain: journalSecondTsaChain(config) },
+          logger,
+        )
+      : idle,
+    renewalsDue: () => due,
   };
 }
 
@@ -320,8 +371,8 @@ async function startWithCustody(
   });
   const calendar = watchMaterialCalendar(config, await keyArchiveAnchors(config.trust.keyArchiveSignerKeyFile), logger);
   const deps = signDocDeps(config, { trust, agents, pki, keys, store, delivery, logger, calendar }, options);
-  pkiCalendarGauges(deps.metrics.registry, () => calendar.entries());
-  const jobs = startBackgroundJobs(config, { store, pki, logger }, options);
+  configuredGauges(config, deps.metrics, calendar);
+  const jobs = startBackgroundJobs(config, { store, pki, logger, metrics: deps.metrics }, options);
   const readiness = watchServiceReadiness(config, { store, storeHealth, trust, keys, pki, calendar, jobs, logger });
   await readiness.refresh(); // the first report at start reflects real probes
   const renewals = watchRenewals(config, { pki, calendar, readiness, store, agents }, logger);
@@ -603,6 +654,21 @@ async function operationalSnapshot(running: Running): Promise<OperationalSnapsho
     idpListAgeSeconds: trust.idps.listAgeSeconds(),
     keyArchiveHeadAgeSeconds: trust.keyArchive.headAgeSeconds(),
     keyArchiveLastPullAgeSeconds: trust.keyArchive.lastPullAgeSeconds(),
+    ...(config.journal.enabled ? { journal: await journalSnapshot(running) } : {}),
+  };
+}
+
+/** The journal's sealing, audit and renewals; the store's part left out when it does not answer. */
+async function journalSnapshot(running: Running): Promise<JournalSnapshot> {
+  const { config, store } = running;
+  const seal = await withTimeout(store.journal.sealState(), config.ops.metricsTimeoutMs).catch(() => undefined);
+  const audit = running.audit.last();
+  const due = running.renewalsDue();
+  return {
+    ...(seal ? { seal } : {}),
+    secondTsa: running.pki.journalSecondTsa !== undefined,
+    ...(audit ? { audit } : {}),
+    ...(due !== undefined ? { renewalsDue: due } : {}),
   };
 }
 
@@ -671,6 +737,7 @@ async function stopAfterFailedStart(running: Running): Promise<void> {
   await running.trust.keyArchive.stop();
   await running.delivery.close();
   await running.retention.close();
+  await running.audit.close();
   running.storeHealth.stop();
   await running.store.close();
   await running.keys.close();
@@ -730,6 +797,7 @@ function stopSteps(running: Running, listeners: Listeners): Parameters<typeof ru
       async () => {
         await running.retention.close(); // a purge under way finishes its batch first
         await running.renewal.close(); // a renewal under way finishes
+        await running.audit.close(); // an audit under way finishes
         await running.sealing.close().catch(() => undefined); // seals what the drained calls wrote
       },
     ],

@@ -6,6 +6,8 @@
 #                          image's interface: POSTGRES_USER/PASSWORD/DB, /var/lib/postgresql/data, pg_isready
 #   redis:7-bookworm       Debian's redis-server 7.0 (redis-server, redis-cli on PATH, /data)
 #   haproxy:2.6-bookworm   Debian's haproxy 2.6 (-f /usr/local/etc/haproxy/haproxy.cfg, bash for checks)
+#   prometheus:2.42-bookworm  Debian's prometheus 2.42 (config /etc/prometheus/prometheus.yml, data /prometheus,
+#                          bash for checks); the official image is prom/prometheus
 # An image already present (`podman image exists`) is kept: the second run costs seconds. Elsewhere the
 # official images are pulled instead and this script is not needed.
 # Usage: scripts/container/images.sh [--force]   (root; installs podman, runc, debootstrap when missing)
@@ -192,8 +194,28 @@ CF
   podman build --network=host -q -t haproxy:2.6-bookworm "$WORK/haproxy" >/dev/null
 }
 
+prometheus_image() {
+  exists prometheus:2.42-bookworm && return 0
+  base
+  mkdir -p "$WORK/prometheus"
+  cat >"$WORK/prometheus/Containerfile" <<'CF'
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends prometheus \
+ && rm -rf /var/lib/apt/lists/* && mkdir -p /prometheus && chown prometheus:prometheus /prometheus
+WORKDIR /prometheus
+VOLUME /prometheus
+USER prometheus
+EXPOSE 9090
+ENTRYPOINT ["/usr/bin/prometheus"]
+CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"]
+CF
+  log "building prometheus:2.42-bookworm (Debian's prometheus 2.42)"
+  podman build --network=host -q -t prometheus:2.42-bookworm "$WORK/prometheus" >/dev/null
+}
+
 node_image
 postgres_image
 redis_image
 haproxy_image
+prometheus_image
 log "ready: $(podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | tr '\n' ' ')"

@@ -477,6 +477,11 @@ export const configSchema = z
         /** How often that is checked (seconds), the first time one interval after the start; 0: never. */
         renewCheckIntervalSeconds: z.coerce.number().int().min(0).default(86400),
         /**
+         * How often the service audits its own journal (seconds; 0: never): `qtsp evidence audit` over the batches
+         * sealed since the previous run, the chain whole; the outcome is in the metrics (docs/operations.md).
+         */
+        auditIntervalSeconds: z.coerce.number().int().min(0).default(3600),
+        /**
          * A second RFC 3161 TSA, of another operator, that time-stamps every batch's root besides ours
          * (docs/evidence.md): a batch is sealed only with both tokens, so while it fails the entries wait for
          * the next seal (logged). Unset: our TSA alone. Calls use tsa.timeoutMs and tsa.retries.

@@ -2,8 +2,9 @@
  * The operations endpoints of a cluster primary (server.workers > 1): it alone listens on the ops port and
  * answers from its workers, asked over IPC (ops.ts answers in each worker).
  * - /metrics: every listening worker's metrics, aggregated (http/metrics.ts aggregateProcesses), with the
- *   primary's own process metrics under worker="primary". A worker that does not answer fails the scrape
- *   (503): a sum without it would drop, and Prometheus reads a counter that drops as a reset.
+ *   primary's own process metrics under worker="primary"; the status page (GET /) reads the same. A worker
+ *   that does not answer fails the scrape (503): a sum without it would drop, and Prometheus reads a counter
+ *   that drops as a reset.
  * - /health/ready: ready when at least one worker listens and every listening worker is ready: the cluster
  *   hands a signDoc to any of them. A worker that is slow to answer counts with its last answer for a while.
  */
@@ -63,25 +64,27 @@ function ask(worker: Worker, about: OpsQuestion['about'], timeoutMs: number): Pr
 export function clusterOps(options: ClusterOpsOptions): OpsAnswers {
   const own = processMetrics(options.defaultLabels);
   const readiness = readinessOfWorkers(options);
+  const gathered = async () => {
+    const workers = options.listening();
+    const asked = await Promise.all(workers.map((w) => ask(w.worker, 'metrics', options.metricsTimeoutMs)));
+    const processes: { worker: string; metrics: MetricsJson }[] = [
+      { worker: 'primary', metrics: await own.getMetricsAsJSON() },
+    ];
+    const missing: string[] = [];
+    workers.forEach((w, i) => {
+      const a = asked[i]!;
+      if (a === 'gone') return; // it ended during the scrape: its series end with it
+      if (a === 'silent' || !a.answer.metrics) missing.push(`worker ${w.slot} (${describe(a)})`);
+      else processes.push({ worker: String(w.slot), metrics: a.answer.metrics });
+    });
+    if (missing.length > 0) throw new Error(`no metrics: ${missing.join(', ')}; a partial sum is not served`);
+    return aggregateProcesses(processes);
+  };
   return {
     readiness,
     contentType: own.contentType,
-    async metrics() {
-      const workers = options.listening();
-      const asked = await Promise.all(workers.map((w) => ask(w.worker, 'metrics', options.metricsTimeoutMs)));
-      const processes: { worker: string; metrics: MetricsJson }[] = [
-        { worker: 'primary', metrics: await own.getMetricsAsJSON() },
-      ];
-      const missing: string[] = [];
-      workers.forEach((w, i) => {
-        const a = asked[i]!;
-        if (a === 'gone') return; // it ended during the scrape: its series end with it
-        if (a === 'silent' || !a.answer.metrics) missing.push(`worker ${w.slot} (${describe(a)})`);
-        else processes.push({ worker: String(w.slot), metrics: a.answer.metrics });
-      });
-      if (missing.length > 0) throw new Error(`no metrics: ${missing.join(', ')}; a partial sum is not served`);
-      return aggregateProcesses(processes).metrics();
-    },
+    metrics: async () => (await gathered()).metrics(),
+    metricsJson: async () => (await gathered()).getMetricsAsJSON(),
   };
 }
 

@@ -8,7 +8,9 @@
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Aggregator } from 'prom-client';
 import type { Metrics } from '../util/metrics.ts';
-import type { CalendarEntry } from '../ca/calendar.ts';
+import { deadlineOf, type CalendarEntry } from '../ca/calendar.ts';
+import type { JournalSealState } from '../store/types.ts';
+import type { SelfAuditResult } from '../journal/self-audit.ts';
 
 /**
  * How often the event-loop lag (prom-client's nodejs_eventloop_lag_*) is sampled: each sample is a timer that
@@ -21,8 +23,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   const registry = new Registry();
   if (options.defaultMetrics)
     collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+  const sealFailures = new Counter({
+    name: 'qtsp_journal_seal_failures_total',
+    help: 'journal seals that failed, by the TSA that failed (ours, second; none: the store)',
+    labelNames: ['tsa'],
+    registers: [registry],
+  });
+  // present from the start, so that the first failure is an increase (rate() needs a sample before it)
+  for (const tsa of ['ours', 'second', 'none']) sealFailures.inc({ tsa }, 0);
   return {
     registry,
+    sealFailures,
     requests: new Counter({
       name: 'qtsp_signdoc_requests_total',
       help: 'signDoc requests by HTTP status',
@@ -69,22 +80,64 @@ export interface OperationalSnapshot {
   readonly idpListAgeSeconds?: number;
   readonly keyArchiveHeadAgeSeconds?: number;
   readonly keyArchiveLastPullAgeSeconds?: number;
+  /** undefined with the journal off (journal.enabled false) */
+  readonly journal?: JournalSnapshot;
 }
+
+/** The sealed journal as an operator watches it. */
+export interface JournalSnapshot {
+  /** undefined when the store did not answer */
+  readonly seal?: JournalSealState;
+  /** a second TSA (journal.secondTsaUrl) time-stamps every batch */
+  readonly secondTsa: boolean;
+  /** the last scheduled audit that ran to its end (journal/self-audit.ts) */
+  readonly audit?: SelfAuditResult;
+  /** time-stamp renewals due at the last renewal check; undefined before one */
+  readonly renewalsDue?: number;
+}
+
+type GaugeOf = <L extends string>(
+  name: string,
+  help: string,
+  aggregator: Aggregator,
+  labelNames?: readonly L[],
+) => Gauge<L>;
+
+const gaugesIn =
+  (registry: Registry): GaugeOf =>
+  (name, help, aggregator, labelNames = []) =>
+    new Gauge({ name, help, labelNames, aggregator, registers: [registry] });
+
+/**
+ * A value that could not be read is left out: an absent series alerts as "no data", a false 0 looks healthy.
+ * (remove(), not reset(): prom-client resets an unlabelled gauge to 0.)
+ */
+const setOrOmit = (g: Gauge, value: number | undefined) => (value === undefined ? g.remove() : g.set(value));
+
+const ageSeconds = (since: Date, now: number) => Math.max(0, (now - since.getTime()) / 1000);
 
 /**
  * Gauges of the operational state, set from one snapshot per scrape (`update` before `registry.metrics()`).
- * A value that could not be read is left out rather than reported as 0: an absent series alerts as "no
- * data", a false 0 would look healthy.
+ * Across worker processes (aggregateProcesses): the store and the queue are shared, so every worker reads the
+ * same counts (max, not their sum); up and ready hold only when they hold in every worker (min); an age is the
+ * stalest worker's (max: each worker pulls the IDP list and the key archive itself).
  */
 export function operationalGauges(
   registry: Registry,
   snapshot: () => Promise<OperationalSnapshot>,
 ): { update(): Promise<void> } {
-  // across worker processes (aggregateProcesses): the store and the queue are shared, so every worker reads the
-  // same counts (max, not their sum); up and ready hold only when they hold in every worker (min); an age is the
-  // stalest worker's (max: each worker pulls the IDP list and the key archive itself)
-  const gauge = <L extends string>(name: string, help: string, aggregator: Aggregator, labelNames: readonly L[] = []) =>
-    new Gauge<L>({ name, help, labelNames, aggregator, registers: [registry] });
+  const gauge = gaugesIn(registry);
+  const parts = [deliveryGauges(gauge), stateGauges(gauge), journalGauges(gauge)];
+  return {
+    async update() {
+      const s = await snapshot();
+      for (const set of parts) set(s);
+    },
+  };
+}
+
+/** the outbox and the queue of every delivery topic */
+function deliveryGauges(gauge: GaugeOf): (s: OperationalSnapshot) => void {
   const outbox = gauge(
     'qtsp_outbox_entries',
     'outbox entries by delivery topic and state ' +
@@ -99,6 +152,22 @@ export function operationalGauges(
     ['topic'],
   );
   const queue = gauge('qtsp_queue_jobs', 'jobs in the Redis delivery queue by state', 'max', ['topic', 'state']);
+  return (s) => {
+    const now = Date.now();
+    outbox.reset();
+    oldest.reset();
+    queue.reset();
+    for (const [topic, t] of Object.entries(s.topics)) {
+      for (const [state, n] of Object.entries(t.outbox ?? {})) outbox.set({ topic, state }, n);
+      if (t.oldestUndelivered !== undefined)
+        oldest.set({ topic }, t.oldestUndelivered ? ageSeconds(t.oldestUndelivered, now) : 0);
+      for (const [state, n] of Object.entries(t.queue ?? {})) queue.set({ topic, state }, n);
+    }
+  };
+}
+
+/** what the service depends on: store, Redis, readiness, the trust sources' ages */
+function stateGauges(gauge: GaugeOf): (s: OperationalSnapshot) => void {
   const storeUp = gauge('qtsp_store_up', '1 when the evidence store commits a write, else 0', 'min');
   const redisUp = gauge('qtsp_redis_up', '1 when Redis answered the last queue query, else 0', 'min');
   const ready = gauge('qtsp_ready', '1 when /health/ready answers 200, else 0', 'min');
@@ -117,37 +186,65 @@ export function operationalGauges(
     'time since the key archive was last pulled successfully',
     'max',
   );
-  const optional = (g: Gauge, value: number | undefined) => (value === undefined ? g.reset() : g.set(value));
-  return {
-    async update() {
-      const s = await snapshot();
-      outbox.reset();
-      oldest.reset();
-      queue.reset();
-      for (const [topic, t] of Object.entries(s.topics)) {
-        for (const [state, n] of Object.entries(t.outbox ?? {})) outbox.set({ topic, state }, n);
-        if (t.oldestUndelivered !== undefined)
-          oldest.set(
-            { topic },
-            t.oldestUndelivered ? Math.max(0, (Date.now() - t.oldestUndelivered.getTime()) / 1000) : 0,
-          );
-        for (const [state, n] of Object.entries(t.queue ?? {})) queue.set({ topic, state }, n);
-      }
-      storeUp.set(s.storeUp ? 1 : 0);
-      redisUp.set(s.redisUp ? 1 : 0);
-      ready.set(s.ready ? 1 : 0);
-      optional(idpAge, s.idpListAgeSeconds);
-      optional(headAge, s.keyArchiveHeadAgeSeconds);
-      optional(pullAge, s.keyArchiveLastPullAgeSeconds);
-    },
+  return (s) => {
+    storeUp.set(s.storeUp ? 1 : 0);
+    redisUp.set(s.redisUp ? 1 : 0);
+    ready.set(s.ready ? 1 : 0);
+    setOrOmit(idpAge, s.idpListAgeSeconds);
+    setOrOmit(headAge, s.keyArchiveHeadAgeSeconds);
+    setOrOmit(pullAge, s.keyArchiveLastPullAgeSeconds);
+  };
+}
+
+/**
+ * The sealed journal (docs/evidence.md): what waits to be sealed, the newest batch, the scheduled audit and the
+ * renewals due. Across workers the store's counts are the same (max); the audit is each worker's own, so the
+ * worst counts: clean only when clean in every worker (min), its time the stalest (min).
+ */
+function journalGauges(gauge: GaugeOf): (s: OperationalSnapshot) => void {
+  const g = {
+    unsealed: gauge('qtsp_journal_unsealed_entries', 'journal entries not sealed into a batch yet', 'max'),
+    oldest: gauge(
+      'qtsp_journal_oldest_unsealed_age_seconds',
+      'age of the oldest journal entry not sealed yet, 0 when none',
+      'max',
+    ),
+    batch: gauge('qtsp_journal_last_batch_number', 'number of the newest sealed batch (0: none yet)', 'max'),
+    sealedAt: gauge(
+      'qtsp_journal_last_batch_timestamp_seconds',
+      'time-stamp time (genTime) of the newest sealed batch, Unix time',
+      'max',
+    ),
+    second: gauge('qtsp_journal_second_tsa_enabled', '1 when a second TSA time-stamps every batch', 'min'),
+    clean: gauge('qtsp_journal_audit_clean', '1 when the last scheduled journal audit found nothing, else 0', 'min'),
+    findings: gauge('qtsp_journal_audit_findings', 'findings (besides purges) of the last scheduled audit', 'max'),
+    auditedAt: gauge(
+      'qtsp_journal_audit_timestamp_seconds',
+      'start of the last scheduled journal audit that ran to its end, Unix time',
+      'min',
+    ),
+    due: gauge('qtsp_journal_renewals_due', 'evidence-record time-stamp renewals due at the last check', 'max'),
+  };
+  return (s) => {
+    const j = s.journal;
+    const seal = j?.seal;
+    setOrOmit(g.unsealed, seal?.unsealed);
+    setOrOmit(g.oldest, seal && (seal.oldestUnsealedAt ? ageSeconds(seal.oldestUnsealedAt, Date.now()) : 0));
+    setOrOmit(g.batch, seal && (seal.lastBatch?.batchNo ?? 0));
+    setOrOmit(g.sealedAt, seal?.lastBatch && seal.lastBatch.sealedAt.getTime() / 1000);
+    setOrOmit(g.second, j && (j.secondTsa ? 1 : 0));
+    setOrOmit(g.clean, j?.audit && (j.audit.clean ? 1 : 0));
+    setOrOmit(g.findings, j?.audit?.findings);
+    setOrOmit(g.auditedAt, j?.audit && j.audit.at.getTime() / 1000);
+    setOrOmit(g.due, j?.renewalsDue);
   };
 }
 
 /**
  * The calendar of the long-lived material (ca/calendar.ts) as gauges, read at each scrape from the entries the
  * service keeps: one series per object, its end (notAfter, a CRL's nextUpdate) and, where it ends earlier, its
- * key's usage period, as Unix time (alert on `qtsp_pki_end_timestamp_seconds - time()`). Across workers the
- * earliest counts (min).
+ * key's usage period, as Unix time, and the days left until the earlier of the two on the service's own clock
+ * (what the alert rules use: the clock the service signs on). Across workers the earliest counts (min).
  */
 export function pkiCalendarGauges(registry: Registry, entries: () => readonly CalendarEntry[]): void {
   new Gauge({
@@ -173,6 +270,38 @@ export function pkiCalendarGauges(registry: Registry, entries: () => readonly Ca
         if (e.keyUsageEndsAt) this.set({ object: e.object }, e.keyUsageEndsAt.getTime() / 1000);
     },
   });
+  new Gauge({
+    name: 'qtsp_pki_days_left',
+    help:
+      "days until an object's deadline (the earlier of its end and its key's usage end) on the service's clock, " +
+      'negative once passed',
+    labelNames: ['object', 'renewed_by'],
+    aggregator: 'min',
+    registers: [registry],
+    collect() {
+      this.reset();
+      const now = Date.now();
+      for (const e of entries())
+        this.set({ object: e.object, renewed_by: e.renewedBy }, (deadlineOf(e).at.getTime() - now) / DAY_MS);
+    },
+  });
+}
+
+const DAY_MS = 86_400_000;
+
+/**
+ * Settings the alert rules compare with (docker/prometheus/qtsp-rules.yml), in seconds: set once, the same in
+ * every worker (max).
+ */
+export function settingGauges(registry: Registry, settings: Readonly<Record<string, number>>): void {
+  const gauge = new Gauge({
+    name: 'qtsp_setting_seconds',
+    help: 'a setting in seconds the alert rules compare with, by setting name',
+    labelNames: ['setting'],
+    aggregator: 'max',
+    registers: [registry],
+  });
+  for (const [setting, value] of Object.entries(settings)) gauge.set({ setting }, value);
 }
 
 /** One process's metrics as prom-client reads them (`Registry.getMetricsAsJSON`): what a worker sends over IPC. */

@@ -1,5 +1,6 @@
 /**
- * The operations listener: GET /health/live, /health/ready and /metrics on their own port,
+ * The operations listener: GET /health/live, /health/ready, /metrics and the status page (GET /, status-page.ts)
+ * on their own port,
  * plain HTTP, loopback by default (ops.host, ops.port). Apart from the public signDoc port so that nobody
  * on the network reads our internals, and so that a load balancer's or orchestrator's probe needs no client
  * certificate. Plain HTTP is fine on loopback or a private interface: nothing here is secret, and nothing
@@ -17,6 +18,8 @@ import type { Metrics } from '../util/metrics.ts';
 import type { Logger } from '../util/logger.ts';
 import { drainable } from './listener.ts';
 import type { MetricsJson } from './metrics.ts';
+import { signDocWindow } from './signdoc-window.ts';
+import { STATUS_PAGE_CSP, statusPage } from './status-page.ts';
 
 export interface ReadinessAnswer {
   readonly ready: boolean;
@@ -37,6 +40,8 @@ export interface OpsAnswers {
   readiness(): ReadinessAnswer | Promise<ReadinessAnswer>;
   /** the Prometheus text of /metrics; a rejection answers 503 with its message */
   metrics(): Promise<string>;
+  /** the same metrics as prom-client's JSON (the status page reads them) */
+  metricsJson(): Promise<MetricsJson>;
   readonly contentType: string;
 }
 
@@ -69,23 +74,46 @@ export async function listenOps(config: Config, sources: OpsSources): Promise<Op
       await refreshGauges(sources);
       return sources.metrics.registry.metrics();
     },
+    metricsJson: async () => {
+      await refreshGauges(sources);
+      return sources.metrics.registry.getMetricsAsJSON();
+    },
     contentType: sources.metrics.registry.contentType,
   });
 }
 
 /** Listens on ops.host:ops.port and answers from `answers`; close() drains within lifecycle.drainTimeoutMs. */
 export async function serveOps(config: Config, answers: OpsAnswers): Promise<OpsListener> {
-  const server = http.createServer(opsApp(answers));
+  const window = signDocWindow();
+  // a sample of the signDoc counters a minute, for the status page's last hour (signdoc-window.ts)
+  const sampler = setInterval(() => {
+    answers.metricsJson().then(
+      (m) => window.add(m),
+      () => undefined,
+    );
+  }, 60_000);
+  sampler.unref();
+  const server = http.createServer(opsApp(answers, window));
   server.requestTimeout = 30_000;
   const drain = drainable(server);
-  const port = await listen(server, config.ops.port, config.ops.host);
-  return { url: `http://${urlHost(config.ops.host)}:${port}`, close: () => drain(config.lifecycle.drainTimeoutMs) };
+  const port = await listen(server, config.ops.port, config.ops.host).catch((err: unknown) => {
+    clearInterval(sampler);
+    throw err;
+  });
+  return {
+    url: `http://${urlHost(config.ops.host)}:${port}`,
+    close: () => {
+      clearInterval(sampler);
+      return drain(config.lifecycle.drainTimeoutMs);
+    },
+  };
 }
 
-function opsApp(answers: OpsAnswers): express.Express {
+function opsApp(answers: OpsAnswers, window: ReturnType<typeof signDocWindow>): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  app.get('/', statusRoute(answers, window));
   app.get('/health/live', (_req, res) => {
     res.set('cache-control', 'no-store').json({ status: 'live' });
   });
@@ -113,10 +141,42 @@ function opsApp(answers: OpsAnswers): express.Express {
   app.use((_req, res) => {
     res.status(404).json({
       error: 'not_found',
-      error_description: 'no such endpoint (operations listener: /health/live, /health/ready, /metrics)',
+      error_description: 'no such endpoint (operations listener: /, /health/live, /health/ready, /metrics)',
     });
   });
   return app;
+}
+
+/** GET /: the status page (status-page.ts) from the readiness and metrics answers; 503 when no metrics came. */
+function statusRoute(answers: OpsAnswers, window: ReturnType<typeof signDocWindow>): express.RequestHandler {
+  const headers = {
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+  };
+  return async (_req, res) => {
+    let metrics: MetricsJson;
+    try {
+      metrics = await answers.metricsJson();
+    } catch (err) {
+      res
+        .status(503)
+        .set(headers)
+        .type('text/plain')
+        .send(`${(err as Error).message}\n`);
+      return;
+    }
+    window.add(metrics);
+    const page = statusPage({
+      readiness: await answers.readiness(),
+      metrics,
+      lastHour: window.lastHour(metrics),
+      now: new Date(),
+    });
+    res
+      .set({ ...headers, 'content-type': 'text/html; charset=utf-8', 'content-security-policy': STATUS_PAGE_CSP })
+      .send(page);
+  };
 }
 
 /** The operational gauges are refreshed before a scrape; a scrape still answers when that fails. */

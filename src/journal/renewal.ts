@@ -309,30 +309,50 @@ export async function renewHashTree(
 export type RenewalJob = PeriodicTask;
 
 /**
+ * The time-stamp renewals due now (one per hash algorithm of the current chains whose earliest TSA certificate
+ * ends within `marginMs`): after a check that renewed them, 0; more while a renewal fails.
+ */
+export async function renewalsDue(store: Store, marginMs: number, now = new Date()): Promise<number> {
+  const byHash = new Map<string, CurrentChain[]>();
+  for (const c of currentChains(await allBatches(store), await store.journal.renewals()))
+    byHash.set(c.hash.oid, [...(byHash.get(c.hash.oid) ?? []), c]);
+  return [...byHash.values()].filter((chains) => earliestEnd(chains).getTime() - marginMs <= now.getTime()).length;
+}
+
+/**
  * Checks every `intervalSeconds` whether a time-stamp renewal is due (margin `marginDays`), the first time one
  * interval after the start, as the retention purge is scheduled; 0: never (`qtsp evidence renew` only).
- * A failed check is logged and tried next time.
+ * A failed check is logged and tried next time. After each check, the renewals still due are told to `checked`
+ * (the metrics).
  */
 export function startRenewalCheck(
   store: Store,
   tsa: TimestampProvider,
   settings: { readonly renewCheckIntervalSeconds: number; readonly renewMarginDays: number },
   logger: Logger,
+  checked: (due: number) => void = () => undefined,
 ): RenewalJob {
   if (settings.renewCheckIntervalSeconds === 0) return { close: async () => undefined };
+  const marginMs = settings.renewMarginDays * 86_400_000;
   return runEvery(settings.renewCheckIntervalSeconds * 1000, async () => {
-    try {
-      const renewed = await renewTimeStamps(store, tsa, { marginMs: settings.renewMarginDays * 86_400_000 });
-      for (const r of renewed)
-        logger.info(
-          { event: 'journal.renewed', renewal: r.renewalNo, kind: r.kind, chains: r.leaves.length },
-          'evidence records renewed',
-        );
-    } catch (err) {
-      logger.warn(
-        { event: 'journal.renewal_failed', error: (err as Error).message },
-        'evidence renewal failed; tried again later',
-      );
-    }
+    await renewDue(store, tsa, marginMs, logger);
+    await renewalsDue(store, marginMs).then(checked, () => undefined);
   });
+}
+
+/** One check: renews what is due; a failure is logged. */
+async function renewDue(store: Store, tsa: TimestampProvider, marginMs: number, logger: Logger): Promise<void> {
+  try {
+    const renewed = await renewTimeStamps(store, tsa, { marginMs });
+    for (const r of renewed)
+      logger.info(
+        { event: 'journal.renewed', renewal: r.renewalNo, kind: r.kind, chains: r.leaves.length },
+        'evidence records renewed',
+      );
+  } catch (err) {
+    logger.warn(
+      { event: 'journal.renewal_failed', error: (err as Error).message },
+      'evidence renewal failed; tried again later',
+    );
+  }
 }

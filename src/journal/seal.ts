@@ -101,14 +101,28 @@ export interface SealingTsas {
   readonly second?: TimestampProvider | undefined;
 }
 
+/** Which part of a seal failed: our TSA, the second TSA, or neither (the store): the label of the metric. */
+export type SealFailurePart = 'ours' | 'second' | 'none';
+
+/** A seal that failed at a TSA's time-stamp. */
+export class TsaSealError extends Error {
+  constructor(
+    readonly tsa: 'ours' | 'second',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** both tokens over `root`, or an error saying which TSA failed */
 async function timestamps(tsas: SealingTsas, root: Buffer): Promise<{ token: Buffer; secondToken?: Buffer }> {
   const [first, second] = await Promise.allSettled([
     tsas.tsa.timestamp(root, SHA256),
     tsas.second ? tsas.second.timestamp(root, SHA256) : Promise.resolve(undefined),
   ]);
-  if (first.status === 'rejected') throw new Error(`our TSA: ${(first.reason as Error).message}`);
-  if (second.status === 'rejected') throw new Error(`the second TSA: ${(second.reason as Error).message}`);
+  if (first.status === 'rejected') throw new TsaSealError('ours', `our TSA: ${(first.reason as Error).message}`);
+  if (second.status === 'rejected')
+    throw new TsaSealError('second', `the second TSA: ${(second.reason as Error).message}`);
   return { token: first.value, ...(second.value ? { secondToken: second.value } : {}) };
 }
 
@@ -232,8 +246,8 @@ function sealingWatch(stalledAfter: number, logger: Logger, now: () => number) {
 }
 
 /**
- * Seals every `schedule.intervalSeconds` (0: only at close). A failed seal is tried again next time; signing
- * never waits for it.
+ * Seals every `schedule.intervalSeconds` (0: only at close). A failed seal is tried again next time, and told to
+ * `failed` (the metrics: which TSA failed); signing never waits for it.
  */
 export function startSealing(
   store: Store,
@@ -241,6 +255,7 @@ export function startSealing(
   schedule: SealingSchedule,
   logger: Logger,
   now: () => number = Date.now,
+  failed: (part: SealFailurePart) => void = () => undefined,
 ): SealingJob {
   const watch = sealingWatch(stalledAfterMs(schedule), logger, now);
   const seal = async () => {
@@ -259,6 +274,7 @@ export function startSealing(
         );
       watch.succeeded();
     } catch (err) {
+      failed(err instanceof TsaSealError ? err.tsa : 'none');
       watch.failed(err as Error);
     }
   };

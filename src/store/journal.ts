@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import type { Insertable, Selectable } from 'kysely';
 import { canonicalJson } from '../util/canonical-json.ts';
 import type { StoreAccess } from './access.ts';
+import { sealState } from './journal-state.ts';
 import type { Statement } from './group-commit.ts';
 import { horizon } from './journal-horizon.ts';
 import { columns, prepare } from './prepared.ts';
@@ -255,6 +256,13 @@ async function addBatch(a: StoreAccess, b: JournalBatch): Promise<boolean> {
 }
 
 export function journal(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling = true): JournalStore {
+  return { ...journalRows(a, driver, journaling), sealState: () => sealState(a) };
+}
+
+/** the journal's rows as the sealer, the audit and the evidence export read and write them */
+type JournalRows = Omit<JournalStore, 'sealState'>;
+
+function journalRows(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling: boolean): JournalRows {
   const insert = entryInsert(a);
   const batchRows = () => a.db.selectFrom('journal_batches').selectAll();
   return {

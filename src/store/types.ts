@@ -421,6 +421,23 @@ export interface JournalTombstone {
   readonly purgedBy: string;
 }
 
+/** The sealing as an operator watches it (store/journal-state.ts): the newest batch, and what waits after it. */
+export interface JournalSealState {
+  readonly lastBatch:
+    | {
+        readonly batchNo: number;
+        readonly throughSeq: number;
+        readonly sealedAt: Date;
+        /** it carries a second TSA's time-stamp too */
+        readonly secondTimeStamp: boolean;
+      }
+    | undefined;
+  /** entries after the newest batch */
+  readonly unsealed: number;
+  /** the recorded time of the oldest of them; null when none waits */
+  readonly oldestUnsealedAt: Date | null;
+}
+
 /**
  * The journal's rows. Entries are only ever inserted (signDoc's inside its evidence writes); only retention
  * deletes them, leaving a tombstone. Batches are only inserted, one per number: two sealers racing for the
@@ -453,4 +470,6 @@ export interface JournalStore {
   renewals(): Promise<JournalRenewal[]>;
   /** tombstones with afterSeq < seq <= throughSeq */
   tombstones(afterSeq: number, throughSeq: number): Promise<JournalTombstone[]>;
+  /** the newest batch (without its leaves) and the entries after it, counted; no lock taken */
+  sealState(): Promise<JournalSealState>;
 }

@@ -11,4 +11,6 @@ export interface Metrics {
   readonly signatures: Counter;
   readonly certificates: Counter;
   readonly duration: Histogram<'status'>;
+  /** journal seals that failed, by the TSA that failed (journal/seal.ts) */
+  readonly sealFailures: Counter<'tsa'>;
 }

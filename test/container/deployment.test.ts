@@ -1,10 +1,12 @@
 /**
  * docker/ built and run: `podman build -f docker/Dockerfile`, then docker/compose.yaml carried out with podman
- * (test/container/compose.ts): PostgreSQL, Redis, the sandbox, two `qtsp serve` instances, a `qtsp worker`
- * and HAProxy, each in its container on the project's network. Shown:
+ * (test/container/compose.ts): PostgreSQL, Redis, the sandbox, two `qtsp serve` instances, a `qtsp worker`,
+ * HAProxy and Prometheus, each in its container on the project's network. Shown:
  * - the runtime image runs as uid 10001 on a read-only root filesystem, holds no compiler and no development
  *   package, loads its native modules, and its healthcheck passes; an SBOM of its npm packages lies beside it;
  * - the running containers carry what compose.yaml says (environment, mounts, healthchecks);
+ * - Prometheus (Debian's package, docker/prometheus/) scrapes every instance with the shipped rules: every
+ *   target up, and no alert firing for the healthy deployment;
  * - README's B-LT flow from the host through HAProxy: a CAdES that `openssl cms -verify -cades` accepts and a
  *   PAdES that pdfsig accepts;
  * - one instance container killed under load: every signature answered 200 has its evidence row and its
@@ -23,6 +25,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { containerName, loadCompose, networkName, runArgs, startOrder, volumeName } from './compose.ts';
 import { cmsVerifyArgs } from '../helpers/openssl.ts';
+import { eventually, prometheusApi } from '../helpers/prometheus.ts';
 
 /** the checkout itself, not the compiled tree the test runs from (podman copies no symbolic link's target) */
 const ROOT = dirname(dirname(realpathSync(fileURLToPath(new URL('../../docker/compose.yaml', import.meta.url)))));
@@ -166,7 +169,7 @@ describe('docker/: the image built and the compose deployment run with podman', 
       }
       await must(['run', ...runArgs(compose, service)]);
     }
-    for (const service of ['qtsp1', 'qtsp2', 'haproxy'])
+    for (const service of ['qtsp1', 'qtsp2', 'haproxy', 'prometheus'])
       await until(
         `${service} healthy`,
         async () => (await podman(['healthcheck', 'run', name(service)], { timeoutMs: 30_000 })).code === 0,
@@ -248,6 +251,40 @@ describe('docker/: the image built and the compose deployment run with podman', 
       assert.equal(inspect.HostConfig.ReadonlyRootfs, s.read_only === true, `${service}: read_only`);
       if (s.healthcheck) assert.deepEqual(inspect.Config.Healthcheck?.Test.slice(1), s.healthcheck.test.slice(1));
     }
+  });
+
+  it('Prometheus scrapes every instance with the shipped rules, and no alert fires for the healthy deployment', async () => {
+    const prom = prometheusApi('http://127.0.0.1:9090');
+    const targets = await eventually('every target up', 180_000, async () => {
+      const t = await prom.targets();
+      return t.length === 3 && t.every((x) => x.health === 'up') ? t : undefined;
+    });
+    assert.deepEqual(
+      targets
+        .filter((t) => t.labels.job === 'qtsp')
+        .map((t) => t.labels.instance)
+        .sort(),
+      ['qtsp1:8438', 'qtsp2:8438'],
+    );
+    // the rules evaluated twice since both instances answered
+    const since = Date.now();
+    const groups = await eventually('the rules evaluated', 120_000, async () => {
+      const g = await prom.rules();
+      return g.length === 5 && g.every((x) => Date.parse(x.lastEvaluation) > since + 15_000) ? g : undefined;
+    });
+    assert.ok(groups.flatMap((g) => g.rules).length >= 29);
+    const ready = await prom.query('qtsp_ready');
+    assert.deepEqual(ready.map((r) => [r.metric.qtsp_instance, r.value[1]]).sort(), [
+      ['qtsp1', '1'],
+      ['qtsp2', '1'],
+    ]);
+    const alerts = await prom.alerts();
+    const described = alerts.map((a) => `${a.labels.alertname} ${a.state} ${JSON.stringify(a.labels)}`);
+    if (described.length) console.log('alerts pending (not firing):', described.join('; '));
+    assert.deepEqual(
+      alerts.filter((a) => a.state === 'firing').map((a) => a.labels.alertname),
+      [],
+    );
   });
 
   it("README's B-LT flow from the host through HAProxy: openssl and pdfsig accept the signatures", async () => {

@@ -8,7 +8,9 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { loadConfig } from '../../../src/config/load.ts';
@@ -81,6 +83,41 @@ describe('docker/compose.yaml', () => {
     assert.deepEqual(services['qtsp1']!.command, ['serve']);
     assert.deepEqual(services['worker']!.command, ['worker']);
     assert.match(interpolate(services['qtsp1']!.entrypoint!.join(' ')), /exec node dist\/cli\/main\.js "\$@"/);
+  });
+
+  it('Prometheus scrapes every `qtsp serve` instance as job "qtsp" with the shipped rules; promtool accepts it', () => {
+    const prometheus = services['prometheus']!;
+    assert.ok(prometheus.healthcheck?.test.length, 'prometheus has a health check');
+    assert.deepEqual(prometheus.volumes, [
+      './prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro',
+      './prometheus/qtsp-rules.yml:/etc/prometheus/qtsp-rules.yml:ro',
+      'prometheus:/prometheus',
+    ]);
+    const config = parse(read('prometheus/prometheus.yml')) as {
+      rule_files: string[];
+      scrape_configs: { job_name: string; static_configs: { targets: string[] }[] }[];
+    };
+    assert.deepEqual(config.rule_files, ['/etc/prometheus/qtsp-rules.yml']);
+    const instances = Object.entries(services)
+      .filter(([, s]) => s.command?.[0] === 'serve')
+      .map(([name]) => `${name}:8438`);
+    const job = config.scrape_configs.find((j) => j.job_name === 'qtsp');
+    assert.deepEqual(job?.static_configs.flatMap((c) => c.targets).sort(), instances.sort());
+    for (const name of instances.map((i) => i.split(':')[0]!))
+      assert.ok(Object.keys(prometheus.depends_on ?? {}).includes(name), `prometheus starts after ${name}`);
+    // the config as the container reads it: the rule file beside it
+    const dir = mkdtempSync(join(tmpdir(), 'qtsp-promconfig-'));
+    try {
+      writeFileSync(
+        join(dir, 'prometheus.yml'),
+        read('prometheus/prometheus.yml').replace('/etc/prometheus/qtsp-rules.yml', join(dir, 'qtsp-rules.yml')),
+      );
+      writeFileSync(join(dir, 'qtsp-rules.yml'), read('prometheus/qtsp-rules.yml'));
+      const check = spawnSync('promtool', ['check', 'config', join(dir, 'prometheus.yml')], { encoding: 'utf8' });
+      assert.equal(check.status, 0, check.stdout + check.stderr);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('Redis keeps every job: AOF with fsync always, noeviction', () => {
