@@ -30,7 +30,13 @@ import { startRenewalCheck, type RenewalJob } from './journal/renewal.ts';
 import { startSelfAudit, type SelfAudit } from './journal/self-audit.ts';
 import type { Delivery, TopicStatus } from './delivery/delivery.ts';
 import { adminRouter } from './notification/admin.ts';
-import { assertRootResponderInCustody, longLivedMaterial, pkiExists, trustServicesExist } from './ca/material.ts';
+import {
+  assertRootResponderInCustody,
+  longLivedMaterial,
+  pkiExists,
+  pkiPaths,
+  trustServicesExist,
+} from './ca/material.ts';
 import { keyArchiveAnchors, pkiCalendar, type CalendarEntry } from './ca/calendar.ts';
 import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
 import { renewalMarkerFile, writeRenewedCertificate } from './ca/renewal.ts';
@@ -38,7 +44,8 @@ import { renewedResponder } from './ca/responder-renewal.ts';
 import { renewMailCertificate } from './notification/mail-certificate.ts';
 import {
   createTrustServices,
-  journalSecondTsaChain,
+  firstCertificate,
+  journalTrust,
   type TrustServices,
   type TrustStore as TrustServicesStore,
 } from './trust-services.ts';
@@ -340,7 +347,10 @@ function startBackgroundJobs(
     audit: journal.enabled
       ? startSelfAudit(
           store,
-          { intervalSeconds: journal.auditIntervalSeconds, secondTsaChain: journalSecondTsaChain(config) },
+          {
+            intervalSeconds: journal.auditIntervalSeconds,
+            trust: () => journalTrust(config, firstCertificate(pkiPaths(config.dataDir).rootCert)),
+          },
           logger,
         )
       : idle,

@@ -17,7 +17,8 @@ import type { KeyedCertificate } from './ca/authority.ts';
 import { caKeyId } from './ca/certificate-list.ts';
 import { CeremonyCrl, CrlIssuer, type CrlIssuerOptions, type CrlSource } from './revocation/crl.ts';
 import { keyGenerationsOf, type KeyCustody } from './custody/types.ts';
-import { loadCustodyMaterial, type CustodyMaterial, type PublishedCertificate } from './ca/material.ts';
+import { loadCustodyMaterial, pkiPaths, type CustodyMaterial, type PublishedCertificate } from './ca/material.ts';
+import type { TokenTrust } from './journal/token-trust.ts';
 import { currentPublication, generationUrls, loadRetiredGenerations } from './ca/issuing-generations.ts';
 import { OcspResponder, OcspResponders } from './revocation/ocsp.ts';
 import { issuingCaPointers, pkiUrls, publicBaseUrl, type PkiUrls } from './ca/publication.ts';
@@ -326,4 +327,32 @@ export function createTrustServices(options: TrustServicesOptions): TrustService
     },
   };
   return services;
+}
+
+/** The first PEM certificate of `file`, or an error naming the file. */
+export function firstCertificate(file: string): Buffer {
+  if (!existsSync(file)) throw new Error(`${file} does not exist`);
+  const der = fromPem(readFileSync(file, 'utf8'))[0];
+  if (!der) throw new Error(`${file} holds no PEM certificate`);
+  return der;
+}
+
+/**
+ * What the journal audit trusts (journal/token-trust.ts) with `root` (DER) as the anchor: our TSA certificate of
+ * the CA material (earlier generations come from the store's records, each judged against that root); the
+ * external TSA's chain (tsa.chainFile) when one time-stamps in place of ours; the second TSA's chain
+ * (journal.secondTsaChainFile). `qtsp evidence audit` and the service's scheduled audit alike.
+ */
+export function journalTrust(config: Config, root: Buffer): TokenTrust {
+  const p = pkiPaths(config.dataDir);
+  const secondFile = config.journal.secondTsaChainFile;
+  return {
+    ours: {
+      root,
+      certificates: existsSync(p.tsaCert) ? [firstCertificate(p.tsaCert)] : [],
+      keyUsageDays: config.calendar.tsuKeyUsageDays,
+    },
+    external: config.tsa.url ? externalTsaChain(config, root) : undefined,
+    second: secondFile ? fromPem(readFileSync(secondFile, 'utf8')) : undefined,
+  };
 }

@@ -22,7 +22,7 @@ import type { Store } from '../store/types.ts';
 import { RemoteTsa } from '../timestamping/tsa.ts';
 import { externalTsaChain, journalSecondTsaChain } from '../trust-services.ts';
 import { httpRequest } from '../util/http-client.ts';
-import { trustWithRoot } from './evidence-trust.ts';
+import { journalTrust } from '../trust-services.ts';
 
 interface ExportArgs {
   readonly from: Date;
@@ -99,7 +99,7 @@ async function ourTsaCertificates(
   config: Config,
   root: Buffer,
 ): Promise<{ name: string; der: Buffer }[]> {
-  const chain = await journalTsaCertificates(store, trustWithRoot(config, root));
+  const chain = await journalTsaCertificates(store, journalTrust(config, root));
   return chain.map((der, i) => ({ name: `our-tsa-${i + 1}`, der }));
 }
 

@@ -9,6 +9,7 @@ import type { Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
 import { runEvery, type PeriodicTask } from '../util/periodic.ts';
 import { auditJournal, describeFinding } from './audit.ts';
+import type { TokenTrust } from './token-trust.ts';
 
 /** The outcome of the last scheduled audit that ran to its end (one that did not is logged and leaves it). */
 export interface SelfAuditResult {
@@ -28,8 +29,8 @@ export interface SelfAudit extends PeriodicTask {
 export interface SelfAuditOptions {
   /** 0: never */
   readonly intervalSeconds: number;
-  /** the second TSA's chain (journal.secondTsaChainFile), as `qtsp evidence audit` checks it */
-  readonly secondTsaChain: readonly Buffer[];
+  /** what the audit trusts, as `qtsp evidence audit` does (read at each run: a ceremony may renew our TSA) */
+  readonly trust: () => TokenTrust;
   /** how many findings are named in the log at most */
   readonly logFindings?: number;
 }
@@ -42,9 +43,7 @@ export function startSelfAudit(store: Store, options: SelfAuditOptions, logger: 
     const at = new Date();
     // batches sealed since the previous run started, so consecutive runs leave no gap between them
     const from = new Date((last?.at.getTime() ?? at.getTime() - intervalMs) - 60_000);
-    last =
-      (await auditOnce(store, { at, from, secondTsaChain: options.secondTsaChain }, logger, options.logFindings)) ??
-      last;
+    last = (await auditOnce(store, { at, from, trust: options.trust() }, logger, options.logFindings)) ?? last;
   };
   const periodic = runEvery(intervalMs, run);
   return { close: () => periodic.close(), last: () => last };
@@ -52,12 +51,12 @@ export function startSelfAudit(store: Store, options: SelfAuditOptions, logger: 
 
 async function auditOnce(
   store: Store,
-  { at, from, secondTsaChain }: { at: Date; from: Date; secondTsaChain: readonly Buffer[] },
+  { at, from, trust }: { at: Date; from: Date; trust: TokenTrust },
   logger: Logger,
   logFindings = 20,
 ): Promise<SelfAuditResult | undefined> {
   try {
-    const report = await auditJournal(store, { from, secondTsaChain });
+    const report = await auditJournal(store, { from, trust });
     const findings = report.findings.filter((f) => f.kind !== 'purged');
     if (report.clean)
       logger.info(
