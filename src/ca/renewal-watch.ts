@@ -36,38 +36,86 @@ export interface RenewalWatchParts {
   readonly logger: Logger;
 }
 
+/** Starts watching and renewing; stop() ends the timer and both file watches. */
 export function watchRenewals(config: Config, parts: RenewalWatchParts): { stop(): void } {
-  const { logger } = parts;
+  const inTurn = oneAtATime();
   const file = renewalMarkerFile(config.dataDir);
-  let reloading = Promise.resolve();
-  const reload = async () => {
+  const reload = reloadMaterial(file, parts);
+  const marker = watchMarker(file, config.calendar.reloadCheckSeconds, () => inTurn(reload));
+  const client = watchClientCertificate(config, parts.agents, (outcome) => {
+    if (!clientCertificateSwitched(outcome, parts.logger)) return;
+    parts.calendar.reload();
+    inTurn(parts.refreshReadiness);
+  });
+  const renewals = [
+    ...(config.calendar.responderRenewDays > 0 ? [responderRenewal(config, parts, reload)] : []),
+    ...(config.calendar.mailRenewDays > 0 ? [parts.renewMail] : []),
+  ];
+  const renewDue = () => {
+    for (const renewal of renewals) inTurn(renewal);
+  };
+  const timer = setInterval(renewDue, config.calendar.checkIntervalSeconds * 1000);
+  timer.unref();
+  renewDue();
+  return {
+    stop: () => {
+      clearInterval(timer);
+      marker.stop();
+      client.stop();
+    },
+  };
+}
+
+/** Runs each step after the one before has settled: one reload or renewal at a time. */
+function oneAtATime(): (step: () => Promise<void>) => void {
+  let last = Promise.resolve();
+  return (step) => {
+    last = last.then(step);
+  };
+}
+
+/** Serves the renewed material, reads the calendar again and refreshes readiness; a failure is logged. */
+function reloadMaterial(marker: string, parts: RenewalWatchParts): () => Promise<void> {
+  const { logger } = parts;
+  return async () => {
     try {
       await parts.pki.reload();
       parts.calendar.reload();
       await parts.refreshReadiness();
-      logger.info({ event: 'pki.reloaded', marker: file }, 'renewed PKI material in use');
+      logger.info({ event: 'pki.reloaded', marker }, 'renewed PKI material in use');
     } catch (err) {
       logger.error({ event: 'pki.reload_failed', error: (err as Error).message }, 'renewed PKI material not loaded');
     }
   };
-  const changed = (now: Stats, before: Stats) => {
+}
+
+/** Calls `changed` when a ceremony rewrites the renewal marker `file` (polled every `intervalSeconds`). */
+function watchMarker(file: string, intervalSeconds: number, changed: () => void): { stop(): void } {
+  const listener = (now: Stats, before: Stats) => {
     if (now.mtimeMs === before.mtimeMs && now.ino === before.ino) return;
-    reloading = reloading.then(reload);
+    changed();
   };
-  watchFile(file, { interval: config.calendar.reloadCheckSeconds * 1000, persistent: false }, changed);
-  const client = watchClientCertificate(config, parts.agents, (outcome) => {
-    if ('error' in outcome) {
-      logger.error(
-        { event: 'tls.client_certificate_reload_failed', error: outcome.error.message },
-        'TLS client certificate not switched',
-      );
-      return;
-    }
-    logger.info({ event: 'tls.client_certificate_reloaded' }, 'new TLS client certificate in use toward the banks');
-    parts.calendar.reload();
-    reloading = reloading.then(() => parts.refreshReadiness());
-  });
-  const responder = async () => {
+  watchFile(file, { interval: intervalSeconds * 1000, persistent: false }, listener);
+  return { stop: () => unwatchFile(file, listener) };
+}
+
+/** Logs the outcome of a client certificate rotation (trust/agents.ts); true when the new one is in use. */
+function clientCertificateSwitched(outcome: { switched: true } | { error: Error }, logger: Logger): boolean {
+  if ('error' in outcome) {
+    logger.error(
+      { event: 'tls.client_certificate_reload_failed', error: outcome.error.message },
+      'TLS client certificate not switched',
+    );
+    return false;
+  }
+  logger.info({ event: 'tls.client_certificate_reloaded' }, 'new TLS client certificate in use toward the banks');
+  return true;
+}
+
+/** The issuing CA's responder certificate renewed when due, written to the data directory and reloaded. */
+function responderRenewal(config: Config, parts: RenewalWatchParts, reload: () => Promise<void>): () => Promise<void> {
+  const { logger } = parts;
+  return async () => {
     try {
       const { pki } = parts;
       const renewed = await renewedResponder(
@@ -84,22 +132,5 @@ export function watchRenewals(config: Config, parts: RenewalWatchParts): { stop(
     } catch (err) {
       logger.error({ event: 'pki.responder_renewal_failed', error: (err as Error).message }, 'responder not renewed');
     }
-  };
-  const renewals = [
-    ...(config.calendar.responderRenewDays > 0 ? [responder] : []),
-    ...(config.calendar.mailRenewDays > 0 ? [parts.renewMail] : []),
-  ];
-  const renewDue = () => {
-    for (const renewal of renewals) reloading = reloading.then(renewal);
-  };
-  const timer = setInterval(renewDue, config.calendar.checkIntervalSeconds * 1000);
-  timer.unref();
-  renewDue();
-  return {
-    stop: () => {
-      clearInterval(timer);
-      unwatchFile(file, changed);
-      client.stop();
-    },
   };
 }
