@@ -3,7 +3,7 @@
  * dependencies from the frozen configuration, and starts the HTTPS server.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, unwatchFile, watchFile, type Stats } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { Config } from './config/schema.ts';
 import { ConfigError } from './config/load.ts';
 import { createApp } from './http/app.ts';
@@ -39,9 +39,8 @@ import {
 } from './ca/material.ts';
 import { keyArchiveAnchors, pkiCalendar, type CalendarEntry } from './ca/calendar.ts';
 import { watchCalendar, type CalendarWatch } from './ca/calendar-watch.ts';
-import { renewalMarkerFile, writeRenewedCertificate } from './ca/renewal.ts';
-import { renewedResponder } from './ca/responder-renewal.ts';
-import { renewMailCertificate } from './notification/mail-certificate.ts';
+import { watchRenewals } from './ca/renewal-watch.ts';
+import { renewMail } from './notification/mail-certificate.ts';
 import {
   createTrustServices,
   firstCertificate,
@@ -55,7 +54,7 @@ import { signerProfile } from './ca/signer-certificate.ts';
 import type { SignDocDeps } from './signing/sign-doc.ts';
 import { openStore, watchStore, type StoreHealth } from './store/open.ts';
 import type { Store } from './store/types.ts';
-import { createOutgoingAgents, watchClientCertificate, type OutgoingAgents } from './trust/agents.ts';
+import { createOutgoingAgents, type OutgoingAgents } from './trust/agents.ts';
 import { AuthorizationServers } from './trust/authorization-servers.ts';
 import { IdpDirectory } from './trust/idp-directory.ts';
 import { startKeyArchive, type KeyArchive } from './trust/key-archive.ts';
@@ -385,7 +384,7 @@ async function startWithCustody(
   const jobs = startBackgroundJobs(config, { store, pki, logger, metrics: deps.metrics }, options);
   const readiness = watchServiceReadiness(config, { store, storeHealth, trust, keys, pki, calendar, jobs, logger });
   await readiness.refresh(); // the first report at start reflects real probes
-  const renewals = watchRenewals(config, { pki, calendar, readiness, store, agents }, logger);
+  const renewals = startRenewalWatch(config, { pki, calendar, readiness, store, agents, logger });
   const running: Running = {
     config,
     logger,
@@ -516,101 +515,22 @@ function watchMaterialCalendar(config: Config, anchors: readonly CalendarEntry[]
   });
 }
 
-/**
- * A ceremony that renewed material marks it last (ca/renewal.ts): this instance then serves the renewed TSA,
- * OCSP responders and root CRL and reads the calendar again, without a restart. Polled (fs.watchFile). Every
- * calendar.checkIntervalSeconds (and at start) the issuing CA's responder certificate is renewed by the service
- * when due (ca/responder-renewal.ts), written to this data directory and reloaded, and so is our S/MIME mail
- * certificate (notification/mail-certificate.ts). One reload at a time.
- * A rotated TLS client certificate (client.certFile) is presented from the next connection on.
- */
-function watchRenewals(
+/** The watch for renewals (ca/renewal-watch.ts), given what it needs from the layers above the CA. */
+function startRenewalWatch(
   config: Config,
-  parts: Pick<Running, 'pki' | 'calendar' | 'readiness' | 'store' | 'agents'>,
-  logger: Logger,
+  parts: Pick<Running, 'pki' | 'calendar' | 'readiness' | 'store' | 'agents' | 'logger'>,
 ): { stop(): void } {
-  const file = renewalMarkerFile(config.dataDir);
-  let reloading = Promise.resolve();
-  const reload = async () => {
-    try {
-      await parts.pki.reload();
-      parts.calendar.reload();
-      await parts.readiness.refresh();
-      logger.info({ event: 'pki.reloaded', marker: file }, 'renewed PKI material in use');
-    } catch (err) {
-      logger.error({ event: 'pki.reload_failed', error: (err as Error).message }, 'renewed PKI material not loaded');
-    }
-  };
-  const changed = (now: Stats, before: Stats) => {
-    if (now.mtimeMs === before.mtimeMs && now.ino === before.ino) return;
-    reloading = reloading.then(reload);
-  };
-  watchFile(file, { interval: config.calendar.reloadCheckSeconds * 1000, persistent: false }, changed);
-  const client = watchClientCertificate(config, parts.agents, (outcome) => {
-    if ('error' in outcome) {
-      logger.error(
-        { event: 'tls.client_certificate_reload_failed', error: outcome.error.message },
-        'TLS client certificate not switched',
-      );
-      return;
-    }
-    logger.info({ event: 'tls.client_certificate_reloaded' }, 'new TLS client certificate in use toward the banks');
-    parts.calendar.reload();
-    reloading = reloading.then(() => parts.readiness.refresh());
+  const { store, calendar, logger } = parts;
+  return watchRenewals(config, {
+    pki: parts.pki,
+    calendar,
+    agents: parts.agents,
+    // the instance that issues the renewed certificate journals it (journal/ca-events.ts)
+    records: config.journal.enabled ? journaledIssuance(store, 'ocsp-responder', logger) : store,
+    refreshReadiness: () => parts.readiness.refresh(),
+    renewMail: () => renewMail(config.dataDir, store, config.calendar.mailRenewDays, () => calendar.reload(), logger),
+    logger,
   });
-  const responder = async () => {
-    try {
-      const { pki } = parts;
-      // the instance that issues the renewed certificate journals it (journal/ca-events.ts)
-      const records = config.journal.enabled ? journaledIssuance(parts.store, 'ocsp-responder', logger) : parts.store;
-      const renewed = await renewedResponder(
-        pki.ocspResponderDer,
-        pki.issuing,
-        records,
-        config.calendar.responderRenewDays,
-        new Date(),
-      );
-      if (!renewed || renewed.equals(pki.ocspResponderDer)) return;
-      writeRenewedCertificate(config.dataDir, 'ocsp-responder', renewed);
-      logger.info({ event: 'pki.responder_renewed' }, "renewed the issuing CA's OCSP responder certificate");
-      await reload();
-    } catch (err) {
-      logger.error({ event: 'pki.responder_renewal_failed', error: (err as Error).message }, 'responder not renewed');
-    }
-  };
-  const mail = () => renewMail(config, parts, logger);
-  const renewals = [
-    ...(config.calendar.responderRenewDays > 0 ? [responder] : []),
-    ...(config.calendar.mailRenewDays > 0 ? [mail] : []),
-  ];
-  const renewDue = () => {
-    for (const renewal of renewals) reloading = reloading.then(renewal);
-  };
-  const timer = setInterval(renewDue, config.calendar.checkIntervalSeconds * 1000);
-  timer.unref();
-  renewDue();
-  return {
-    stop: () => {
-      clearInterval(timer);
-      unwatchFile(file, changed);
-      client.stop();
-    },
-  };
-}
-
-/**
- * Our S/MIME mail certificate renewed when due (notification/mail-certificate.ts), once per store; every
- * deliverer reads the renewed file when it next sends (mailSigner).
- */
-async function renewMail(config: Config, parts: Pick<Running, 'calendar' | 'store'>, logger: Logger): Promise<void> {
-  try {
-    const days = config.calendar.mailRenewDays;
-    if (!(await renewMailCertificate(config.dataDir, parts.store, days, new Date()))) return;
-    logger.info({ event: 'pki.mail_certificate_renewed' }, 'renewed the S/MIME mail certificate');
-    parts.calendar.reload();
-  } catch (err) {
-    logger.error({ event: 'pki.mail_renewal_failed', error: (err as Error).message }, 'mail certificate not renewed');
-  }
 }
 
 /** What the signDoc pipeline needs, from the configuration and the started parts. */

@@ -23,6 +23,7 @@ import {
   type SoftwareKeyedCertificate,
 } from '../ca/authority.ts';
 import { pkiPaths } from '../ca/material.ts';
+import type { Logger } from '../util/logger.ts';
 import { generateKeyPair } from '../crypto/keys.ts';
 import {
   basicConstraintsExtension,
@@ -140,6 +141,26 @@ export async function renewMailCertificate(
   writeFileSync(`${paths.cert}.renewing`, toPem(renewed, 'CERTIFICATE'));
   renameSync(`${paths.cert}.renewing`, paths.cert);
   return renewed;
+}
+
+/**
+ * renewMailCertificate when due, its outcome logged; after a renewal `renewed` runs (the calendar reads the
+ * files again). Every deliverer reads the renewed file when it next sends (mailSigner).
+ */
+export async function renewMail(
+  dataDir: string,
+  records: CertificateRecords,
+  renewBeforeDays: number,
+  renewed: () => void,
+  logger: Logger,
+): Promise<void> {
+  try {
+    if (!(await renewMailCertificate(dataDir, records, renewBeforeDays, new Date()))) return;
+    logger.info({ event: 'pki.mail_certificate_renewed' }, 'renewed the S/MIME mail certificate');
+    renewed();
+  } catch (err) {
+    logger.error({ event: 'pki.mail_renewal_failed', error: (err as Error).message }, 'mail certificate not renewed');
+  }
 }
 
 /**
