@@ -36,6 +36,7 @@ import { openStore } from '../store/open.ts';
 import { lockDataDir } from '../util/instance-lock.ts';
 import { logger } from '../util/logger.ts';
 import { provideRedis } from '../util/redis-server.ts';
+import { checkSentinels } from '../delivery/queue.ts';
 
 /** server.workers: 0 = one per core */
 export function workerCount(config: Config): number {
@@ -109,6 +110,7 @@ async function openPrimaryShared(config: Config): Promise<PrimaryShared> {
   let redis: Awaited<ReturnType<typeof provideRedis>>;
   try {
     redis = await provideRedis(config.redis.url, process.env, config.dataDir);
+    await checkSentinels(redis.url, config.redis.commandTimeoutMs);
   } catch (err) {
     await store.close();
     lock.release();

@@ -15,6 +15,7 @@ import { logger } from '../util/logger.ts';
 import { pkiPaths } from '../ca/material.ts';
 import { type QtspService, startQtsp } from '../service.ts';
 import { provideRedis } from '../util/redis-server.ts';
+import { checkSentinels } from '../delivery/queue.ts';
 import { runClusterPrimary, runClusterWorker, workerCount } from './serve-cluster.ts';
 import { type Ecosystem, SANDBOX_READY, sandboxInfo, startEcosystem } from './ecosystem.ts';
 import { DEFAULT_DEMO_RP_PORT } from './demo-rp.ts';
@@ -66,6 +67,7 @@ export async function runServe(_args: string[], started?: (qtsp: QtspService) =>
   if (workers !== 1) return runClusterPrimary(config, workers, (stop) => untilSignal(config, 'qtsp serve', stop));
   // redis.url, else REDIS_URL, else a local redis-server on a free loopback port (files in <dataDir>/redis)
   const redis = await provideRedis(config.redis.url, process.env, config.dataDir);
+  await checkSentinels(redis.url, config.redis.commandTimeoutMs);
   const qtsp = await startQtsp({ ...config, redis: { ...config.redis, url: redis.url } }).catch(
     async (err: unknown) => {
       await redis.stop();

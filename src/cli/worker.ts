@@ -7,6 +7,7 @@
 import { loadConfig, ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { startDeliveries } from '../deliveries.ts';
+import { checkSentinels } from '../delivery/queue.ts';
 import { openStore } from '../store/open.ts';
 import { createOutgoingAgents, watchClientCertificate } from '../trust/agents.ts';
 import { IdpDirectory } from '../trust/idp-directory.ts';
@@ -27,6 +28,7 @@ export function withRedis(config: Config, env: NodeJS.ProcessEnv = process.env):
 
 export async function runWorker(_args: string[]): Promise<number> {
   const config = withRedis(loadConfig());
+  await checkSentinels(config.redis.url!, config.redis.commandTimeoutMs);
   const store = await openStore(config);
   const agents = createOutgoingAgents(config);
   const idps = new IdpDirectory({

@@ -3,7 +3,7 @@
  * schema, derived paths filled in, then deep-frozen. A bad value throws ConfigError naming the setting.
  */
 import { resolve, join } from 'node:path';
-import { configSchema, type Config, type ConfigInput } from './schema.ts';
+import { configSchema, sentinelUrlOf, type Config, type ConfigInput } from './schema.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -76,6 +76,11 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
+/** redis.sentinels and redis.sentinelName written as the one URL every connection reads (util/redis-address.ts) */
+function redisUrl(r: { url?: string; sentinels?: string[]; sentinelName?: string }): string | undefined {
+  return r.sentinels?.length && r.sentinelName !== undefined ? sentinelUrlOf(r.sentinels, r.sentinelName) : r.url;
+}
+
 export function loadConfig(overrides: ConfigInput = {}, env: NodeJS.ProcessEnv = process.env): Config {
   const result = configSchema.safeParse(merge(fromEnv(env), overrides as Record<string, unknown>));
   if (!result.success) {
@@ -100,6 +105,7 @@ export function loadConfig(overrides: ConfigInput = {}, env: NodeJS.ProcessEnv =
       certFile: c.client.certFile ?? join(dataDir, 'pki', 'qtsp-client.pem'),
       keyFile: c.client.keyFile ?? join(dataDir, 'pki', 'qtsp-client.key.pem'),
     },
+    redis: { ...c.redis, url: redisUrl(c.redis) },
     trust: {
       ...c.trust,
       caFile: c.trust.caFile ?? join(dataDir, 'sandbox', 'tls-ca.pem'),

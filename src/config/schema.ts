@@ -5,6 +5,13 @@
  */
 import { z } from 'zod';
 import { ISO_3166_ALPHA2, ISO_639_1 } from '../util/iso-codes.ts';
+import {
+  checkMasterName,
+  parseSentinel,
+  redisAddress,
+  sentinelUrl,
+  type SentinelAddress,
+} from '../util/redis-address.ts';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveInt = z.coerce.number().int().positive();
@@ -22,6 +29,45 @@ const stringList = z.preprocess(
       : v,
   z.array(z.string().min(1)),
 );
+function validRedisUrl(url: string): boolean {
+  try {
+    redisAddress(url);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** the redis-sentinel:// URL of well-formed settings (util/redis-address.ts) */
+export function sentinelUrlOf(sentinels: readonly string[], name: string): string {
+  return sentinelUrl(
+    sentinels.map((s) => parseSentinel(s) as SentinelAddress),
+    name,
+  );
+}
+
+/** redis.sentinels and redis.sentinelName come together, and not with redis.url */
+function sentinelSettings(
+  r: { url?: string | undefined; sentinels?: string[] | undefined; sentinelName?: string | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  const issue = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
+  if (r.sentinels !== undefined && r.sentinels.length === 0) issue('sentinels', 'at least one host:port');
+  if (r.sentinels?.length && r.sentinelName === undefined) {
+    issue(
+      'sentinelName',
+      'required with redis.sentinels (QTSP_REDIS_SENTINELS): the master name the sentinels monitor',
+    );
+  }
+  if (r.sentinelName !== undefined && !r.sentinels?.length) {
+    issue('sentinels', 'required with redis.sentinelName (QTSP_REDIS_SENTINEL_NAME): the sentinels as host:port,...');
+  }
+  // a cluster primary hands its workers the sentinel URL it derived, beside the same settings: agreeing is fine
+  if (r.sentinels?.length && r.url !== undefined && r.url !== sentinelUrlOf(r.sentinels, r.sentinelName ?? '')) {
+    issue('url', 'give either redis.url or redis.sentinels (QTSP_REDIS_SENTINELS), not both');
+  }
+}
+
 /** `key=value,key=value` (an environment variable) as an object; an entry without `=` keeps an empty value */
 function parseKeyValues(text: string): Record<string, string> {
   const entries = text
@@ -385,7 +431,26 @@ export const configSchema = z
          */
         url: z
           .string()
-          .regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL')
+          .regex(/^(rediss?|redis-sentinel):\/\//, 'must be a redis://, rediss:// or redis-sentinel:// URL')
+          .refine(validRedisUrl, 'a redis-sentinel:// URL names host:port,host:port/NAME')
+          .optional(),
+        /**
+         * Redis under Sentinel: the sentinels as host:port, comma-separated (port 26379 when left out). Every
+         * connection (queues, workers, relay, `qtsp worker`, `qtsp mediation status`) then asks them for the
+         * current master of redis.sentinelName and follows a failover. Exclusive with redis.url.
+         */
+        sentinels: stringList
+          .refine((list) => list.every((s) => typeof parseSentinel(s) !== 'string'), {
+            error: (issue) => {
+              const bad = (issue.input as string[]).map(parseSentinel).find((p) => typeof p === 'string');
+              return `${bad}: give host:port, comma-separated`;
+            },
+          })
+          .optional(),
+        /** The master's name in the sentinels' configuration (`sentinel monitor NAME ...`); needs redis.sentinels. */
+        sentinelName: z
+          .string()
+          .refine((n) => checkMasterName(n) === undefined, "letters, digits, '.', '_' and '-' only")
           .optional(),
         /** Key prefix of the queues: instances sharing one Redis and one store use the same prefix. */
         prefix: z
@@ -398,6 +463,7 @@ export const configSchema = z
          */
         commandTimeoutMs: positiveInt.default(2000),
       })
+      .superRefine(sentinelSettings)
       .prefault({}),
     lifecycle: z
       .strictObject({

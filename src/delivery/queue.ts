@@ -12,8 +12,10 @@ import { isIP, connect as netConnect, Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { Queue, type JobsOptions } from 'bullmq';
 import { AbstractConnector, Redis, type RedisOptions } from 'ioredis';
+import { ConfigError } from '../config/load.ts';
 import type { Config } from '../config/schema.ts';
 import { hostLookup, type HostLookup } from '../util/host-lookup.ts';
+import { redisAddress, type RedisAddress } from '../util/redis-address.ts';
 
 export interface DeliveryJob {
   /** the outbox id (mediation: the reference_id) */
@@ -96,17 +98,38 @@ export function redisConnection(
   options: { blocking: boolean; onError: (err: Error) => void; names?: HostLookup },
 ): Redis {
   const names = options.names ?? hostLookup();
+  // reconnect after 50 ms, 100 ms, ... at most every 2 s: Redis coming back is noticed within 2 s
+  const retryStrategy = (times: number) => (names.closed ? null : Math.min(times * 50, 2000));
   const common: RedisOptions = {
     connectTimeout: 2000,
-    // reconnect after 50 ms, 100 ms, ... at most every 2 s: Redis coming back is noticed within 2 s
-    retryStrategy: (times) => (names.closed ? null : Math.min(times * 50, 2000)),
-    Connector: connectorWith(names),
+    retryStrategy,
+    ...(options.blocking
+      ? { maxRetriesPerRequest: null, enableOfflineQueue: true }
+      : { maxRetriesPerRequest: 1, enableOfflineQueue: false }),
   };
-  const redis = options.blocking
-    ? new Redis(url, { ...common, maxRetriesPerRequest: null, enableOfflineQueue: true })
-    : new Redis(url, { ...common, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  const address = redisAddress(url);
+  const redis =
+    address.kind === 'server'
+      ? new Redis(url, { ...common, Connector: connectorWith(names) })
+      : new Redis({ ...common, ...sentinelOptions(address, retryStrategy) });
   redis.on('error', options.onError);
   return redis;
+}
+
+/**
+ * ioredis's SentinelConnector: asks the sentinels in turn for the current master, checks that the server it
+ * reached calls itself master (a demoted one is left), and reconnects through the sentinels when the master goes
+ * away or a sentinel announces a new one (failoverDetector), so a failover needs nothing from us.
+ */
+function sentinelOptions(address: RedisAddress & { kind: 'sentinel' }, retry: (times: number) => number | null) {
+  return {
+    sentinels: address.sentinels.map((s) => ({ host: s.host, port: s.port })),
+    name: address.name,
+    role: 'master' as const,
+    sentinelRetryStrategy: retry,
+    sentinelCommandTimeout: 2000,
+    failoverDetector: true,
+  };
 }
 
 /** Retries with exponential backoff and jitter (bullmq's built-in strategy); failed jobs are kept for inspection. */
@@ -207,4 +230,39 @@ export class DeliveryQueues {
     );
     this.connection.disconnect();
   }
+}
+
+/**
+ * At start: a Sentinel setting that no sentinel answers, or whose master name none of them monitors, is a
+ * configuration error naming the setting (a plain Redis may be down at start: deliveries wait in the outbox).
+ */
+export async function checkSentinels(url: string, timeoutMs: number): Promise<void> {
+  const address = redisAddress(url);
+  if (address.kind !== 'sentinel') return;
+  const failures: string[] = [];
+  for (const { host, port } of address.sentinels) {
+    const sentinel = new Redis({ host, port, lazyConnect: true, connectTimeout: timeoutMs, retryStrategy: () => null });
+    sentinel.on('error', () => undefined);
+    try {
+      await withTimeout(sentinel.connect(), timeoutMs, `sentinel ${host}:${port}`);
+      const master = await withTimeout(
+        sentinel.call('SENTINEL', 'get-master-addr-by-name', address.name),
+        timeoutMs,
+        `sentinel ${host}:${port}`,
+      );
+      if (master) return;
+      throw new ConfigError(
+        `setting redis.sentinelName (QTSP_REDIS_SENTINEL_NAME): the sentinel at ${host}:${port} monitors ` +
+          `no master named "${address.name}"`,
+      );
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      failures.push(`${host}:${port}: ${(err as Error).message}`);
+    } finally {
+      sentinel.disconnect();
+    }
+  }
+  throw new ConfigError(
+    `setting redis.sentinels (QTSP_REDIS_SENTINELS): no sentinel answered (${failures.join('; ')})`,
+  );
 }
