@@ -145,6 +145,12 @@ export function toSignDocError(err: unknown, logger: Logger): SignDocError {
 }
 
 /**
+ * A 503 (our store failing, e.g. its primary failing over) asks the relying party to retry after this long: a
+ * promotion under Patroni's defaults takes about one leader-key lifetime (docs/operations.md).
+ */
+export const RETRY_AFTER_SECONDS = 5;
+
+/**
  * The one answer to a failure on the mutual-TLS port: a client abort is one line at info without a stack (an
  * unauthenticated client can cause any number of them) and no answer; upstream failures are logged with their
  * detail, which the answer never carries.
@@ -176,5 +182,6 @@ export function answerFailure(err: unknown, req: http.IncomingMessage, res: http
   if (res.headersSent) return;
   const headers: Record<string, string> = { 'cache-control': 'no-store' };
   if (mapped.status === 415) headers['accept-encoding'] = 'identity'; // RFC 7694 section 3
+  if (mapped.status === 503) headers['retry-after'] = String(RETRY_AFTER_SECONDS); // RFC 9110 section 10.2.3
   sendJson(res, mapped.status, headers, mapped.toBody());
 }

@@ -12,7 +12,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { DOMAIN_ERROR_KINDS, DomainError, type DomainErrorKind } from '../../../src/domain-error.ts';
 import { SignDocError } from '../../../src/errors.ts';
-import { answerFailure, DOMAIN_ANSWERS } from '../../../src/http/answers.ts';
+import { answerFailure, DOMAIN_ANSWERS, RETRY_AFTER_SECONDS } from '../../../src/http/answers.ts';
 import { httpRequest } from '../../../src/util/http-client.ts';
 import { LOG_OPTIONS } from '../../../src/util/logger.ts';
 
@@ -43,10 +43,18 @@ after(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
-async function answerTo(err: unknown): Promise<{ status: number; text: string; cacheControl: unknown }> {
+async function answerTo(
+  err: unknown,
+): Promise<{ status: number; text: string; cacheControl: unknown; retryAfter: unknown }> {
   failure = err;
   const res = await httpRequest(url, { method: 'POST', timeoutMs: 10_000 });
-  return { status: res.status, text: res.body.toString('utf8'), cacheControl: res.headers['cache-control'] };
+  const headers = res.headers;
+  return {
+    status: res.status,
+    text: res.body.toString('utf8'),
+    cacheControl: headers['cache-control'],
+    retryAfter: headers['retry-after'],
+  };
 }
 
 describe('DOMAIN_ANSWERS', () => {
@@ -67,6 +75,8 @@ describe('DOMAIN_ANSWERS', () => {
       const answer = DOMAIN_ANSWERS[kind];
       assert.equal(res.status, answer.status, kind);
       assert.equal(res.cacheControl, 'no-store');
+      // a 503 says when to come back (RFC 9110 10.2.3); no other status does
+      assert.equal(res.retryAfter, answer.status === 503 ? String(RETRY_AFTER_SECONDS) : undefined, kind);
       assert.deepEqual(JSON.parse(res.text), {
         error: answer.error,
         error_description: answer.description ?? message,
