@@ -2,7 +2,7 @@
 // The Debian packages a project command needs, installed when missing, so that `npm install && npm start` and
 // `npm test` are all a fresh Debian machine with Node.js 20 needs (README: Quick start).
 //
-//   node scripts/ensure-packages.mjs start|test [--check]
+//   node scripts/ensure-packages.mjs start|test|ha [--check]
 //
 // Each package is probed by what we run from it (a command on PATH, or the file Debian installs outside PATH).
 // Nothing missing: silent, exit 0. Something missing and running as root: `apt-get update` and
@@ -71,7 +71,16 @@ const PACKAGES = {
     present: () => onPath('promtool') && onPath('prometheus'),
     why: 'tests: the shipped alert rules checked and evaluated by promtool, and scraped by a real Prometheus',
   },
+  'etcd-server': { present: () => onPath('etcd'), why: 'test:ha: the DCS that Patroni keeps its leader key in' },
+  patroni: { present: () => onPath('patroni'), why: 'test:ha: PostgreSQL with a synchronous standby and failover' },
+  'python3-etcd': {
+    present: () => existsSync('/usr/lib/python3/dist-packages/etcd/__init__.py'),
+    why: "test:ha: Patroni's etcd client",
+  },
 };
+
+/** what `npm run test:ha` needs beyond `npm test`: Patroni, etcd (redis-server runs Sentinel itself) */
+const HA = ['etcd-server', 'patroni', 'python3-etcd'];
 
 const DEMO_VALIDATORS = ['openssl', 'xmlsec1', 'poppler-utils', 'libnss3-tools'];
 
@@ -90,6 +99,8 @@ function needed(command, env) {
         ...(env.QTSP_KEYS_PROVIDER === 'softhsm' ? ['softhsm2'] : []),
       ];
     case 'test':
+      return Object.keys(PACKAGES).filter((name) => !HA.includes(name));
+    case 'ha':
       return Object.keys(PACKAGES);
     default:
       return undefined;
@@ -108,7 +119,7 @@ function main(argv) {
   const checkOnly = argv.includes('--check');
   const packages = needed(command, process.env);
   if (!packages) {
-    process.stderr.write('usage: node scripts/ensure-packages.mjs start|test [--check]\n');
+    process.stderr.write('usage: node scripts/ensure-packages.mjs start|test|ha [--check]\n');
     return 2;
   }
   const missing = packages.filter((name) => !PACKAGES[name].present());

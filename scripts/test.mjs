@@ -21,8 +21,11 @@ const SKIP = new Set(['.git', TREE]);
 /** copied, not linked: node runs a linked main module from where the link points */
 const COPIED = new Set(['bin']);
 
-/** run only when named: test/container needs podman and builds images (`npm run test:container`) */
-const ON_REQUEST = new Set([join('test', 'container')]);
+/**
+ * run only when named: test/container needs podman and builds images (`npm run test:container`); test/ha runs a
+ * Patroni cluster, Sentinel and failovers under load (`npm run test:ha`)
+ */
+const ON_REQUEST = new Set([join('test', 'container'), join('test', 'ha')]);
 
 function find(dir) {
   return readdirSync(dir).flatMap((name) => {

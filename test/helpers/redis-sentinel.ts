@@ -23,8 +23,8 @@ export interface SentinelRedis {
   killMaster(): Promise<number>;
   /** until the sentinels name a master other than `oldPort` and it answers as master; ms it took */
   waitForNewMaster(oldPort: number, timeoutMs?: number): Promise<number>;
-  /** the killed server back on its port, as a replica of the current master (Sentinel reconfigures it) */
-  restartKilled(): Promise<void>;
+  /** the killed server back on its port, until Sentinel made it a synced replica of the current master */
+  restartKilled(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -128,6 +128,20 @@ async function isMaster(port: number): Promise<boolean> {
   }
 }
 
+async function isSyncedReplica(port: number): Promise<boolean> {
+  const client = new Redis({ host: HOST, port, lazyConnect: true, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    const info = await client.info('replication');
+    return /role:slave/.test(info) && /master_link_status:up/.test(info) && /master_sync_in_progress:0/.test(info);
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
 function stop(server: Server): Promise<void> {
   const { child } = server;
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -175,10 +189,18 @@ export async function startSentinelRedis(): Promise<SentinelRedis> {
       }
       throw new Error(`the sentinels named no new master within ${timeoutMs} ms`);
     },
-    async restartKilled() {
+    async restartKilled(timeoutMs = 60_000) {
       if (!killed) return;
-      killed.child = launch(killed.args);
-      await waitAnswers(killed.port);
+      const back = killed;
+      back.child = launch(back.args);
+      await waitAnswers(back.port);
+      // healthy again once Sentinel made it a replica of the current master and its link is up
+      const started = Date.now();
+      while (Date.now() - started < timeoutMs) {
+        if (await isSyncedReplica(back.port)) return;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      throw new Error(`the restarted Redis on ${back.port} is no synced replica after ${timeoutMs} ms`);
     },
     async close() {
       await Promise.all([...sentinels, ...data].map(stop));

@@ -86,6 +86,18 @@ describe('scripts/ensure-packages.mjs', () => {
     assert.match(res.out, /apt-get install -y --no-install-recommends xmlsec1 poppler-utils libnss3-tools\n/);
   });
 
+  it('`npm run test:ha` needs Patroni and etcd besides what `npm test` needs; `npm test` does not', () => {
+    const dir = binDir(join(root, 'ha'), START_TOOLS);
+    const ha = ensure(['ha', '--check'], dir);
+    assert.equal(ha.code, 1);
+    assert.match(ha.out, /etcd-server: test:ha/);
+    assert.match(ha.out, /patroni: test:ha/);
+    assert.match(ha.out, /apt-get install -y --no-install-recommends .*etcd-server patroni/);
+    const test = ensure(['test', '--check'], dir);
+    assert.equal(test.code, 1);
+    assert.doesNotMatch(test.out, /patroni|etcd/);
+  });
+
   it('`npm start` needs no redis-server when REDIS_URL names a Redis', () => {
     const dir = binDir(join(root, 'redis-url'), START_TOOLS);
     const res = ensure(['start', '--check'], dir, { REDIS_URL: 'redis://127.0.0.1:6379' });
