@@ -10,10 +10,11 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
+import { pkiPaths } from '../../src/ca/material.ts';
 import { auditJournal, describeFinding } from '../../src/journal/audit.ts';
 import { recordsOf } from '../../src/journal/records.ts';
 import { renewTimeStamps } from '../../src/journal/renewal.ts';
@@ -309,6 +310,8 @@ function registerVariants(dialect: TamperDialect): void {
       }
       try {
         mkdirSync(dataDir, { recursive: true });
+        // the data directory holds the CA material whose root and TSA the audit trusts, as a service's does
+        cpSync(pkiPaths(join(dir, 'pki')).dir, pkiPaths(dataDir).dir, { recursive: true });
         const clean = await qtsp(['evidence', 'audit', '--data-dir', dataDir], env);
         assert.equal(clean.code, 0, clean.output);
         for (const variant of [variants[0]!, variants[3]!]) await variant.tamper(raw, scene, store);
