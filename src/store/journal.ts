@@ -264,7 +264,6 @@ type JournalRows = Omit<JournalStore, 'sealState'>;
 
 function journalRows(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling: boolean): JournalRows {
   const insert = entryInsert(a);
-  const batchRows = () => a.db.selectFrom('journal_batches').selectAll();
   return {
     async append(entry) {
       a.ensureOpen();
@@ -274,6 +273,16 @@ function journalRows(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling: 
       a.ensureOpen();
       return horizon(a, driver);
     },
+    ...entryReads(a),
+    ...batchReads(a),
+    addBatch: (b) => addBatch(a, b),
+    addRenewal: (r) => addRenewal(a, r),
+  };
+}
+
+/** the entries, by seq range or by ref, and the tombstones retention left in their place */
+function entryReads(a: StoreAccess): Pick<JournalRows, 'entries' | 'entriesOf' | 'tombstones'> {
+  return {
     async entries(afterSeq, throughSeq) {
       a.ensureOpen();
       const rows = await a.db
@@ -290,6 +299,28 @@ function journalRows(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling: 
       const rows = await a.db.selectFrom('journal_entries').selectAll().where('ref', '=', ref).orderBy('seq').execute();
       return rows.map(toEntry);
     },
+    async tombstones(afterSeq, throughSeq) {
+      a.ensureOpen();
+      const rows = await a.db
+        .selectFrom('journal_purged')
+        .selectAll()
+        .where('seq', '>', afterSeq)
+        .where('seq', '<=', throughSeq)
+        .orderBy('seq')
+        .execute();
+      return rows.map((r) => ({
+        seq: Number(r.seq),
+        leafHash: Buffer.from(r.leaf_hash, 'hex'),
+        purgedBy: r.purged_by,
+      }));
+    },
+  };
+}
+
+/** the sealed batches and the renewals of their records */
+function batchReads(a: StoreAccess): Pick<JournalRows, 'lastBatch' | 'batchOf' | 'batches' | 'renewals'> {
+  const batchRows = () => a.db.selectFrom('journal_batches').selectAll();
+  return {
     async lastBatch() {
       a.ensureOpen();
       const row = await batchRows().orderBy('batch_no', 'desc').limit(1).executeTakeFirst();
@@ -310,27 +341,10 @@ function journalRows(a: StoreAccess, driver: 'sqlite' | 'postgres', journaling: 
       const rows = await batchRows().where('batch_no', '>=', fromNo).orderBy('batch_no').limit(limit).execute();
       return rows.map(toBatch);
     },
-    addBatch: (b) => addBatch(a, b),
-    addRenewal: (r) => addRenewal(a, r),
     async renewals() {
       a.ensureOpen();
       const rows = await a.db.selectFrom('journal_renewals').selectAll().orderBy('renewal_no').execute();
       return rows.map(toRenewal);
-    },
-    async tombstones(afterSeq, throughSeq) {
-      a.ensureOpen();
-      const rows = await a.db
-        .selectFrom('journal_purged')
-        .selectAll()
-        .where('seq', '>', afterSeq)
-        .where('seq', '<=', throughSeq)
-        .orderBy('seq')
-        .execute();
-      return rows.map((r) => ({
-        seq: Number(r.seq),
-        leafHash: Buffer.from(r.leaf_hash, 'hex'),
-        purgedBy: r.purged_by,
-      }));
     },
   };
 }

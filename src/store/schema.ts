@@ -186,6 +186,11 @@ const nonEmpty = (column: string) => sql`length(${sql.ref(column)}) > 0`;
  */
 function migrations(shape: SchemaShape): Record<string, Migration> {
   const types: ColumnTypes = { time: shape.timeType, bytes: shape.bytesType, seq: shape.insertionOrder === 'seq' };
+  return { ...signingMigrations(shape, types), ...journalMigrations(types) };
+}
+
+/** 0001 to 0007: certificates, signings, the outbox, claimed documents and their indexes */
+function signingMigrations(shape: SchemaShape, types: ColumnTypes): Record<string, Migration> {
   /** a migration release 0.1 applied as its version `version` runs only where that release did not */
   const released = (version: number, up: (db: Kysely<unknown>) => Promise<void>): Migration => ({
     async up(db) {
@@ -237,6 +242,12 @@ function migrations(shape: SchemaShape): Record<string, Migration> {
         await db.schema.createIndex('signed_documents_claimed').on('signed_documents').column('claimed_at').execute();
       },
     },
+  };
+}
+
+/** 0008 on: the sealed journal and its evidence records */
+function journalMigrations(types: ColumnTypes): Record<string, Migration> {
+  return {
     // the sealed journal (journal.ts): entries, batches, and the leaf hashes of what retention purged
     '0008_journal': { up: (db) => createJournal(db, types) },
     // renewals of the journal's evidence records (RFC 4998 section 5): time-stamp and hash-tree renewals
