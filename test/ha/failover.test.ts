@@ -48,6 +48,8 @@ describe('highly available: Patroni, Sentinel, two instances, under load', { tim
   const allCalls: Call[] = [];
   const table: string[] = [];
   let workerOutput = () => '';
+  let workerRestarts = 0;
+  let stopping = false;
 
   before(async () => {
     cluster = await startPatroniCluster();
@@ -88,14 +90,26 @@ describe('highly available: Patroni, Sentinel, two instances, under load', { tim
       store: store_,
       extra: { ...common, QTSP_DELIVERY_BACKOFF_MS: '200' },
     });
-    worker = spawn(process.execPath, [QTSP_BIN, 'worker'], {
-      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', QTSP_LOG_LEVEL: 'info', ...workerEnv },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    // run as an operator runs it, under a supervisor that starts it again when it exits (systemd Restart=,
+    // compose restart: unless-stopped): a worker that meets the store failing over at its start exits with
+    // the error, as `qtsp serve` does, and is started again
     let out = '';
     const collect = (d: Buffer) => (out = (out + d.toString()).slice(-50_000));
-    worker.stdout!.on('data', collect);
-    worker.stderr!.on('data', collect);
+    const startWorker = () => {
+      worker = spawn(process.execPath, [QTSP_BIN, 'worker'], {
+        env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', QTSP_LOG_LEVEL: 'info', ...workerEnv },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      worker.stdout!.on('data', collect);
+      worker.stderr!.on('data', collect);
+      worker.once('exit', (code, signal) => {
+        if (stopping) return;
+        workerRestarts++;
+        collect(Buffer.from(`[supervisor] qtsp worker exited (${code ?? signal}); starting it again\n`));
+        setTimeout(startWorker, 1000);
+      });
+    };
+    startWorker();
     workerOutput = () => out;
     haproxy = startHaproxy(ports);
     await waitFor(
@@ -117,6 +131,7 @@ describe('highly available: Patroni, Sentinel, two instances, under load', { tim
     if (table.length) console.log(['scenario results:', ...table].join('\n'));
     for (const i of instances) if (i.child.exitCode === null) i.child.kill('SIGTERM');
     await Promise.all(instances.map((i) => i.exited));
+    stopping = true;
     worker?.kill('SIGTERM');
     haproxy?.child.kill('SIGTERM');
     await store?.close();
@@ -182,7 +197,8 @@ describe('highly available: Patroni, Sentinel, two instances, under load', { tim
           .join(', ') || 'none'
       }; ` +
       `promotion ${outcome.promotedMs ?? '-'} ms, first 200 ${firstOk.endedAt - faultAt} ms after the fault; ` +
-      `readiness ${notReady ? 'went not ready' : 'stayed ready'}; totals: ${counts}`;
+      `readiness ${notReady ? 'went not ready' : 'stayed ready'}; worker restarts so far ${workerRestarts}; ` +
+      `totals: ${counts}`;
     table.push(row);
     const odd = load.calls.filter((c) => c.status !== 200 && c.status !== 503);
     assert.deepEqual(odd, [], `no answer but 200 or 503 (and no connection cut)`);
