@@ -24,6 +24,7 @@ import {
   enumerated,
   explicit,
   generalizedTime,
+  generalizedTimeMillis,
   octetString,
   oid,
   partsOf,
@@ -216,19 +217,21 @@ export class OcspResponder {
     return (await this.signed(singles, nonce)).der;
   }
 
-  /** sign(), and the response's producedAt (= thisUpdate): whole seconds, as RFC 5280 4.1.2.5.2 has GeneralizedTime */
+  /**
+   * sign(), and the response's producedAt (= thisUpdate): to the millisecond, since RFC 6960 4.2.1 does not take
+   * RFC 5280's whole-second rule, so that a response made just after a time-stamp is dated after its genTime
+   */
   async signed(
     singles: readonly { certId: Buffer; status: CertificateStatus }[],
     nonce?: Buffer,
   ): Promise<{ der: Buffer; producedAt: Date }> {
-    const now = wholeSeconds(this.#clock());
-    const nextUpdate = new Date(now.getTime() + this.#o.validitySeconds * 1000);
-    const responses = singles.map((s) =>
-      sequence(s.certId, certStatus(s.status), generalizedTime(now), explicit(0, generalizedTime(nextUpdate))),
-    );
+    const now = new Date(this.#clock().getTime());
+    const thisUpdate = generalizedTimeMillis(now);
+    const nextUpdate = explicit(0, generalizedTimeMillis(new Date(now.getTime() + this.#o.validitySeconds * 1000)));
+    const responses = singles.map((s) => sequence(s.certId, certStatus(s.status), thisUpdate, nextUpdate));
     const extensions = nonce ? [explicit(1, sequence(sequence(oid(OCSP_OID.nonce), octetString(nonce))))] : [];
     const signing = this.#signing;
-    const tbs = sequence(signing.responderId, generalizedTime(now), sequence(...responses), ...extensions);
+    const tbs = sequence(signing.responderId, thisUpdate, sequence(...responses), ...extensions);
     const signature = bitString(await signing.responder.key.sign(signing.hash, tbs));
     const basic = sequence(tbs, signing.algorithm, signature, signing.certs);
     return {
