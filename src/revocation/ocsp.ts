@@ -212,20 +212,24 @@ export class OcspResponder {
     );
   }
 
-  /** A signed, successful OCSPResponse for the given CertIDs and statuses (RFC 6960 4.2.1). */
+  /**
+   * A signed, successful OCSPResponse for the given CertIDs and statuses (RFC 6960 4.2.1), as /ocsp answers:
+   * producedAt and thisUpdate in whole seconds, since NSS (pdfsig) reads no fraction in a GeneralizedTime and
+   * fetches its answers online.
+   */
   async sign(singles: readonly { certId: Buffer; status: CertificateStatus }[], nonce?: Buffer): Promise<Buffer> {
-    return (await this.signed(singles, nonce)).der;
+    return (await this.signed(singles, nonce, wholeSeconds(this.#clock()))).der;
   }
 
   /**
-   * sign(), and the response's producedAt (= thisUpdate): to the millisecond, since RFC 6960 4.2.1 does not take
-   * RFC 5280's whole-second rule, so that a response made just after a time-stamp is dated after its genTime
+   * sign(), and the response's producedAt (= thisUpdate), by default to the millisecond: RFC 6960 4.2.1 does not
+   * take RFC 5280's whole-second rule, so a response we embed just after a time-stamp is dated after its genTime
    */
   async signed(
     singles: readonly { certId: Buffer; status: CertificateStatus }[],
     nonce?: Buffer,
+    now = new Date(this.#clock().getTime()),
   ): Promise<{ der: Buffer; producedAt: Date }> {
-    const now = new Date(this.#clock().getTime());
     const thisUpdate = generalizedTimeMillis(now);
     const nextUpdate = explicit(0, generalizedTimeMillis(new Date(now.getTime() + this.#o.validitySeconds * 1000)));
     const responses = singles.map((s) => sequence(s.certId, certStatus(s.status), thisUpdate, nextUpdate));

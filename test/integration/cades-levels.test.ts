@@ -203,26 +203,31 @@ describe('CAdES levels through signDoc, checked by OpenSSL', () => {
   });
 });
 
+/** ms that `calls` signDoc calls at `level` take one after another; the consents come first, untimed */
+async function sequentialCalls(level: Level | 'AdES-B-B', calls: number): Promise<number> {
+  const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+  const consents = [];
+  for (let i = 0; i < calls; i++) {
+    const hash = sha(alg.node, Buffer.from(`${level} document ${i}\n`)).toString('base64');
+    consents.push({ hash, auth: await authorize(env.endpoints, labelled([hash])) });
+  }
+  const started = performance.now();
+  for (const { hash, auth } of consents) {
+    const body = signDocBody(auth.accessToken, [hash], { conformance_level: level });
+    const res = await callSignDoc(auth.qtsp.signDoc, env.endpoints, body);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  }
+  return performance.now() - started;
+}
+
 describe('B-LT waits for no whole second', () => {
-  it('ten B-LT signDoc calls one after another take well under ten seconds', async () => {
-    const alg = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+  it('ten B-LT signDoc calls one after another take under eight seconds', async () => {
     const calls = 10;
-    // the consents first, outside the measured time: only signDoc is timed
-    const consents = [];
-    for (let i = 0; i < calls; i++) {
-      const hash = sha(alg.node, Buffer.from(`document ${i}\n`)).toString('base64');
-      consents.push({ hash, auth: await authorize(env.endpoints, labelled([hash])) });
-    }
-    const started = performance.now();
-    for (const { hash, auth } of consents) {
-      const body = signDocBody(auth.accessToken, [hash], { conformance_level: 'AdES-B-LT' });
-      const res = await callSignDoc(auth.qtsp.signDoc, env.endpoints, body);
-      assert.equal(res.status, 200, JSON.stringify(res.body));
-    }
-    const elapsed = performance.now() - started;
-    // revocation data dated in whole seconds made each call wait for the next second after its time-stamp:
-    // at least a second a call; the bound leaves the busy machine half of that
-    assert.ok(elapsed < (calls * 1000) / 2, `${calls} B-LT calls took ${Math.round(elapsed)} ms`);
+    const elapsed = await sequentialCalls('AdES-B-LT', calls);
+    // with revocation data in whole seconds each call's responses were dated in a later second than the previous
+    // call's: ten calls spanned at least nine whole seconds, however fast the machine. B-LT's own work is
+    // milliseconds; the bound leaves a busy machine 800 ms a call.
+    assert.ok(elapsed < 8000, `${calls} B-LT calls took ${Math.round(elapsed)} ms`);
   });
 });
 
