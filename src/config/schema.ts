@@ -344,7 +344,7 @@ export const configSchema = z
           .string()
           .regex(/^[0-2](\.(0|[1-9][0-9]*))+$/, 'must be a dotted OID')
           .default('1.3.6.1.4.1.32473.3161.1'),
-        /** Accuracy our tokens claim (RFC 3161 Accuracy.seconds); genTime is given in whole seconds. */
+        /** Accuracy our tokens claim (RFC 3161 Accuracy.seconds); genTime is given to the millisecond. */
         accuracySeconds: positiveInt.max(60).default(1),
       })
       .prefault({}),

@@ -14,8 +14,8 @@ import type { RevocationProvider } from './provider.ts';
 const OCSP_REUSE_MS = 10_000;
 const OCSP_CACHE_ENTRIES = 256;
 /**
- * Longest wait for our clock to pass a time-stamp's genTime by a whole second. Our own TSA's genTime is at most
- * one second behind; an external TSA whose clock runs further ahead than this is refused rather than waited for.
+ * Longest wait for our clock to pass a time-stamp's genTime (by a whole second, for a CRL). Our own TSA's genTime
+ * is behind our clock; an external TSA whose clock runs further ahead than this is refused rather than waited for.
  */
 const MAX_FRESHNESS_WAIT_MS = 3_000;
 
@@ -41,13 +41,12 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * that the signatures of one request (and its revocationInfo) carry one response per certificate rather than
  * one per hash.
  *
- * Freshness (`after`, the signature time-stamp's genTime): OCSP producedAt/thisUpdate and CRL thisUpdate are
- * whole seconds (RFC 5280 4.1.2.5.2 and 5.1.2.4 forbid fractions; RFC 6960 4.2.2.1 takes that format), and a
- * time-stamp made in the same second ties with them. So we wait until our clock reaches the first whole
- * second after genTime and only then sign: at most one second, half a second on average, spent waiting (no
- * CPU), once per request (the signatures of one request are time-stamped within the same second or two and
- * share the response). The alternative, dating the data up to a second into the future, would make our
- * responder state a time that was not yet.
+ * Freshness (`after`, the signature time-stamp's genTime): OCSP producedAt/thisUpdate carry milliseconds
+ * (RFC 6960 4.2.1 allows a fraction), as our TSA's genTime does (RFC 3161 2.4.2), so a response is dated after
+ * the time-stamp once our clock has passed genTime by a millisecond, which it mostly has by the time we sign.
+ * A CRL's thisUpdate is whole seconds (RFC 5280 5.1.2.4): for a CRL we wait until our clock reaches the first
+ * whole second after genTime. We never date data into the future: our responder would state a time that was
+ * not yet.
  */
 export class LocalRevocation implements RevocationProvider {
   readonly #recent = new Map<string, OcspEntry>();
@@ -84,10 +83,10 @@ export class LocalRevocation implements RevocationProvider {
     return this.#authorities;
   }
 
-  /** Waits until our clock is at or past the first whole second after `after`, so whole-second times exceed it. */
-  async #passWholeSecond(after: Date | undefined): Promise<void> {
+  /** Waits until our clock reaches the first multiple of `grainMs` after `after`: times of that grain exceed it. */
+  async #pass(after: Date | undefined, grainMs: number): Promise<void> {
     if (!after) return;
-    const target = Math.floor(after.getTime() / 1000) * 1000 + 1000;
+    const target = Math.floor(after.getTime() / grainMs) * grainMs + grainMs;
     if (target - this.#clock().getTime() > MAX_FRESHNESS_WAIT_MS) {
       throw new DomainError(
         'timestamp_ahead',
@@ -109,7 +108,7 @@ export class LocalRevocation implements RevocationProvider {
       (after === undefined || r.producedAt > after.getTime());
     const recent = this.#recent.get(key);
     if (usable(recent)) return recent.der;
-    await this.#passWholeSecond(after);
+    await this.#pass(after, 1); // producedAt in milliseconds
     // the signatures of one request are built concurrently: one of them makes the response, the others take it
     const pending = this.#making.get(key);
     const made = pending ? await pending.catch(() => undefined) : this.#recent.get(key);
@@ -142,7 +141,7 @@ export class LocalRevocation implements RevocationProvider {
   async crl(issuerDer: Buffer, after?: Date): Promise<Buffer | undefined> {
     const issuer = this.#crls.find((c) => c.caDer.equals(issuerDer));
     if (!issuer) return undefined;
-    await this.#passWholeSecond(after);
+    await this.#pass(after, 1000); // thisUpdate in whole seconds
     try {
       return await issuer.current(after);
     } catch (err) {

@@ -24,6 +24,7 @@ import {
   enumerated,
   explicit,
   generalizedTime,
+  generalizedTimeMillis,
   octetString,
   oid,
   partsOf,
@@ -211,24 +212,30 @@ export class OcspResponder {
     );
   }
 
-  /** A signed, successful OCSPResponse for the given CertIDs and statuses (RFC 6960 4.2.1). */
+  /**
+   * A signed, successful OCSPResponse for the given CertIDs and statuses (RFC 6960 4.2.1), as /ocsp answers:
+   * producedAt and thisUpdate in whole seconds, since NSS (pdfsig) reads no fraction in a GeneralizedTime and
+   * fetches its answers online.
+   */
   async sign(singles: readonly { certId: Buffer; status: CertificateStatus }[], nonce?: Buffer): Promise<Buffer> {
-    return (await this.signed(singles, nonce)).der;
+    return (await this.signed(singles, nonce, wholeSeconds(this.#clock()))).der;
   }
 
-  /** sign(), and the response's producedAt (= thisUpdate): whole seconds, as RFC 5280 4.1.2.5.2 has GeneralizedTime */
+  /**
+   * sign(), and the response's producedAt (= thisUpdate), by default to the millisecond: RFC 6960 4.2.1 does not
+   * take RFC 5280's whole-second rule, so a response we embed just after a time-stamp is dated after its genTime
+   */
   async signed(
     singles: readonly { certId: Buffer; status: CertificateStatus }[],
     nonce?: Buffer,
+    now = new Date(this.#clock().getTime()),
   ): Promise<{ der: Buffer; producedAt: Date }> {
-    const now = wholeSeconds(this.#clock());
-    const nextUpdate = new Date(now.getTime() + this.#o.validitySeconds * 1000);
-    const responses = singles.map((s) =>
-      sequence(s.certId, certStatus(s.status), generalizedTime(now), explicit(0, generalizedTime(nextUpdate))),
-    );
+    const thisUpdate = generalizedTimeMillis(now);
+    const nextUpdate = explicit(0, generalizedTimeMillis(new Date(now.getTime() + this.#o.validitySeconds * 1000)));
+    const responses = singles.map((s) => sequence(s.certId, certStatus(s.status), thisUpdate, nextUpdate));
     const extensions = nonce ? [explicit(1, sequence(sequence(oid(OCSP_OID.nonce), octetString(nonce))))] : [];
     const signing = this.#signing;
-    const tbs = sequence(signing.responderId, generalizedTime(now), sequence(...responses), ...extensions);
+    const tbs = sequence(signing.responderId, thisUpdate, sequence(...responses), ...extensions);
     const signature = bitString(await signing.responder.key.sign(signing.hash, tbs));
     const basic = sequence(tbs, signing.algorithm, signature, signing.certs);
     return {

@@ -3,9 +3,10 @@
  * the B-T..B-LTA signatures and served as POST /tsa; and a client for an external TSA (config tsa.url).
  *
  * Token (RFC 3161 2.4.2): a SignedData (version 3, eContentType id-ct-TSTInfo) over a TSTInfo with our policy,
- * the requester's message imprint and nonce as sent, a random 128-bit serial, genTime in whole seconds and an
- * Accuracy that covers the truncation. Its signed attributes are content-type, message-digest and
- * signing-certificate-v2 (RFC 5035), DER-sorted (pkijs would keep insertion order). The TSA
+ * the requester's message imprint and nonce as sent, a random 128-bit serial, genTime to the millisecond (a
+ * fraction, which 2.4.2 allows: revocation data made a few milliseconds later is then dated after it) and an
+ * Accuracy in whole seconds, the bound we claim for our clock. Its signed attributes are content-type,
+ * message-digest and signing-certificate-v2 (RFC 5035), DER-sorted (pkijs would keep insertion order). The TSA
  * certificate has the extended key usage timeStamping alone, critical (RFC 3161 2.3), or `openssl ts -verify`
  * refuses the token. The certificate goes into the token only when the request asks for it (certReq).
  */
@@ -27,7 +28,7 @@ import {
   children,
   content,
   DerError,
-  generalizedTime,
+  generalizedTimeMillis,
   integer,
   integerFromBytes,
   namedBit,
@@ -77,7 +78,7 @@ export class TsaRejection extends Error {
 export interface TsaSettings {
   /** TSA policy OID written into every token (RFC 3161 2.4.2) */
   readonly policyOid: string;
-  /** Accuracy.seconds; genTime is truncated to whole seconds, so at least 1 */
+  /** Accuracy.seconds: how far our clock may be from UTC; it also covers genTime's truncation to the millisecond */
   readonly accuracySeconds: number;
   /** the TSU key's usage period from its certificate's notBefore (EN 319 421 7.6): no token after it */
   readonly keyUsageDays?: number;
@@ -171,7 +172,7 @@ export class LocalTsa implements TimestampProvider {
 
   constructor(unit: KeyedCertificate, root: Buffer, settings: TsaSettings, clock: () => Date = () => new Date()) {
     if (settings.accuracySeconds < 1)
-      throw new RangeError('accuracySeconds must be at least 1: genTime is in whole seconds');
+      throw new RangeError('accuracySeconds must be at least 1: the Accuracy we write is in whole seconds');
     this.#unit = unit;
     this.#settings = settings;
     this.#hash = hashNamed(unit.issuer.hash);
@@ -215,13 +216,12 @@ export class LocalTsa implements TimestampProvider {
 
   /** TSTInfo (RFC 3161 2.4.2); ordering (DEFAULT FALSE) and tsa are left out */
   #tstInfo(request: TokenRequest): Buffer {
-    const genTime = new Date(Math.floor(this.#clock().getTime() / 1000) * 1000);
     return sequence(
       integer(1),
       oid(this.#settings.policyOid),
       request.messageImprint,
       integerFromBytes(randomSerial()),
-      generalizedTime(genTime),
+      generalizedTimeMillis(this.#clock()),
       sequence(integer(this.#settings.accuracySeconds)),
       ...(request.nonce ? [request.nonce] : []),
     );

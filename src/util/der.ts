@@ -139,9 +139,20 @@ function timeDigits(date: Date): string {
   return `${day}${pad(date.getUTCHours())}${pad(date.getUTCMinutes())}${pad(date.getUTCSeconds())}`;
 }
 
-/** GeneralizedTime in whole seconds, "YYYYMMDDHHMMSSZ" (RFC 5280 4.1.2.5.2, RFC 3161 2.4.2). */
+/** GeneralizedTime in whole seconds, "YYYYMMDDHHMMSSZ" (RFC 5280 4.1.2.5.2: certificates, CRLs). */
 export function generalizedTime(date: Date): Buffer {
   return tlv(TAG.generalizedTime, Buffer.from(`${pad(date.getUTCFullYear(), 4)}${timeDigits(date)}Z`, 'latin1'));
+}
+
+/**
+ * GeneralizedTime to the millisecond where RFC 3161 2.4.2 (genTime) and RFC 6960 4.2.1 (producedAt, thisUpdate)
+ * allow a fraction: DER (X.690 11.7) wants a "." fraction without trailing zeros, none when it is zero, and a
+ * final "Z". Written here like every other TLV we sign, so the bytes hashed and signed are the ones we chose.
+ */
+export function generalizedTimeMillis(date: Date): Buffer {
+  const fraction = pad(date.getUTCMilliseconds(), 3).replace(/0+$/, '');
+  const digits = `${pad(date.getUTCFullYear(), 4)}${timeDigits(date)}${fraction ? `.${fraction}` : ''}Z`;
+  return tlv(TAG.generalizedTime, Buffer.from(digits, 'latin1'));
 }
 
 /** RFC 5280 5.1.2.4: UTCTime through 2049, GeneralizedTime from 2050. */

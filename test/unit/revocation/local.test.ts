@@ -3,7 +3,9 @@
  * with `after` (a time-stamp's genTime) every OCSP producedAt/thisUpdate and CRL thisUpdate is strictly later,
  * also when the cache holds data from the same second; the embedded OCSP responses carry SHA-1 CertIDs and
  * pass `openssl ocsp` without -sha256. The issuing CA's status comes from the root's delegated responder (the root
- * key is offline; its CRL from the key ceremony is never fresher than a time-stamp). Times are read back by OpenSSL. The clock is the real one shifted so
+ * key is offline; its CRL from the key ceremony is never fresher than a time-stamp). Our TSA's genTime and OCSP
+ * producedAt carry milliseconds, so a response made just after a time-stamp is dated after it without waiting for
+ * the next second. Times are read back by OpenSSL. The clock is the real one shifted so
  * that "now" sits late in a second: the wait for the next second is then short and always exercised.
  */
 import { after, before, describe, test } from 'node:test';
@@ -22,7 +24,9 @@ import { mintTestSignerCertificate } from '../../helpers/signer.ts';
 import { LocalRevocation } from '../../../src/revocation/local.ts';
 import { DomainError } from '../../../src/domain-error.ts';
 import { toPem } from '../../../src/util/base64.ts';
-import { assertIssuedAfter, crlThisUpdate, ocspTimes, verifyOcsp } from '../../helpers/pki-oracles.ts';
+import { assertIssuedAfter, crlThisUpdate, ocspTimes, tokenGenTime, verifyOcsp } from '../../helpers/pki-oracles.ts';
+import { genTimeOf, LocalTsa } from '../../../src/timestamping/tsa.ts';
+import { HASH_ALGORITHMS } from '../../../src/crypto/algorithms.ts';
 import { run, scratch } from '../../helpers/openssl.ts';
 
 let dir: string;
@@ -101,6 +105,38 @@ describe('LocalRevocation: data issued after the time-stamp', () => {
     } finally {
       s.remove();
     }
+  });
+
+  test("our TSA's genTime and the OCSP producedAt after it carry milliseconds; producedAt > genTime, same second", async () => {
+    const revocation = provider();
+    const tsa = new LocalTsa(
+      loadTrustServiceMaterial(dir).tsa,
+      ca.root.der,
+      {
+        policyOid: '1.3.6.1.4.1.99999.1',
+        accuracySeconds: 1,
+      },
+      clock,
+    );
+    const sha256 = HASH_ALGORITHMS.get('2.16.840.1.101.3.4.2.1')!;
+    for (let round = 0; round < 3; round++) {
+      placeClockAt(100); // 900 ms before the next whole second: a whole-second wait would show
+      const token = await tsa.timestamp(Buffer.alloc(32, round), sha256);
+      const genTime = await tokenGenTime(token); // read by OpenSSL
+      assert.equal(genTime.getTime(), genTimeOf(token).getTime());
+      assert.notEqual(genTime.getUTCMilliseconds(), 0, `genTime ${genTime.toISOString()} has a fraction`);
+      const response = (await revocation.ocspResponse(signerDer, ca.issuing.der, genTime))!;
+      const { producedAt, thisUpdates } = await ocspTimes(response);
+      assert.ok(producedAt > genTime, `producedAt ${producedAt.toISOString()} > genTime ${genTime.toISOString()}`);
+      assert.ok(thisUpdates.every((t) => t > genTime));
+      // made without waiting for the next whole second (a generous bound: the machine may be busy)
+      const nextSecond = Math.floor(genTime.getTime() / 1000) * 1000 + 1000;
+      if (producedAt.getTime() < nextSecond) {
+        assert.notEqual(producedAt.getUTCMilliseconds(), 0);
+        return;
+      }
+    }
+    assert.fail('three times in a row the OCSP response was dated in the second after its time-stamp: a wait');
   });
 
   test('a cached response from the same second as genTime is not reused; one from after it is', async () => {
