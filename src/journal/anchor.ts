@@ -25,7 +25,8 @@ export interface AnchorBatch {
   readonly secondToken: string | null;
 }
 
-export function anchorRecord(b: JournalBatch): AnchorBatch {
+/** What every written form of a batch states first (this record, the export's batches.json): hashes in hex. */
+export function batchHeader(b: JournalBatch): Omit<AnchorBatch, 'token' | 'secondToken'> {
   return {
     batchNo: b.batchNo,
     firstSeq: b.firstSeq,
@@ -34,6 +35,12 @@ export function anchorRecord(b: JournalBatch): AnchorBatch {
     sealedAt: b.sealedAt.toISOString(),
     prevRoot: b.prevRoot?.toString('hex') ?? null,
     root: b.root.toString('hex'),
+  };
+}
+
+export function anchorRecord(b: JournalBatch): AnchorBatch {
+  return {
+    ...batchHeader(b),
     token: b.token.toString('base64'),
     secondToken: b.secondToken?.toString('base64') ?? null,
   };

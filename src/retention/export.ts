@@ -28,6 +28,7 @@ import type { JournalBatch, JournalRenewal, SigningTransaction, Store, StoredDoc
 import { toPem } from '../util/base64.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import { signaturesOf } from './signatures.ts';
+import { batchHeader } from '../journal/anchor.ts';
 import { groupFileNames, groupRecordsOf, recordFileNames, recordsOf } from '../journal/records.ts';
 
 export const ARCHIVE_FORMAT = 'qtsp-evidence-archive/1';
@@ -147,13 +148,7 @@ async function writeBatchChain(store: Store, archive: ArchiveWriter, from: Date,
     archive.write(`journal/batch-${b.batchNo}.tst`, b.token);
     if (b.secondToken) archive.write(`journal/batch-${b.batchNo}.tsa2.tst`, b.secondToken);
     return {
-      batchNo: b.batchNo,
-      firstSeq: b.firstSeq,
-      throughSeq: b.throughSeq,
-      hashOid: b.hashOid,
-      sealedAt: b.sealedAt.toISOString(),
-      prevRoot: b.prevRoot?.toString('hex') ?? null,
-      root: b.root.toString('hex'),
+      ...batchHeader(b),
       leaves: b.leaves.map((l) => [l.seq, l.hash.toString('hex')]),
       // the data groups' leaves, after the entries' (journal/seal.ts batchLeaves): the root recomputes from this file
       groups: (b.groups ?? []).map((g) => [g.authorizedSeq, g.returnedSeq, g.hash.toString('hex')]),
