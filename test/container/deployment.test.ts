@@ -82,6 +82,11 @@ async function must(args: string[], opts?: Parameters<typeof cmd>[2]): Promise<s
   return r.stdout;
 }
 
+/** run inside an instance: print its readiness answer (status and reasons) */
+const READINESS_BODY =
+  "fetch('http://127.0.0.1:' + (process.env.QTSP_OPS_PORT ?? 8438) + '/health/ready')" +
+  '.then(async (r) => console.log(r.status, await r.text())).catch((e) => console.log(String(e)))';
+
 async function until(what: string, check: () => Promise<boolean>, timeoutMs: number, everyMs = 1000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
@@ -175,7 +180,12 @@ describe('docker/: the image built and the compose deployment run with podman', 
         async () => (await podman(['healthcheck', 'run', name(service)], { timeoutMs: 30_000 })).code === 0,
         180_000,
         2000,
-      );
+      ).catch(async (err: Error) => {
+        // what kept it from being ready: its readiness answer and its last log lines
+        const ready = await podman(['exec', name(service), 'node', '-e', READINESS_BODY]);
+        const logs = await podman(['logs', '--tail', '40', name(service)]);
+        throw new Error(`${err.message}\n${ready.stdout}${ready.stderr}\n${logs.stdout}${logs.stderr}`);
+      });
     sharedDir = (
       await must(['volume', 'inspect', '--format', '{{.Mountpoint}}', volumeName(compose, 'shared')])
     ).trim();
