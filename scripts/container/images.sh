@@ -23,6 +23,9 @@ need=()
 for tool in podman:podman runc:runc debootstrap:debootstrap catatonit:catatonit; do
   command -v "${tool%%:*}" >/dev/null || [ -x "/usr/sbin/${tool%%:*}" ] || need+=("${tool#*:}")
 done
+# compose's services find each other by name: podman's CNI networks resolve names only with the dnsname plugin,
+# a mere recommendation of podman that --no-install-recommends leaves out
+[ -x /usr/lib/cni/dnsname ] || need+=(golang-github-containernetworking-plugin-dnsname)
 if [ "${#need[@]}" -gt 0 ]; then
   log "installing ${need[*]}"
   apt-get update -qq
