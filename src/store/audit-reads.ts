@@ -21,7 +21,14 @@ async function documentPage(a: StoreAccess, after: DocumentKey | undefined): Pro
     query = query.where(({ eb, refTuple, tuple }) =>
       eb(refTuple('iss', 'txn', 'hash_alg', 'hash'), '>', tuple(after[0], after[1], after[2], after[3])),
     );
-  const rows = await query.orderBy(['iss', 'txn', 'hash_alg', 'hash']).limit(DOCUMENT_PAGE).execute();
+  // one orderBy per column: Kysely's orderBy(array) is deprecated and says so on stdout, into `--json` output
+  const rows = await query
+    .orderBy('iss')
+    .orderBy('txn')
+    .orderBy('hash_alg')
+    .orderBy('hash')
+    .limit(DOCUMENT_PAGE)
+    .execute();
   return rows.map((r) => ({
     iss: r.iss,
     txn: r.txn,
