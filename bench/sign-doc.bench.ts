@@ -30,6 +30,7 @@
  *   BENCH_WORKER=inprocess  the delivery workers inside the QTSP process (default: off, as a deployment runs
  *                           `qtsp worker` beside it)
  *   BENCH_ITERATIONS        in-process step loops, default 2000
+ *   BENCH_FLOOR_CALLS       calls of each store floor and of the queue floor (and as many to warm up), default 1000
  *   BENCH_WARMUP            signDoc calls before the first row, default 6000
  *   BENCH_IDLE_SECONDS      how long the QTSP is watched without calls after its warm-up and half as long again
  *                           (software keys), default 20; 0: not at all
@@ -43,6 +44,9 @@
  * the bench's command: a run pays for sealing what it wrote, not what the runs before it wrote.
  * The B-B one-hash row (software keys, SQLite) is also run by a QTSP started with journal.enabled false, after the
  * rows above: the line "journal on vs off" gives the journal's share of signDoc's CPU (bench/journal-cost.ts).
+ * Each row's ratio line sets its QTSP CPU against four floors: transport (bench/transport-floor.ts), the raw crypto
+ * of its signatures and checks, and for a SQLite row the store floor (the bytes its calls wrote, written by a bare
+ * writer thread, bench/store-floor.ts) and the queue floor (one bullmq add per outbox record, bench/queue-floor.ts).
  * The half-load run of B-B one hash is run against the transport floor too, at the same offered rate: the latency
  * any service gets from this machine, sandbox and load generator. Beside each half-load run of the QTSP: its
  * event-loop delay, and how many calls were slower than 10 / 25 / 50 ms at the load generator and inside the QTSP
@@ -95,6 +99,8 @@ import { parsePerfScript, summarisePerf } from './perf-summary.ts';
 import { CLK_TCK, ticksOf } from './proc-cpu.ts';
 import { summariseProfile } from './profile-summary.ts';
 import { startPostgres } from '../test/helpers/postgres.ts';
+import { queueAddFloor } from './queue-floor.ts';
+import { storeFloor, storeMark, storeWritten, type StoreFloor, type WrittenTable } from './store-floor.ts';
 
 const { values: flags } = parseArgs({
   options: {
@@ -397,6 +403,8 @@ interface Row {
   readonly note?: string;
   /** false: the QTSP ran with journal.enabled false (the journal's cost, journal-cost.ts) */
   readonly journal?: false;
+  /** SQLite: the rows its measured calls added to the store, per call (store-floor.ts) */
+  readonly written?: readonly WrittenTable[];
 }
 
 /** the QTSP event loop's delay during a run, ms (bench/qtsp-process.ts delay-stop) */
@@ -990,26 +998,78 @@ function rowName(r: Row): string {
   return `${format}:${level.replace('AdES-', '')} ${hashes}, ${r.keys} keys, ${r.store}${extras.map((e) => `, ${e}`).join('')}`;
 }
 
+/** a row's floors of the work signDoc must do beside its transport and crypto: its store writes and queue adds */
+interface WorkFloors {
+  readonly store: StoreFloor;
+  /** outbox records per call, each one bullmq add */
+  readonly records: number;
+  readonly queueMs: number;
+}
+
+/** calls of each store and queue floor (and as many again to warm up) */
+const FLOOR_CALLS = Number(process.env.BENCH_FLOOR_CALLS ?? 1000);
+
 /**
- * One line per row: its QTSP CPU per call against that row's own floors, the transport floor of its hash count
- * plus the raw crypto of its signatures, time-stamps, OCSP responses and checks (cryptoFloor, with the token's
- * figures for a PKCS#11 custody); and its drift, the CPU per call of the run's first and last calls.
+ * The store floor of each SQLite row (the bytes its calls wrote, store-floor.ts) and the queue floor (one
+ * bullmq add per outbox record it wrote, queue-floor.ts), measured in this process after every QTSP stopped.
  */
-function printFloorRatios(rows: Row[], transport: TransportFloors, floorOf: (keys: string) => CryptoFloor): void {
+async function workFloors(rows: readonly Row[], redisUrl: string): Promise<Map<Row, WorkFloors>> {
+  const out = new Map<Row, WorkFloors>();
+  const measured = rows.filter((r) => r.saturated && r.written);
+  if (measured.length === 0) return out;
+  const addMs = await queueAddFloor(redisUrl, FLOOR_CALLS, CONCURRENCY);
   console.log(
-    '\neach row against its own floors (transport of its hash count + raw crypto of its signatures and checks); drift: QTSP CPU per call of the first and last calls of its run',
+    `
+queue floor (bench/queue-floor.ts): one bullmq add of an outbox record's job, ${CONCURRENCY} at a time: ${f(addMs, 3)} ms CPU`,
+  );
+  console.log(
+    "store floor (bench/store-floor.ts): the bytes each row's calls wrote, per call in one durable transaction",
+  );
+  for (const r of measured) {
+    const store = await storeFloor(r.written!, FLOOR_CALLS, CONCURRENCY);
+    const records = Math.round(r.written!.find((w) => w.table === 'outbox')?.rowsPerCall ?? 0);
+    out.set(r, { store, records, queueMs: records * addMs });
+    const tables = r.written!.map((w) => `${w.table} ${f(w.rowsPerCall, 2)} x ${f(w.bytesPerRow, 0)} B`).join(', ');
+    console.log(
+      `  ${rowName(r)}: ${store.rowsPerCall} rows, ${store.bytesPerCall} bytes: ${f(store.cpuMs, 3)} ms CPU (${tables}${store.skipped.length ? `; not written: ${store.skipped.join(', ')}` : ''})`,
+    );
+  }
+  return out;
+}
+
+/**
+ * One line per row: its QTSP CPU per call against that row's own floors, the transport floor of its hash count,
+ * the raw crypto of its signatures, time-stamps, OCSP responses and checks (cryptoFloor, with the token's
+ * figures for a PKCS#11 custody), and for a SQLite row its store and queue floors (workFloors); and its drift,
+ * the CPU per call of the run's first and last calls.
+ */
+function printFloorRatios(
+  rows: Row[],
+  transport: TransportFloors,
+  floorOf: (keys: string) => CryptoFloor,
+  work: ReadonlyMap<Row, WorkFloors>,
+): void {
+  console.log(
+    '\neach row against its own floors (transport of its hash count + raw crypto of its signatures and checks + its store writes + its queue adds); drift: QTSP CPU per call of the first and last calls of its run',
   );
   for (const r of rows) {
     const s = r.saturated;
     const carried = s && (transport.byHashes.get(r.hashes) ?? transport.byHashes.get(1));
     if (!s || !carried) continue;
-    const floors = carried.qtspCpuMs + cryptoFloor(floorOf(r.keys), r.level, r.hashes);
+    const w = work.get(r);
+    const parts = [
+      ['transport', carried.qtspCpuMs],
+      ['crypto', cryptoFloor(floorOf(r.keys), r.level, r.hashes)],
+      ...(w ? [['store', w.store.cpuMs] as const, ['queue', w.queueMs] as const] : []),
+    ] as const;
+    const floors = parts.reduce((sum, [, ms]) => sum + ms, 0);
+    const named = parts.map(([name, ms]) => `${name} ${f(ms, 3)}`).join(' + ');
     const d = s.drift;
     const drift = d
       ? `; first / last ${d.window} calls ${f(d.firstMs, 3)} / ${f(d.lastMs, 3)} ms (${d.lastMs >= d.firstMs ? '+' : ''}${f((d.lastMs / d.firstMs - 1) * 100, 0)} %)`
       : '';
     console.log(
-      `  ${rowName(r)}: signDoc = ${f(s.qtspCpuMs / floors, 1)} x transport + crypto floors (${f(floors, 3)} ms); QTSP CPU ${f(s.qtspCpuMs, 3)} ms, above the floors ${f(s.qtspCpuMs - floors, 3)} ms${drift}`,
+      `  ${rowName(r)}: signDoc = ${f(s.qtspCpuMs / floors, 1)} x ${parts.map(([name]) => name).join(' + ')} floors (${f(floors, 3)} ms = ${named}); QTSP CPU ${f(s.qtspCpuMs, 3)} ms, above the floors ${f(s.qtspCpuMs - floors, 3)} ms${drift}`,
     );
   }
 }
@@ -1142,18 +1202,19 @@ async function main(): Promise<void> {
         for (const level of levels) {
           // PAdES and XAdES: one hash count (the per-hash figures are CAdES's)
           for (const hashes of caseOf(level).format === 'C' ? hashesList : hashesList.slice(0, 1)) {
-            // B-LT and B-LTA wait for revocation data issued after the time-stamp (up to a second per call):
-            // fewer calls
-            const latencyBound = /-LTA?$/.test(level);
-            const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes) / (latencyBound ? 3 : 1)));
+            const count = Math.max(50, Math.round(REQUESTS / Math.sqrt(hashes)));
             // the code paths of this level and hash count warm up too (the first warm-up ran B-B, one hash), as
             // many calls as are measured: with a third as many, the ten-hash row still carried compiling
             if (level !== 'AdES-B-B' || hashes !== 1)
               await measure(load, pids, level, hashes, count, { type: 'run', concurrency: CONCURRENCY });
+            const storeFile = postgresUrl ? undefined : join(custody.env['QTSP_DATA_DIR'] ?? dataDir, 'qtsp.sqlite');
+            const mark = storeFile && storeMark(storeFile);
             const saturated = await measure(load, pids, level, hashes, count, {
               type: 'run',
               concurrency: CONCURRENCY,
             });
+            // what this row's calls wrote to the store, for its store floor
+            const written = storeFile && mark ? storeWritten(storeFile, mark, saturated.ok) : undefined;
             let halfLoad: Row['halfLoad'];
             if (halfLoadFor(level, hashes) && saturated.ok > 0) {
               const rate = (saturated.ok / saturated.wallMs) * 1000 * 0.5;
@@ -1177,6 +1238,7 @@ async function main(): Promise<void> {
               hashes,
               workers,
               saturated,
+              ...(written ? { written } : {}),
               ...(halfLoad ? { halfLoad } : {}),
               ...(journal ? {} : { journal: false as const }),
             });
@@ -1263,7 +1325,7 @@ async function main(): Promise<void> {
       console.log(
         `  transport floor at the B-B half-load rate (${f(h.rate, 1)}/s offered, open loop): p50 ${f(h.p50)} ms, p99 ${f(h.p99)} ms, max ${f(h.max)} ms, slower than ${SLOW_MS.join(' / ')} ms: ${h.slow.join(' / ')} (${h.ok} ok, ${h.failed} failed): the latency the machine, the sandbox and the load generator give any service`,
       );
-    printFloorRatios(rows, transport, floorOf);
+    printFloorRatios(rows, transport, floorOf, await workFloors(rows, redis.url));
     if (profileFile) {
       writeFileSync(
         profileFile.replace(/\.cpuprofile$/, '.txt'),
