@@ -1,13 +1,18 @@
 /**
  * The delivery queues on Redis (bullmq): one queue per outbox topic (the topics are given by whoever wires
- * the delivery: mediation records and notifications, src/deliveries.ts), the outbox id as the job id. Every
- * call has its own timeout (with a Redis that was never reachable, bullmq's `add()` stays pending for ever),
- * and the connection never queues commands while Redis is away (enableOfflineQueue false), so callers learn
- * at once and the outbox keeps the entry.
+ * the delivery: mediation records and notifications, src/deliveries.ts). Every call has its own timeout (with
+ * a Redis that was never reachable, bullmq's `add()` stays pending for ever), and the connection never queues
+ * commands while Redis is away (enableOfflineQueue false), so callers learn at once and the outbox keeps the
+ * entry.
  *
- * Jobs carry only the outbox id; the payload stays in the store (notifications hold a user's sub, which has
- * no business in Redis). bullmq drops an add() whose job id exists, so handing an entry over twice is harmless.
+ * One job per hand-over: it carries the outbox ids of the entries the relay handed over together (one topic,
+ * at most the relay's batch), not their payload, which stays in the store (notifications hold a user's sub,
+ * which has no business in Redis). bullmq's client work is per job, so a job of many ids costs the process that
+ * signs a fraction per record of a job each. The job id is derived from the ids: the same entries handed over
+ * again give the same id, which bullmq drops while it holds the job. Retries and final states stay per entry
+ * (worker.ts).
  */
+import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { Queue, type JobsOptions } from 'bullmq';
@@ -18,8 +23,19 @@ import { hostLookup, type HostLookup } from '../util/host-lookup.ts';
 import { redisAddress, type RedisAddress } from '../util/redis-address.ts';
 
 export interface DeliveryJob {
-  /** the outbox id (mediation: the reference_id) */
-  readonly id: string;
+  /** the outbox ids of one hand-over, all of the queue's topic (mediation: the reference_ids) */
+  readonly ids: readonly string[];
+}
+
+/**
+ * The job id of a hand-over: a digest of its ids, in any order. Handing the same entries over again (a crash
+ * between the add and the outbox mark) gives the same id, which bullmq drops. bullmq refuses ids with `:` and
+ * all-digit ids: base64url has neither, and the prefix keeps the id from being all digits.
+ */
+export function handOverJobId(ids: readonly string[]): string {
+  return `h-${createHash('sha256')
+    .update([...ids].sort().join('\n'))
+    .digest('base64url')}`;
 }
 
 export class QueueTimeoutError extends Error {
@@ -188,12 +204,11 @@ export class DeliveryQueues {
     return queue;
   }
 
-  /** Adds one job per outbox entry (all of one topic), job id = outbox id. */
+  /** Adds one job carrying the ids of these outbox entries (all of one topic; the caller bounds how many). */
   async add(topic: string, ids: readonly string[]): Promise<void> {
-    const options = jobOptions(this.config);
-    const jobs = ids.map((id) => ({ name: topic, data: { id }, opts: { ...options, jobId: id } }));
+    const options = { ...jobOptions(this.config), jobId: handOverJobId(ids) };
     const queue = await this.queue(topic);
-    await withTimeout(queue.addBulk(jobs), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
+    await withTimeout(queue.add(topic, { ids }, options), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
   }
 
   /**
