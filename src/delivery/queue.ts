@@ -8,9 +8,15 @@
  * One job per hand-over: it carries the outbox ids of the entries the relay handed over together (one topic,
  * at most the relay's batch), not their payload, which stays in the store (notifications hold a user's sub,
  * which has no business in Redis). bullmq's client work is per job, so a job of many ids costs the process that
- * signs a fraction per record of a job each. The job id is derived from the ids: the same entries handed over
- * again give the same id, which bullmq drops while it holds the job. Retries and final states stay per entry
- * (worker.ts).
+ * signs a fraction per record of a job each. Retries and final states stay per entry (worker.ts).
+ *
+ * Handing an entry over twice must not give it a second job while its first may still run: a second job
+ * would retry it on a backoff of its own and could post it while the first does. The job id is derived from
+ * the ids (the same entries handed over again are dropped by bullmq), and beside the job, a hash `carriers`
+ * maps each entry to the job that carries it, so that a relay handing over entries that may be in a job already
+ * (those it read from the outbox: queued ones after a restart, pending ones a crash left unmarked) leaves out
+ * those whose job Redis still holds (`uncarried`). The worker removes an entry from the hash once its job has
+ * settled it; a Redis that lost the job lost, or no longer points to, what carried it.
  */
 import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, Socket } from 'node:net';
@@ -37,6 +43,19 @@ export function handOverJobId(ids: readonly string[]): string {
     .update([...ids].sort().join('\n'))
     .digest('base64url')}`;
 }
+
+/** the hash of a topic: outbox id -> id of the job that carries it (see the head of this file) */
+export function carriersKey(prefix: string, topic: string): string {
+  return `${prefix}:${topic}:carriers`;
+}
+
+/** KEYS[1] the carriers hash; ARGV[1] the topic's job key prefix, then outbox ids: those no existing job carries */
+const UNCARRIED = `local out = {}
+for i = 2, #ARGV do
+  local job = redis.call('HGET', KEYS[1], ARGV[i])
+  if not job or redis.call('EXISTS', ARGV[1] .. job) == 0 then out[#out + 1] = ARGV[i] end
+end
+return out`;
 
 export class QueueTimeoutError extends Error {
   override name = 'QueueTimeoutError';
@@ -204,11 +223,25 @@ export class DeliveryQueues {
     return queue;
   }
 
-  /** Adds one job carrying the ids of these outbox entries (all of one topic; the caller bounds how many). */
+  /**
+   * Adds one job carrying the ids of these outbox entries (all of one topic; the caller bounds how many), and
+   * notes it as their carrier.
+   */
   async add(topic: string, ids: readonly string[]): Promise<void> {
-    const options = { ...jobOptions(this.config), jobId: handOverJobId(ids) };
+    const jobId = handOverJobId(ids);
     const queue = await this.queue(topic);
-    await withTimeout(queue.add(topic, { ids }, options), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
+    const added = Promise.all([
+      queue.add(topic, { ids }, { ...jobOptions(this.config), jobId }),
+      this.connection.hset(carriersKey(this.config.redis.prefix, topic), ...ids.flatMap((id) => [id, jobId])),
+    ]);
+    await withTimeout(added, this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
+  }
+
+  /** Of these outbox ids, the ones that no job in Redis carries (see the head of this file). */
+  async uncarried(topic: string, ids: readonly string[]): Promise<string[]> {
+    const prefix = this.config.redis.prefix;
+    const found = this.connection.eval(UNCARRIED, 1, carriersKey(prefix, topic), `${prefix}:${topic}:`, ...ids);
+    return (await withTimeout(found, this.config.redis.commandTimeoutMs, `queue ${topic}: carriers`)) as string[];
   }
 
   /**

@@ -23,7 +23,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/schema.ts';
 import type { OutboxEntry, Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
-import { withTimeout, type DeliveryJob } from './queue.ts';
+import { carriersKey, withTimeout, type DeliveryJob } from './queue.ts';
 
 /** A failure that retrying cannot cure (the receiver refused the content). */
 export class PermanentDeliveryError extends Error {
@@ -66,10 +66,20 @@ function processor(topic: string, deliver: Deliver, o: WorkerOptions) {
     }
     // bullmq retries the job (with its backoff) for the entries still queued; the settled ones are skipped then
     if (retry) throw retry.error;
+    await forgetCarrier(o, topic, ids);
     // a job with an entry given up stays in bullmq's failed set for inspection, as a job of one entry did
     if (givenUp > 0) throw new UnrecoverableError(`${givenUp} of ${ids.length} outbox entries failed for good`);
     return 'delivered';
   };
+}
+
+/** Every entry of a job is settled: the job carries them no longer (queue.ts, the carriers hash). */
+async function forgetCarrier(o: WorkerOptions, topic: string, ids: readonly string[]): Promise<void> {
+  await withTimeout(
+    o.connection.hdel(carriersKey(o.config.redis.prefix, topic), ...ids),
+    o.config.redis.commandTimeoutMs,
+    `queue ${topic}: carriers`,
+  );
 }
 
 /**
@@ -169,8 +179,9 @@ export class DeliveryWorkers {
    */
   private async settleFailed(job: Job<DeliveryJob>, err: Error): Promise<void> {
     if ((await job.getState()) !== 'failed') return;
-    for (const id of entryIds(job.data))
-      await this.o.store.markOutbox(id, 'failed', describe(err), ['pending', 'queued']);
+    const ids = entryIds(job.data);
+    for (const id of ids) await this.o.store.markOutbox(id, 'failed', describe(err), ['pending', 'queued']);
+    await forgetCarrier(this.o, job.queueName, ids);
   }
 
   /**

@@ -83,7 +83,7 @@ describe('delivery jobs that carry several outbox entries', () => {
   const config = loadConfig(
     {
       redis: { prefix: `qtsp-jobs-${randomUUID().slice(0, 8)}`, commandTimeoutMs: 2000 },
-      delivery: { attempts: 4, backoffMs: 100, timeoutMs: 3000, lockMs: 5000, concurrency: 1 },
+      delivery: { attempts: 4, backoffMs: 100, timeoutMs: 3000, lockMs: 5000, concurrency: 8 },
     },
     {},
   );
@@ -137,6 +137,7 @@ describe('delivery jobs that carry several outbox entries', () => {
     await store.addOutbox(ids.map((id) => ({ id, topic: TOPIC, payload: { reference_id: id } })));
     return ids;
   };
+  const carriedBy = (id: string) => jobsCarrying(redis.url, config.redis.prefix, TOPIC, id);
   const entries = (ids: readonly string[]) => Promise.all(ids.map(async (id) => (await store.getOutbox(id))!));
   const settled = (ids: readonly string[]) =>
     waitFor(
@@ -229,14 +230,16 @@ describe('delivery jobs that carry several outbox entries', () => {
         const jobs = new Set(
           (await Promise.all(all.map((id) => jobsCarrying(redis.url, config.redis.prefix, TOPIC, id)))).flat(),
         );
-        // the same entries give the same job id, which bullmq dropped; others make a second job
+        // the entries of the first job stay with it (the same entries: the same job id, which bullmq dropped;
+        // among others: the job that carries them is left alone); the others make a second job
         assert.equal(jobs.size, more.length === 0 ? 1 : 2);
+        for (const id of all) assert.equal((await carriedBy(id)).length, 1, 'one job per entry');
         for (const e of await settled(all)) {
           assert.equal(e.state, 'delivered');
           assert.equal(e.attempts, 0);
         }
         for (const id of all) assert.equal(receiver.stored.get(id), 1, 'stored once');
-        // one worker, one job at a time: the second job skips what the first delivered
+        // eight deliveries at a time, and still no record posted twice
         const posts = all.map((id, i) => (receiver.posts.get(id) ?? 0) - postsBefore[i]!);
         assert.deepEqual(
           posts,
@@ -250,4 +253,43 @@ describe('delivery jobs that carry several outbox entries', () => {
       }
     });
   }
+
+  it('queued entries handed over again by a relay that starts (a restart, for all it knows) keep their job', async () => {
+    const first = await startRelay(store);
+    const ids = await add(4);
+    // two hand-overs of two: a read of the four hands them over as one batch
+    for (const two of [ids.slice(0, 2), ids.slice(2)]) {
+      first.relay.wake(two.map((id) => ({ id, topic: TOPIC })));
+      await first.relay.idle();
+    }
+    await first.relay.stop();
+    await first.queues.close();
+    assert.ok((await entries(ids)).every((e) => e.state === 'queued'));
+    const jobs = await Promise.all(ids.map(carriedBy));
+    assert.equal(new Set(jobs.flat()).size, 2);
+    const postsBefore = ids.map((id) => receiver.posts.get(id) ?? 0);
+    const touched = (await entries(ids)).map((e) => e.updatedAt.getTime());
+
+    // its first connection counts as a Redis restart: every queued entry is handed over again
+    const second = await startRelay(store);
+    const workers = startWorkers();
+    try {
+      assert.ok(
+        (await entries(ids)).every((e, i) => e.updatedAt.getTime() > touched[i]!),
+        'handed over again',
+      );
+      for (const [i, id] of ids.entries()) assert.deepEqual(await carriedBy(id), jobs[i], 'still its first job alone');
+      for (const e of await settled(ids)) assert.equal(e.state, 'delivered');
+      const posts = ids.map((id, i) => (receiver.posts.get(id) ?? 0) - postsBefore[i]!);
+      assert.deepEqual(
+        posts,
+        ids.map(() => 1),
+        'each record posted once',
+      );
+    } finally {
+      await second.relay.stop();
+      await workers.close();
+      await second.queues.close();
+    }
+  });
 });
