@@ -10,13 +10,13 @@
  * which has no business in Redis). bullmq's client work is per job, so a job of many ids costs the process that
  * signs a fraction per record of a job each. Retries and final states stay per entry (worker.ts).
  *
- * Handing an entry over twice must not give it a second job while its first may still run: a second job
- * would retry it on a backoff of its own and could post it while the first does. The job id is derived from
- * the ids (the same entries handed over again are dropped by bullmq), and beside the job, a hash `carriers`
- * maps each entry to the job that carries it, so that a relay handing over entries that may be in a job already
- * (those it read from the outbox: queued ones after a restart, pending ones a crash left unmarked) leaves out
- * those whose job Redis still holds (`uncarried`). The worker removes an entry from the hash once its job has
- * settled it; a Redis that lost the job lost, or no longer points to, what carried it.
+ * Handing an entry over twice must not let two jobs deliver it: a second job would retry it on a backoff of
+ * its own and could post it while the first does. The job id is derived from the ids (the same entries handed
+ * over again are dropped by bullmq); entries that end up in two jobs all the same (a read after a crash or a
+ * Redis restart groups them otherwise) are settled by the job that claims them first: a hash `carriers` maps
+ * each entry to the job that holds it, and a job delivers only the entries no other unfinished job holds
+ * (`claimEntries`, run by the worker at the start of each attempt, so the relay's hand-over costs no more).
+ * A Redis that lost a job lost, or no longer points to, what held its entries.
  */
 import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, Socket } from 'node:net';
@@ -44,18 +44,58 @@ export function handOverJobId(ids: readonly string[]): string {
     .digest('base64url')}`;
 }
 
-/** the hash of a topic: outbox id -> id of the job that carries it (see the head of this file) */
+/** the hash of a topic: outbox id -> id of the job that holds it (see the head of this file) */
 export function carriersKey(prefix: string, topic: string): string {
   return `${prefix}:${topic}:carriers`;
 }
 
-/** KEYS[1] the carriers hash; ARGV[1] the topic's job key prefix, then outbox ids: those no existing job carries */
-const UNCARRIED = `local out = {}
-for i = 2, #ARGV do
-  local job = redis.call('HGET', KEYS[1], ARGV[i])
-  if not job or redis.call('EXISTS', ARGV[1] .. job) == 0 then out[#out + 1] = ARGV[i] end
+/**
+ * KEYS[1] the carriers hash; ARGV[1] the topic's job key prefix, ARGV[2] a job id, then outbox ids. Returns
+ * the ids that job may deliver, now held by it: those that no other job holds which Redis still has and has
+ * not finished (bullmq sets `finishedOn` on a completed job and on one given up, not between retries).
+ */
+const CLAIM = `local mine = {}
+for i = 3, #ARGV do
+  local holder = redis.call('HGET', KEYS[1], ARGV[i])
+  local job = holder and ARGV[1] .. holder
+  if holder == ARGV[2] or not holder or redis.call('EXISTS', job) == 0
+    or redis.call('HEXISTS', job, 'finishedOn') == 1 then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[2])
+    mine[#mine + 1] = ARGV[i]
+  end
 end
-return out`;
+return mine`;
+
+/** KEYS[1] the carriers hash; ARGV[1] a job id, then outbox ids: those the job holds are let go */
+const LET_GO = `for i = 2, #ARGV do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
+end
+return 0`;
+
+/** The entries of `ids` that job `jobId` holds, claimed now (see CLAIM); worker.ts calls it at each attempt. */
+export async function claimEntries(
+  redis: Redis,
+  config: Pick<Config, 'redis'>,
+  where: { topic: string; jobId: string },
+  ids: readonly string[],
+): Promise<string[]> {
+  const { prefix, commandTimeoutMs } = config.redis;
+  const jobs = `${prefix}:${where.topic}:`;
+  const claimed = redis.eval(CLAIM, 1, carriersKey(prefix, where.topic), jobs, where.jobId, ...ids);
+  return (await withTimeout(claimed, commandTimeoutMs, `queue ${where.topic}: claim`)) as string[];
+}
+
+/** Job `jobId` has settled these entries: it holds them no longer (the carriers hash keeps only live claims). */
+export async function letGoEntries(
+  redis: Redis,
+  config: Pick<Config, 'redis'>,
+  where: { topic: string; jobId: string },
+  ids: readonly string[],
+): Promise<void> {
+  const { prefix, commandTimeoutMs } = config.redis;
+  const done = redis.eval(LET_GO, 1, carriersKey(prefix, where.topic), where.jobId, ...ids);
+  await withTimeout(done, commandTimeoutMs, `queue ${where.topic}: let go`);
+}
 
 export class QueueTimeoutError extends Error {
   override name = 'QueueTimeoutError';
@@ -223,25 +263,11 @@ export class DeliveryQueues {
     return queue;
   }
 
-  /**
-   * Adds one job carrying the ids of these outbox entries (all of one topic; the caller bounds how many), and
-   * notes it as their carrier.
-   */
+  /** Adds one job carrying the ids of these outbox entries (all of one topic; the caller bounds how many). */
   async add(topic: string, ids: readonly string[]): Promise<void> {
-    const jobId = handOverJobId(ids);
+    const options = { ...jobOptions(this.config), jobId: handOverJobId(ids) };
     const queue = await this.queue(topic);
-    const added = Promise.all([
-      queue.add(topic, { ids }, { ...jobOptions(this.config), jobId }),
-      this.connection.hset(carriersKey(this.config.redis.prefix, topic), ...ids.flatMap((id) => [id, jobId])),
-    ]);
-    await withTimeout(added, this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
-  }
-
-  /** Of these outbox ids, the ones that no job in Redis carries (see the head of this file). */
-  async uncarried(topic: string, ids: readonly string[]): Promise<string[]> {
-    const prefix = this.config.redis.prefix;
-    const found = this.connection.eval(UNCARRIED, 1, carriersKey(prefix, topic), `${prefix}:${topic}:`, ...ids);
-    return (await withTimeout(found, this.config.redis.commandTimeoutMs, `queue ${topic}: carriers`)) as string[];
+    await withTimeout(queue.add(topic, { ids }, options), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
   }
 
   /**

@@ -5,28 +5,29 @@
  * touches nothing and tries again on the next tick: the entries wait in the store (spec 6.2: "persisted and
  * retried later").
  *
- * A hand-over is one job carrying the ids of the entries a pass hands over together, of one topic, at most
- * batchSize of them (queue.ts).
+ * A hand-over is one job carrying the ids of the entries it hands over (one topic, at most batchSize of them;
+ * queue.ts). Handing an entry over again is harmless: the same entries give the same job id, which bullmq
+ * drops, and an entry that ends up in a second job is delivered by one job only, the first that took it
+ * (worker.ts); the outbox's marks decide what is left to do.
  *
  * Crash safety: an entry is marked queued only after Redis took the job. A process killed in between leaves
- * it pending, and the next pass, which reads the outbox, hands it over again: a job that Redis still holds for
- * it keeps it (queue.ts `uncarried`), and only the entries no job carries go into a new one. If that job is
- * long gone, the entry is delivered again, and the mediation service refuses the duplicate reference_id, which
- * counts as delivered. No record is lost, none is stored twice.
+ * it pending, and the next pass hands it over again; if its first job is long gone, it is delivered again,
+ * and the mediation service then refuses the duplicate reference_id, which counts as delivered. No record is
+ * lost, none is stored twice.
  *
  * A Redis that restarts empty (no persistence, a failover) loses the jobs of queued entries. The relay
  * notices a restart by Redis's run_id, read after every (re)connect, and then hands every queued entry over
- * again at once: the entries whose job still exists stay with it, the others are queued anew. The first
- * connection of a process counts as a restart too (Redis may have restarted while we were not running).
- * delivery.requeueAfterMs remains the backstop for jobs lost without a restart (a FLUSHALL, say).
+ * again at once: an entry whose job still exists stays with it, the lost ones are delivered by the new jobs.
+ * The first connection of a process counts as a restart too (Redis may have restarted while we were not
+ * running). delivery.requeueAfterMs remains the backstop for jobs lost without a restart (a FLUSHALL, say).
  *
  * Entries handed over without reading them back: a signDoc that has just committed its mediation record
  * names it in wake(entries), and a pass that has nothing else to look for hands those ids to Redis and marks
  * them, sparing the event loop an outbox read per signDoc for rows whose ids we hold.
  * Every other pass reads the outbox as before: the timer's (every intervalMs, so nothing written by another
  * process or left by a failure waits longer than that), the first after a (re)connect, the one after a failed
- * pass, and a wake that names no entries. A read may find an entry whose wake comes after it: the hand-over of
- * named entries leaves out those the last read handed over, and the mark only moves a pending or queued entry.
+ * pass, and a wake that names no entries. A read and a hand-over may both hand one entry over (see above),
+ * and the mark only moves a pending or queued entry.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '../store/types.ts';
@@ -88,8 +89,6 @@ export class OutboxRelay {
   private staleCheckedAt = Number.NEGATIVE_INFINITY;
   /** the next pass reads the outbox (see the head of this file for when) */
   private readDue = true;
-  /** the entries the last read handed over: a wake may name them after it (see the head of this file) */
-  private readHanded: ReadonlySet<string> = new Set();
   /** ids of committed entries to hand over without reading them back, by topic */
   private held = new Map<string, string[]>();
   private heldCount = 0;
@@ -190,21 +189,16 @@ export class OutboxRelay {
    */
   private async readAll(now: number, checkStale: boolean): Promise<void> {
     const queuedBefore = this.requeueQueuedBefore ?? (checkStale ? new Date(now - this.o.requeueAfterMs) : undefined);
-    const handed = new Set<string>();
-    for (const topic of this.o.topics) await this.drain(topic, queuedBefore, handed);
-    this.readHanded = handed;
+    for (const topic of this.o.topics) await this.drain(topic, queuedBefore);
     if (checkStale) this.staleCheckedAt = now; // a pass cut short looks again next time
     // every entry queued before the restart is with the new Redis now (a pass cut short keeps trying)
     if (queuedBefore !== undefined && queuedBefore === this.requeueQueuedBefore) this.requeueQueuedBefore = undefined;
   }
 
-  /** the entries wake() named, in drain's batches, but for those the last read handed over */
+  /** the entries wake() named, in drain's batches */
   private async handOverHeld(held: ReadonlyMap<string, readonly string[]>): Promise<void> {
-    for (const [topic, named] of held) {
-      const ids = named.filter((id) => !this.readHanded.has(id));
-      for (let i = 0; i < ids.length; i += this.batchSize) {
-        await this.handOver(topic, ids.slice(i, i + this.batchSize), false);
-      }
+    for (const [topic, ids] of held) {
+      for (let i = 0; i < ids.length; i += this.batchSize) await this.handOver(topic, ids.slice(i, i + this.batchSize));
     }
   }
 
@@ -231,18 +225,19 @@ export class OutboxRelay {
 
   /**
    * Hands over every pending entry of a topic (and, when given, the queued ones last touched before
-   * `queuedBefore`), batch by batch, while Redis takes them; adds them to `handed`. Marking an entry queued
-   * touches it, so the next batch holds others; an entry that comes back anyway (a database clock behind ours)
-   * ends the pass instead of looping.
+   * `queuedBefore`), batch by batch, while Redis takes them. Marking an entry queued touches it, so the next
+   * batch holds others; an entry that comes back anyway (a database clock behind ours) ends the pass instead of
+   * looping.
    */
-  private async drain(topic: string, queuedBefore: Date | undefined, handed: Set<string>): Promise<void> {
+  private async drain(topic: string, queuedBefore: Date | undefined): Promise<void> {
     const batchSize = this.batchSize;
+    const handed = new Set<string>();
     for (;;) {
       const batch = await this.o.store.outboxPending(topic, batchSize, queuedBefore);
       const pending = batch.filter((e) => !handed.has(e.id));
       if (pending.length === 0) return;
       const ids = pending.map((e) => e.id);
-      await this.handOver(topic, ids, true);
+      await this.handOver(topic, ids);
       for (const id of ids) handed.add(id);
       if (batch.length < batchSize) return;
     }
@@ -253,14 +248,10 @@ export class OutboxRelay {
     return this.o.batchSize ?? 100;
   }
 
-  /**
-   * Adds a job carrying the entries to Redis, then marks them queued: a crash in between leaves them pending.
-   * Entries a read found may be in a job already (see the head of this file): those stay with it.
-   */
-  private async handOver(topic: string, ids: readonly string[], read: boolean): Promise<void> {
+  /** Adds a job carrying the entries to Redis, then marks them queued: a crash in between leaves them pending. */
+  private async handOver(topic: string, ids: readonly string[]): Promise<void> {
     if (!this.o.queues.ready) throw new Error('Redis is not connected');
-    const uncarried = read ? await this.o.queues.uncarried(topic, ids) : ids;
-    if (uncarried.length > 0) await this.o.queues.add(topic, uncarried);
+    await this.o.queues.add(topic, ids);
     if (this.paused) {
       this.paused = false;
       this.o.logger.info({ event: 'relay.resumed', topic }, 'Redis takes jobs again; relaying the outbox');

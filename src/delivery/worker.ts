@@ -7,6 +7,9 @@
  * job fails its attempt and bullmq retries it with exponential backoff and jitter (queue.ts jobOptions); a
  * retry skips the entries the outbox shows delivered or failed, so an entry's attempts count as they would in
  * a job of its own. A job that ends with an entry given up lands in bullmq's failed set (kept for inspection).
+ * An entry handed over again while its job lives (relay.ts) is in two jobs: each attempt first claims its
+ * entries (queue.ts claimEntries), and leaves those another unfinished job holds to that job, so an entry is
+ * tried on one backoff and posted by one job at a time.
  *
  * A worker killed at any moment: its jobs' locks expire (delivery.lockMs) and another worker runs them
  * again. A record whose post got through before the kill is then refused by the mediation service as a
@@ -23,7 +26,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config/schema.ts';
 import type { OutboxEntry, Store } from '../store/types.ts';
 import type { Logger } from '../util/logger.ts';
-import { carriersKey, withTimeout, type DeliveryJob } from './queue.ts';
+import { claimEntries, letGoEntries, withTimeout, type DeliveryJob } from './queue.ts';
 
 /** A failure that retrying cannot cure (the receiver refused the content). */
 export class PermanentDeliveryError extends Error {
@@ -57,29 +60,23 @@ function entryIds(data: DeliveryJob | { readonly id: string }): readonly string[
 function processor(topic: string, deliver: Deliver, o: WorkerOptions) {
   return async (job: Job<DeliveryJob>): Promise<string> => {
     const ids = entryIds(job.data);
+    const where = { topic, jobId: job.id! };
+    // an entry another unfinished job holds is that job's to deliver (queue.ts, claimEntries)
+    const mine = await claimEntries(o.connection, o.config, where, ids);
     let retry: { error: unknown } | undefined;
     let givenUp = 0;
-    for (const id of ids) {
+    for (const id of mine) {
       const outcome = await deliverEntry(topic, id, job, deliver, o);
       if (outcome === 'failed') givenUp++;
       else if (outcome !== 'delivered') retry ??= outcome;
     }
     // bullmq retries the job (with its backoff) for the entries still queued; the settled ones are skipped then
     if (retry) throw retry.error;
-    await forgetCarrier(o, topic, ids);
+    await letGoEntries(o.connection, o.config, where, mine);
     // a job with an entry given up stays in bullmq's failed set for inspection, as a job of one entry did
     if (givenUp > 0) throw new UnrecoverableError(`${givenUp} of ${ids.length} outbox entries failed for good`);
-    return 'delivered';
+    return mine.length === ids.length ? 'delivered' : `${ids.length - mine.length} left to the jobs holding them`;
   };
-}
-
-/** Every entry of a job is settled: the job carries them no longer (queue.ts, the carriers hash). */
-async function forgetCarrier(o: WorkerOptions, topic: string, ids: readonly string[]): Promise<void> {
-  await withTimeout(
-    o.connection.hdel(carriersKey(o.config.redis.prefix, topic), ...ids),
-    o.config.redis.commandTimeoutMs,
-    `queue ${topic}: carriers`,
-  );
 }
 
 /**
@@ -104,9 +101,7 @@ async function deliverEntry(
     await deliver(entry);
   } catch (error) {
     const permanent = error instanceof PermanentDeliveryError;
-    const attempts = job.opts.attempts ?? 1;
-    // the entry's own count too: an entry handed over again in a second job gets no more attempts in all
-    const last = permanent || attempt >= attempts || entry.attempts + 1 >= attempts;
+    const last = permanent || attempt >= (job.opts.attempts ?? 1);
     // never un-deliver: only a pending or queued entry takes the mark
     await o.store.markOutbox(id, last ? 'failed' : 'queued', describe(error), ['pending', 'queued']);
     o.logger.warn(
@@ -179,9 +174,12 @@ export class DeliveryWorkers {
    */
   private async settleFailed(job: Job<DeliveryJob>, err: Error): Promise<void> {
     if ((await job.getState()) !== 'failed') return;
-    const ids = entryIds(job.data);
-    for (const id of ids) await this.o.store.markOutbox(id, 'failed', describe(err), ['pending', 'queued']);
-    await forgetCarrier(this.o, job.queueName, ids);
+    const o = this.o;
+    const where = { topic: job.queueName, jobId: job.id! };
+    // only its own entries: one that another job holds is that job's to settle
+    const mine = await claimEntries(o.connection, o.config, where, entryIds(job.data));
+    for (const id of mine) await o.store.markOutbox(id, 'failed', describe(err), ['pending', 'queued']);
+    await letGoEntries(o.connection, o.config, where, mine);
   }
 
   /**

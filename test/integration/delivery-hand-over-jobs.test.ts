@@ -16,7 +16,7 @@ import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { loadConfig } from '../../src/config/load.ts';
-import { DeliveryQueues, redisConnection } from '../../src/delivery/queue.ts';
+import { DeliveryQueues, handOverJobId, redisConnection } from '../../src/delivery/queue.ts';
 import { OutboxRelay } from '../../src/delivery/relay.ts';
 import { DeliveryWorkers } from '../../src/delivery/worker.ts';
 import { mediationDeliverer } from '../../src/mediation/deliver.ts';
@@ -37,6 +37,8 @@ class Receiver {
   readonly refuse = new Set<string>();
   /** reference_ids answered 503 this many more times */
   readonly failTimes = new Map<string, number>();
+  /** every answer this much later: deliveries of two jobs overlap */
+  delayMs = 0;
   private server: Server | undefined;
   url = '';
 
@@ -48,7 +50,10 @@ class Receiver {
         const id = (JSON.parse(body) as { reference_id: string }).reference_id;
         this.posts.set(id, (this.posts.get(id) ?? 0) + 1);
         const [status, answer] = this.answer(id);
-        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+        setTimeout(
+          () => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(answer)),
+          this.delayMs,
+        );
       });
     });
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', () => r()));
@@ -80,13 +85,16 @@ describe('delivery jobs that carry several outbox entries', () => {
   const receiver = new Receiver();
   const agent = tlsAgent();
   const connections: Redis[] = [];
-  const config = loadConfig(
-    {
-      redis: { prefix: `qtsp-jobs-${randomUUID().slice(0, 8)}`, commandTimeoutMs: 2000 },
-      delivery: { attempts: 4, backoffMs: 100, timeoutMs: 3000, lockMs: 5000, concurrency: 8 },
-    },
-    {},
-  );
+  const prefix = `qtsp-jobs-${randomUUID().slice(0, 8)}`;
+  const settings = (backoffMs: number) =>
+    loadConfig(
+      {
+        redis: { prefix, commandTimeoutMs: 2000 },
+        delivery: { attempts: 4, backoffMs, timeoutMs: 3000, lockMs: 5000, concurrency: 8 },
+      },
+      {},
+    );
+  const config = settings(100);
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'qtsp-jobs-'));
@@ -109,8 +117,8 @@ describe('delivery jobs that carry several outbox entries', () => {
     return c;
   };
   /** a relay on a store of its own choosing (one whose marks fail, say); a timer that never fires in the test */
-  const startRelay = async (on: Store) => {
-    const queues = new DeliveryQueues(connect(false), [TOPIC], config, () => undefined);
+  const startRelay = async (on: Store, settings = config) => {
+    const queues = new DeliveryQueues(connect(false), [TOPIC], settings, () => undefined);
     await waitFor('Redis connected', async () => (queues.ready ? true : undefined));
     const relay = new OutboxRelay({
       store: on,
@@ -124,12 +132,12 @@ describe('delivery jobs that carry several outbox entries', () => {
     await relay.idle(); // its first pass reads the outbox
     return { relay, queues };
   };
-  const startWorkers = () =>
+  const startWorkers = (settings = config) =>
     new DeliveryWorkers({
       connection: connect(true),
       store,
       handlers: { [TOPIC]: mediationDeliverer({ url: receiver.url, agent, timeoutMs: 3000, logger: silent }) },
-      config,
+      config: settings,
       logger: silent,
     });
   const add = async (n: number) => {
@@ -137,7 +145,6 @@ describe('delivery jobs that carry several outbox entries', () => {
     await store.addOutbox(ids.map((id) => ({ id, topic: TOPIC, payload: { reference_id: id } })));
     return ids;
   };
-  const carriedBy = (id: string) => jobsCarrying(redis.url, config.redis.prefix, TOPIC, id);
   const entries = (ids: readonly string[]) => Promise.all(ids.map(async (id) => (await store.getOutbox(id))!));
   const settled = (ids: readonly string[]) =>
     waitFor(
@@ -160,7 +167,7 @@ describe('delivery jobs that carry several outbox entries', () => {
       relay.wake(ids.map((id) => ({ id, topic: TOPIC }))); // one pass: one hand-over
       await relay.idle();
       // one job carries them all
-      const jobIds = await Promise.all(ids.map((id) => jobsCarrying(redis.url, config.redis.prefix, TOPIC, id)));
+      const jobIds = await Promise.all(ids.map((id) => jobsCarrying(redis.url, prefix, TOPIC, id)));
       assert.equal(new Set(jobIds.flat()).size, 1, 'one job for the hand-over');
       assert.ok(jobIds.every((j) => j.length === 1));
 
@@ -182,7 +189,7 @@ describe('delivery jobs that carry several outbox entries', () => {
       for (const id of ids.slice(1)) assert.equal(receiver.stored.get(id), 1);
 
       // the job ran twice and, one entry given up, stays in bullmq's failed set for inspection
-      const queue = new Queue(TOPIC, { connection: connect(false), prefix: config.redis.prefix });
+      const queue = new Queue(TOPIC, { connection: connect(false), prefix: prefix });
       try {
         const job = await waitFor('the job in the failed set', async () => {
           const j = await queue.getJob(jobIds[0]![0]!);
@@ -214,12 +221,13 @@ describe('delivery jobs that carry several outbox entries', () => {
         (await entries(ids)).every((e) => e.state === 'pending'),
         'the mark failed: still pending',
       );
-      assert.ok((await jobsCarrying(redis.url, config.redis.prefix, TOPIC, ids[0]!)).length === 1);
+      assert.ok((await jobsCarrying(redis.url, prefix, TOPIC, ids[0]!)).length === 1);
 
       // a new relay (the restarted process) reads the pending entries and hands them over again
       const more = variant === 'the same entries' ? [] : await add(3);
       const all = [...ids, ...more];
       const postsBefore = all.map((id) => receiver.posts.get(id) ?? 0);
+      receiver.delayMs = 300; // the two jobs run at once
       const second = await startRelay(store);
       const workers = startWorkers();
       try {
@@ -227,19 +235,15 @@ describe('delivery jobs that carry several outbox entries', () => {
           (await entries(all)).every((e) => e.state !== 'pending'),
           'handed over again',
         );
-        const jobs = new Set(
-          (await Promise.all(all.map((id) => jobsCarrying(redis.url, config.redis.prefix, TOPIC, id)))).flat(),
-        );
-        // the entries of the first job stay with it (the same entries: the same job id, which bullmq dropped;
-        // among others: the job that carries them is left alone); the others make a second job
+        const jobs = new Set((await Promise.all(all.map((id) => jobsCarrying(redis.url, prefix, TOPIC, id)))).flat());
+        // the same entries give the same job id, which bullmq dropped; among others, a second job
         assert.equal(jobs.size, more.length === 0 ? 1 : 2);
-        for (const id of all) assert.equal((await carriedBy(id)).length, 1, 'one job per entry');
         for (const e of await settled(all)) {
           assert.equal(e.state, 'delivered');
           assert.equal(e.attempts, 0);
         }
         for (const id of all) assert.equal(receiver.stored.get(id), 1, 'stored once');
-        // eight deliveries at a time, and still no record posted twice
+        // eight deliveries at a time, two jobs carrying five records, and still no record posted twice
         const posts = all.map((id, i) => (receiver.posts.get(id) ?? 0) - postsBefore[i]!);
         assert.deepEqual(
           posts,
@@ -247,6 +251,7 @@ describe('delivery jobs that carry several outbox entries', () => {
           'each record posted once',
         );
       } finally {
+        receiver.delayMs = 0;
         await second.relay.stop();
         await workers.close();
         await second.queues.close();
@@ -254,42 +259,46 @@ describe('delivery jobs that carry several outbox entries', () => {
     });
   }
 
-  it('queued entries handed over again by a relay that starts (a restart, for all it knows) keep their job', async () => {
-    const first = await startRelay(store);
-    const ids = await add(4);
-    // two hand-overs of two: a read of the four hands them over as one batch
-    for (const two of [ids.slice(0, 2), ids.slice(2)]) {
-      first.relay.wake(two.map((id) => ({ id, topic: TOPIC })));
-      await first.relay.idle();
-    }
-    await first.relay.stop();
-    await first.queues.close();
-    assert.ok((await entries(ids)).every((e) => e.state === 'queued'));
-    const jobs = await Promise.all(ids.map(carriedBy));
-    assert.equal(new Set(jobs.flat()).size, 2);
-    const postsBefore = ids.map((id) => receiver.posts.get(id) ?? 0);
-    const touched = (await entries(ids)).map((e) => e.updatedAt.getTime());
-
-    // its first connection counts as a Redis restart: every queued entry is handed over again
-    const second = await startRelay(store);
-    const workers = startWorkers();
+  it('entries waiting for a retry, handed over again by a relay that starts, wait for the retry of their job', async () => {
+    // a retry 30-60 s away: a second job that delivered them meanwhile would be seen
+    const slow = settings(60_000);
+    const workers = startWorkers(slow);
+    const first = await startRelay(store, slow);
+    let second: Awaited<ReturnType<typeof startRelay>> | undefined;
+    const queue = new Queue(TOPIC, { connection: connect(false), prefix });
     try {
-      assert.ok(
-        (await entries(ids)).every((e, i) => e.updatedAt.getTime() > touched[i]!),
-        'handed over again',
+      const ids = await add(4);
+      for (const id of ids) receiver.failTimes.set(id, 1);
+      // two hand-overs of two: a read of the four hands them over as one batch
+      for (const two of [ids.slice(0, 2), ids.slice(2)]) {
+        first.relay.wake(two.map((id) => ({ id, topic: TOPIC })));
+        await first.relay.idle();
+      }
+      await waitFor('each tried once, its job waiting for the retry', async () =>
+        (await entries(ids)).every((e) => e.state === 'queued' && e.attempts === 1),
       );
-      for (const [i, id] of ids.entries()) assert.deepEqual(await carriedBy(id), jobs[i], 'still its first job alone');
-      for (const e of await settled(ids)) assert.equal(e.state, 'delivered');
-      const posts = ids.map((id, i) => (receiver.posts.get(id) ?? 0) - postsBefore[i]!);
+      await first.relay.stop();
+
+      // a new relay: its first connection counts as a Redis restart, so it hands every queued entry over again
+      second = await startRelay(store, slow);
+      const again = await waitFor('the job of the four', () => queue.getJob(handOverJobId(ids)));
+      await waitFor('that job done', async () => ((await again.getState()) === 'completed' ? true : undefined));
+      const now = await entries(ids);
+      assert.ok(
+        now.every((e) => e.state === 'queued' && e.attempts === 1),
+        'left to the jobs that wait for their retry',
+      );
       assert.deepEqual(
-        posts,
+        ids.map((id) => receiver.posts.get(id)),
         ids.map(() => 1),
-        'each record posted once',
+        'not posted again before the retry',
       );
     } finally {
-      await second.relay.stop();
+      await queue.close();
+      await second?.relay.stop();
       await workers.close();
-      await second.queues.close();
+      await first.queues.close();
+      await second?.queues.close();
     }
   });
 });

@@ -92,20 +92,6 @@ describe('outbox relay: entries handed over as they are committed', () => {
     }
   });
 
-  it('an entry a read handed over, named by a wake afterwards, stays with the job of the read', async () => {
-    const early = await add();
-    relay.wake(); // a read: it finds the entry before the signDoc that wrote it names it
-    await relay.idle();
-    const [readJob] = await jobsCarrying(redis.url, config.redis.prefix, TOPIC, early);
-    assert.ok(readJob);
-    const late = await add();
-    relay.wake([early, late].map((id) => ({ id, topic: TOPIC })));
-    await relay.idle();
-    assert.deepEqual(await jobsCarrying(redis.url, config.redis.prefix, TOPIC, early), [readJob], 'one job for it');
-    assert.equal(await state(late), 'queued');
-    assert.equal((await jobsCarrying(redis.url, config.redis.prefix, TOPIC, late)).length, 1);
-  });
-
   it('an entry nobody names waits for a read: a wake without entries reads the outbox', async () => {
     const unnamed = await add();
     const named = await add();
