@@ -1,13 +1,24 @@
 /**
  * The delivery queues on Redis (bullmq): one queue per outbox topic (the topics are given by whoever wires
- * the delivery: mediation records and notifications, src/deliveries.ts), the outbox id as the job id. Every
- * call has its own timeout (with a Redis that was never reachable, bullmq's `add()` stays pending for ever),
- * and the connection never queues commands while Redis is away (enableOfflineQueue false), so callers learn
- * at once and the outbox keeps the entry.
+ * the delivery: mediation records and notifications, src/deliveries.ts). Every call has its own timeout (with
+ * a Redis that was never reachable, bullmq's `add()` stays pending for ever), and the connection never queues
+ * commands while Redis is away (enableOfflineQueue false), so callers learn at once and the outbox keeps the
+ * entry.
  *
- * Jobs carry only the outbox id; the payload stays in the store (notifications hold a user's sub, which has
- * no business in Redis). bullmq drops an add() whose job id exists, so handing an entry over twice is harmless.
+ * One job per hand-over: it carries the outbox ids of the entries the relay handed over together (one topic,
+ * at most the relay's batch), not their payload, which stays in the store (notifications hold a user's sub,
+ * which has no business in Redis). bullmq's client work is per job, so a job of many ids costs the process that
+ * signs a fraction per record of a job each. Retries and final states stay per entry (worker.ts).
+ *
+ * Handing an entry over twice must not let two jobs deliver it: a second job would retry it on a backoff of
+ * its own and could post it while the first does. The job id is derived from the ids (the same entries handed
+ * over again are dropped by bullmq); entries that end up in two jobs all the same (a read after a crash or a
+ * Redis restart groups them otherwise) are settled by the job that claims them first: a hash `carriers` maps
+ * each entry to the job that holds it, and a job delivers only the entries no other unfinished job holds
+ * (`claimEntries`, run by the worker at the start of each attempt, so the relay's hand-over costs no more).
+ * A Redis that lost a job lost, or no longer points to, what held its entries.
  */
+import { createHash } from 'node:crypto';
 import { isIP, connect as netConnect, Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { Queue, type JobsOptions } from 'bullmq';
@@ -18,8 +29,72 @@ import { hostLookup, type HostLookup } from '../util/host-lookup.ts';
 import { redisAddress, type RedisAddress } from '../util/redis-address.ts';
 
 export interface DeliveryJob {
-  /** the outbox id (mediation: the reference_id) */
-  readonly id: string;
+  /** the outbox ids of one hand-over, all of the queue's topic (mediation: the reference_ids) */
+  readonly ids: readonly string[];
+}
+
+/**
+ * The job id of a hand-over: a digest of its ids, in any order. Handing the same entries over again (a crash
+ * between the add and the outbox mark) gives the same id, which bullmq drops. bullmq refuses ids with `:` and
+ * all-digit ids: base64url has neither, and the prefix keeps the id from being all digits.
+ */
+export function handOverJobId(ids: readonly string[]): string {
+  return `h-${createHash('sha256')
+    .update([...ids].sort().join('\n'))
+    .digest('base64url')}`;
+}
+
+/** the hash of a topic: outbox id -> id of the job that holds it (see the head of this file) */
+export function carriersKey(prefix: string, topic: string): string {
+  return `${prefix}:${topic}:carriers`;
+}
+
+/**
+ * KEYS[1] the carriers hash; ARGV[1] the topic's job key prefix, ARGV[2] a job id, then outbox ids. Returns
+ * the ids that job may deliver, now held by it: those that no other job holds which Redis still has and has
+ * not finished (bullmq sets `finishedOn` on a completed job and on one given up, not between retries).
+ */
+const CLAIM = `local mine = {}
+for i = 3, #ARGV do
+  local holder = redis.call('HGET', KEYS[1], ARGV[i])
+  local job = holder and ARGV[1] .. holder
+  if holder == ARGV[2] or not holder or redis.call('EXISTS', job) == 0
+    or redis.call('HEXISTS', job, 'finishedOn') == 1 then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[2])
+    mine[#mine + 1] = ARGV[i]
+  end
+end
+return mine`;
+
+/** KEYS[1] the carriers hash; ARGV[1] a job id, then outbox ids: those the job holds are let go */
+const LET_GO = `for i = 2, #ARGV do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
+end
+return 0`;
+
+/** The entries of `ids` that job `jobId` holds, claimed now (see CLAIM); worker.ts calls it at each attempt. */
+export async function claimEntries(
+  redis: Redis,
+  config: Pick<Config, 'redis'>,
+  where: { topic: string; jobId: string },
+  ids: readonly string[],
+): Promise<string[]> {
+  const { prefix, commandTimeoutMs } = config.redis;
+  const jobs = `${prefix}:${where.topic}:`;
+  const claimed = redis.eval(CLAIM, 1, carriersKey(prefix, where.topic), jobs, where.jobId, ...ids);
+  return (await withTimeout(claimed, commandTimeoutMs, `queue ${where.topic}: claim`)) as string[];
+}
+
+/** Job `jobId` has settled these entries: it holds them no longer (the carriers hash keeps only live claims). */
+export async function letGoEntries(
+  redis: Redis,
+  config: Pick<Config, 'redis'>,
+  where: { topic: string; jobId: string },
+  ids: readonly string[],
+): Promise<void> {
+  const { prefix, commandTimeoutMs } = config.redis;
+  const done = redis.eval(LET_GO, 1, carriersKey(prefix, where.topic), where.jobId, ...ids);
+  await withTimeout(done, commandTimeoutMs, `queue ${where.topic}: let go`);
 }
 
 export class QueueTimeoutError extends Error {
@@ -188,12 +263,11 @@ export class DeliveryQueues {
     return queue;
   }
 
-  /** Adds one job per outbox entry (all of one topic), job id = outbox id. */
+  /** Adds one job carrying the ids of these outbox entries (all of one topic; the caller bounds how many). */
   async add(topic: string, ids: readonly string[]): Promise<void> {
-    const options = jobOptions(this.config);
-    const jobs = ids.map((id) => ({ name: topic, data: { id }, opts: { ...options, jobId: id } }));
+    const options = { ...jobOptions(this.config), jobId: handOverJobId(ids) };
     const queue = await this.queue(topic);
-    await withTimeout(queue.addBulk(jobs), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
+    await withTimeout(queue.add(topic, { ids }, options), this.config.redis.commandTimeoutMs, `queue ${topic}: add`);
   }
 
   /**

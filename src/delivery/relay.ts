@@ -5,25 +5,29 @@
  * touches nothing and tries again on the next tick: the entries wait in the store (spec 6.2: "persisted and
  * retried later").
  *
+ * A hand-over is one job carrying the ids of the entries it hands over (one topic, at most batchSize of them;
+ * queue.ts). Handing an entry over again is harmless: the same entries give the same job id, which bullmq
+ * drops, and an entry that ends up in a second job is delivered by one job only, the first that took it
+ * (worker.ts); the outbox's marks decide what is left to do.
+ *
  * Crash safety: an entry is marked queued only after Redis took the job. A process killed in between leaves
- * it pending, and the next pass hands it over again, which bullmq drops (same job id) or, if that job is long
- * gone, delivers again; the mediation service then refuses the duplicate reference_id, which counts as
- * delivered. No record is lost, none is stored twice.
+ * it pending, and the next pass hands it over again; if its first job is long gone, it is delivered again,
+ * and the mediation service then refuses the duplicate reference_id, which counts as delivered. No record is
+ * lost, none is stored twice.
  *
  * A Redis that restarts empty (no persistence, a failover) loses the jobs of queued entries. The relay
  * notices a restart by Redis's run_id, read after every (re)connect, and then hands every queued entry over
- * again at once: bullmq drops the jobs that still exist (same job id), the lost ones are queued anew. The
- * first connection of a process counts as a restart too (Redis may have restarted while we were not running).
- * delivery.requeueAfterMs remains the backstop for jobs lost without a restart (a FLUSHALL, say).
+ * again at once: an entry whose job still exists stays with it, the lost ones are delivered by the new jobs.
+ * The first connection of a process counts as a restart too (Redis may have restarted while we were not
+ * running). delivery.requeueAfterMs remains the backstop for jobs lost without a restart (a FLUSHALL, say).
  *
  * Entries handed over without reading them back: a signDoc that has just committed its mediation record
  * names it in wake(entries), and a pass that has nothing else to look for hands those ids to Redis and marks
  * them, sparing the event loop an outbox read per signDoc for rows whose ids we hold.
  * Every other pass reads the outbox as before: the timer's (every intervalMs, so nothing written by another
  * process or left by a failure waits longer than that), the first after a (re)connect, the one after a failed
- * pass, and a wake that names no entries. A read and a hand-over may both hand one entry over: Redis keeps
- * the job (or its completion, a day) under the entry's id and drops the second add, and the mark only moves
- * a pending or queued entry.
+ * pass, and a wake that names no entries. A read and a hand-over may both hand one entry over (see above),
+ * and the mark only moves a pending or queued entry.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Store } from '../store/types.ts';
@@ -244,7 +248,7 @@ export class OutboxRelay {
     return this.o.batchSize ?? 100;
   }
 
-  /** Adds the entries' jobs to Redis, then marks them queued: a crash in between leaves them pending. */
+  /** Adds a job carrying the entries to Redis, then marks them queued: a crash in between leaves them pending. */
   private async handOver(topic: string, ids: readonly string[]): Promise<void> {
     if (!this.o.queues.ready) throw new Error('Redis is not connected');
     await this.o.queues.add(topic, ids);

@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
 import type { HttpAgent as Agent } from '../../src/util/http-client.ts';
 import { referenceId } from '../../src/mediation/record.ts';
 import { httpRequest, jsonBody } from '../../src/util/http-client.ts';
@@ -27,6 +28,41 @@ export async function waitFor<T>(
     if (value) return value as NonNullable<T>;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/**
+ * The ids of the delivery jobs in Redis that carry outbox entry `id` (a job carries the ids of one hand-over,
+ * src/delivery/queue.ts), read from bullmq's job hashes.
+ */
+export async function jobsCarrying(redisUrl: string, prefix: string, topic: string, id: string): Promise<string[]> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  try {
+    const found: string[] = [];
+    for (const key of await redis.keys(`${prefix}:${topic}:h-*`)) {
+      if ((await redis.type(key)) !== 'hash') continue;
+      const data = await redis.hget(key, 'data');
+      const ids = data ? (JSON.parse(data) as { ids?: string[] }).ids : undefined;
+      if (ids?.includes(id)) found.push(key.slice(`${prefix}:${topic}:`.length));
+    }
+    return found;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** The outbox ids carried by the jobs bullmq holds as `delayed` (waiting for a retry) in a topic's queue. */
+export async function idsInDelayedJobs(redisUrl: string, prefix: string, topic: string): Promise<string[]> {
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+  try {
+    const ids: string[] = [];
+    for (const job of await redis.zrange(`${prefix}:${topic}:delayed`, '0', '-1')) {
+      const data = await redis.hget(`${prefix}:${topic}:${job}`, 'data');
+      if (data) ids.push(...((JSON.parse(data) as { ids?: string[] }).ids ?? []));
+    }
+    return ids;
+  } finally {
+    redis.disconnect();
   }
 }
 

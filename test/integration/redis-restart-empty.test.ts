@@ -9,7 +9,7 @@ import { rmSync } from 'node:fs';
 import type { HttpAgent } from '../../src/util/http-client.ts';
 import { join } from 'node:path';
 import { rpAgent } from '../../src/rp/http.ts';
-import { postSignDoc, referenceIdsOf, sha256b64, waitFor } from '../helpers/delivery.ts';
+import { idsInDelayedJobs, postSignDoc, referenceIdsOf, sha256b64, waitFor } from '../helpers/delivery.ts';
 import { authorize } from '../helpers/signing.ts';
 import { startEnvironment, type TestEnvironment } from '../helpers/environment.ts';
 
@@ -57,10 +57,11 @@ describe('Redis restarted empty while records are queued', () => {
       const entries = await Promise.all(ids.map((id) => store.getOutbox(id)));
       return entries.every((e) => e?.state === 'queued' && e.attempts === 1);
     });
-    await waitFor(
-      'the retries waiting in Redis',
-      async () => (await env.qtsp.delivery.status())['mediation']?.queue?.delayed === RECORDS,
-    );
+    // the jobs (one per hand-over, each carrying the ids of its records) wait in Redis for their retry
+    await waitFor('the retries waiting in Redis', async () => {
+      const waiting = new Set(await idsInDelayedJobs(env.redis.url, env.config.redis.prefix, 'mediation'));
+      return ids.every((id) => waiting.has(id));
+    });
 
     // Redis restarts without its data (as without persistence): the jobs are gone
     await local.stop();

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/load.ts';
 import { DeliveryQueues, redisConnection } from '../../src/delivery/queue.ts';
 import { OutboxRelay } from '../../src/delivery/relay.ts';
@@ -18,7 +18,7 @@ import { openSqliteStore } from '../../src/store/open.ts';
 import type { Store } from '../../src/store/types.ts';
 import { startRedisServer, type LocalRedis } from '../../src/util/redis-server.ts';
 import { pino } from 'pino';
-import { waitFor } from '../helpers/delivery.ts';
+import { jobsCarrying, waitFor } from '../helpers/delivery.ts';
 
 const TOPIC = 'mediation';
 
@@ -77,14 +77,7 @@ describe('outbox relay: entries handed over as they are committed', () => {
     return id;
   };
   const state = async (id: string) => (await store.getOutbox(id))!.state;
-  const jobExists = async (id: string) => {
-    const check = new Redis(redis.url, { maxRetriesPerRequest: 1 });
-    try {
-      return (await check.exists(`${config.redis.prefix}:${TOPIC}:${id}`)) === 1;
-    } finally {
-      check.disconnect();
-    }
-  };
+  const jobExists = async (id: string) => (await jobsCarrying(redis.url, config.redis.prefix, TOPIC, id)).length > 0;
 
   it('named entries go to Redis and are marked queued without an outbox read', async () => {
     const ids = [await add(), await add(), await add()];
