@@ -10,7 +10,7 @@
  * horizon() (journal-horizon.ts): no entry with a seq at or below it can commit later, on PostgreSQL too, where
  * identity values are handed out before their transactions commit.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Insertable, Selectable } from 'kysely';
 import { canonicalJson } from '../util/canonical-json.ts';
 import type { StoreAccess } from './access.ts';
@@ -50,11 +50,16 @@ export function encodeEntry(entry: JournalEntryInput): { body: string; leafHash:
     at: entry.at.toISOString(),
     data: entry.data,
   });
-  return { body, leafHash: createHash('sha256').update(body, 'utf8').digest('hex') };
+  return { body, leafHash: sha256Hex(body) };
 }
 
-/** SHA-256 in lowercase hex: how format 3 names an object that another row keeps (sha256sum prints it so) */
-export const sha256Hex = (bytes: Buffer | string): string => createHash('sha256').update(bytes).digest('hex');
+/**
+ * SHA-256 in lowercase hex (a string as its UTF-8 bytes): the leaf hash, and how format 3 names an object that
+ * another row keeps (sha256sum prints it so); node's one-shot hash, cheaper than a Hash object per value
+ */
+export function sha256Hex(bytes: Buffer | string): string {
+  return hash('sha256', bytes, 'hex');
+}
 
 /** a signature object's bytes from its Base64 as kept; undefined when that text is not canonical Base64 */
 export function signatureBytes(base64: string): Buffer | undefined {
