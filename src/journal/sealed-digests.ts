@@ -43,10 +43,13 @@ export function parseBody(entry: StoredJournalEntry): EntryBody | undefined {
   }
 }
 
-/** the digest of a signature kept as Base64; a text that is not canonical Base64 is no object's digest */
+/**
+ * the digest of a signature kept as Base64; a text that is not canonical Base64 is no object's digest (it
+ * compares equal only to the same text, as formats 1 and 2 compared the texts themselves)
+ */
 export function signatureDigest(base64: string): string {
   const bytes = signatureBytes(base64);
-  return bytes ? sha256Hex(bytes) : 'not canonical Base64';
+  return bytes ? sha256Hex(bytes) : `not canonical Base64: ${base64}`;
 }
 
 /** the digest of a revocationInfo (revocationInfoText), null without one */

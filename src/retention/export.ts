@@ -13,10 +13,15 @@
  * sealed, their RFC 4998 evidence records (.ers; .tsa2.ers under a second TSA's token), which outlive the
  * manifest's one time-stamp, and one record over both entries as a data group (docs/evidence.md).
  *
+ * Entries of format 3 name the JWT, the certificate, the signatures and the revocationInfo by SHA-256 alone:
+ * each file of those is checked against its sealed entry (journal/signing-objects.ts), and a signing.returned
+ * entry's revocationInfo is written as the bytes its digest covers.
+ *
  * Layout: signings/<created, UTC>-<certificate serial>/{signing.json, introspection.jwt, certificate.pem,
  * signature-<n>.p7s|.xml, journal-<seq>-<kind>.json|.ers|.tsa2.ers,
- * journal-<seq>-<seq>-signing.group.ers|.group.tsa2.ers}; journal/{batches.json, batch-<n>.tst|.tsa2.tst} (the chain of
- * batches sealed in the period, writeBatchChain); ca/<name>.pem; manifest.json; manifest.tsr.
+ * journal-<seq>-signing.returned.revocation-info.json, journal-<seq>-<seq>-signing.group.ers|.group.tsa2.ers};
+ * journal/{batches.json, batch-<n>.tst|.tsa2.tst} (the chain of batches sealed in the period, writeBatchChain);
+ * ca/<name>.pem; manifest.json; manifest.tsr.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
