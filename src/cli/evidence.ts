@@ -22,11 +22,13 @@ import type {
   Store,
   StoredCertificate,
   StoredDocument,
+  StoredJournalEntry,
 } from '../store/types.ts';
 import { toPem } from '../util/base64.ts';
 import { verifyStoredSignings } from '../trust/evidence-verify.ts';
 import { auditJournal, describeFinding } from '../journal/audit.ts';
 import { groupFileNames, groupRecordsOf, recordFileNames, recordsOf } from '../journal/records.ts';
+import { signingObjects } from '../journal/signing-objects.ts';
 import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import type { TokenTrust } from '../journal/token-trust.ts';
 import { journalTsaCertificates } from '../journal/tsa-chain.ts';
@@ -157,11 +159,64 @@ async function keptSignatures(store: Store, signings: readonly SigningTransactio
 }
 
 /**
+ * The objects a signing's format-3 entries name by their SHA-256 (journal/signing-objects.ts), from their rows,
+ * into `dir` beside the entries: the number of those that are not what their sealed entry says (said on stderr).
+ */
+function writeObjects(
+  dir: string,
+  signing: SigningTransaction,
+  certificate: StoredCertificate | undefined,
+  signatures: readonly StoredDocument[],
+  entries: readonly StoredJournalEntry[],
+): number {
+  const objects = signingObjects(signing, certificate, signatures, entries);
+  if (!objects.named) return 0; // formats 1 and 2 carry the objects in the entries themselves
+  for (const o of objects.files) {
+    writePrivateFile(join(dir, o.file), o.bytes);
+    process.stdout.write(`${join(dir, o.file)}\n`);
+  }
+  for (const d of objects.differs)
+    process.stderr.write(`${join(dir, d)}: not what its sealed journal entry says (qtsp evidence audit)\n`);
+  return objects.differs.length;
+}
+
+/** A signing's entries with their records, and the record over both entries as one data group (records.ts). */
+async function writeSigningRecords(store: Store, signing: SigningTransaction, dir: string, kept: StoredDocument[]) {
+  ensurePrivateDir(dir);
+  let pending = 0;
+  const records = await recordsOf(store, signing.certificateSerialHex);
+  for (const { entry, record, secondRecord } of records) {
+    const names = recordFileNames(entry);
+    writePrivateFile(join(dir, names.data), entry.body);
+    if (record) writePrivateFile(join(dir, names.record), record);
+    else pending++;
+    process.stdout.write(`${join(dir, record ? names.record : names.data)}\n`);
+    if (secondRecord) {
+      writePrivateFile(join(dir, names.secondRecord), secondRecord);
+      process.stdout.write(`${join(dir, names.secondRecord)}\n`);
+    }
+  }
+  for (const group of await groupRecordsOf(store, signing.certificateSerialHex)) {
+    const names = groupFileNames(group);
+    writePrivateFile(join(dir, names.record), group.record);
+    process.stdout.write(`${join(dir, names.record)}\n`);
+    if (group.secondRecord) {
+      writePrivateFile(join(dir, names.secondRecord), group.secondRecord);
+      process.stdout.write(`${join(dir, names.secondRecord)}\n`);
+    }
+  }
+  const certificate = await store.getCertificate(signing.certificateSerialHex);
+  const entries = records.map((r) => r.entry);
+  return { pending, differs: writeObjects(dir, signing, certificate, kept, entries) };
+}
+
+/**
  * `record TXN --out DIR`: for each signing of the txn, its journal entries (the data objects, canonical JSON)
  * and their RFC 4998 evidence records, as BouncyCastle's ERSEvidenceRecord or any RFC 4998 verifier reads them,
- * and the record over both entries as one data group.
+ * the record over both entries as one data group, and the objects the entries name by digest. 1 when one of
+ * those is not what its sealed entry says.
  */
-async function writeRecords(store: Store, txn: string, out: string | undefined): Promise<number> {
+async function writeRecords(store: Store, txn: string, out: string | undefined, trust: TokenTrust): Promise<number> {
   if (!out) {
     process.stderr.write(`--out DIR is required\n${USAGE}`);
     return 2;
@@ -172,34 +227,17 @@ async function writeRecords(store: Store, txn: string, out: string | undefined):
     return 1;
   }
   ensurePrivateDir(out);
+  const kept = await keptSignatures(store, signings);
   let pending = 0;
-  for (const signing of signings) {
-    const dir = join(out, signing.certificateSerialHex);
-    ensurePrivateDir(dir);
-    for (const { entry, record, secondRecord } of await recordsOf(store, signing.certificateSerialHex)) {
-      const names = recordFileNames(entry);
-      writePrivateFile(join(dir, names.data), entry.body);
-      if (record) writePrivateFile(join(dir, names.record), record);
-      else pending++;
-      process.stdout.write(`${join(dir, record ? names.record : names.data)}\n`);
-      if (secondRecord) {
-        writePrivateFile(join(dir, names.secondRecord), secondRecord);
-        process.stdout.write(`${join(dir, names.secondRecord)}\n`);
-      }
-    }
-    // one record over both entries of the signing, a data group (journal/records.ts)
-    for (const group of await groupRecordsOf(store, signing.certificateSerialHex)) {
-      const names = groupFileNames(group);
-      writePrivateFile(join(dir, names.record), group.record);
-      process.stdout.write(`${join(dir, names.record)}\n`);
-      if (group.secondRecord) {
-        writePrivateFile(join(dir, names.secondRecord), group.secondRecord);
-        process.stdout.write(`${join(dir, names.secondRecord)}\n`);
-      }
-    }
+  let differs = 0;
+  for (const [i, signing] of signings.entries()) {
+    const written = await writeSigningRecords(store, signing, join(out, signing.certificateSerialHex), kept[i]!);
+    pending += written.pending;
+    differs += written.differs;
   }
   if (pending > 0) process.stderr.write(`${pending} entry(ies) not sealed yet: no record until the next seal\n`);
-  return 0;
+  await writeTsaChain(store, trust, out);
+  return differs === 0 ? 0 : 1;
 }
 
 /**
@@ -317,9 +355,7 @@ export async function runEvidence(args: string[]): Promise<number> {
         return await show(store, txn, values.json);
       case 'record': {
         const trust = trustOrSay(config, values.root);
-        const written = trust ? await writeRecords(store, txn, values.out) : 1;
-        if (written === 0) await writeTsaChain(store, trust!, values.out!);
-        return written;
+        return trust ? await writeRecords(store, txn, values.out, trust) : 1;
       }
       case 'verify': {
         // re-checks the stored introspection JWT against the key the archive held at its iat

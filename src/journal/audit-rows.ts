@@ -9,17 +9,24 @@
  * - signings (an export hands them out): each transaction and signDoc certificate has its `signing.authorized`
  *   entry, and each such entry still has its transaction and certificate;
  * - kept signatures and their revocationInfo (a retry with the same SAD and the export hand them out): each
- *   is the one its `signing.returned` entry carries, and each signature that entry carries is still kept;
+ *   is the one its `signing.returned` entry carries (by SHA-256, as format 3 carries them; sealed-digests.ts),
+ *   and each signature that entry carries is still kept;
  * - renewals: each `evidence.renewed` entry's renewal is stored, as the entry describes it;
  * - seq ranges: an entry in no batch's range and below the unsealed tail (seq 0, -7, a gap) was never sealed.
  *
  * Rows of a store made by release 0.1, before the journal existed, dated before its first entry, are counted
  * and not judged: nothing sealed them.
  */
-import { createHash } from 'node:crypto';
 import type { JournalBatch, KeptDocument, Store, StoredJournalEntry } from '../store/types.ts';
-import { canonicalJson, type CanonicalValue } from '../util/canonical-json.ts';
+import { canonicalJson } from '../util/canonical-json.ts';
 import { sha256 } from './hash-tree.ts';
+import {
+  type EntryBody,
+  parseBody,
+  revocationInfoDigest,
+  sealedSignatures,
+  signatureDigest,
+} from './sealed-digests.ts';
 
 export type RowFinding =
   | { readonly kind: 'row'; readonly table: string; readonly key: string; readonly detail: string }
@@ -32,10 +39,11 @@ interface Revocation {
   readonly at: number;
 }
 
+/** a kept document as its signing.returned entry sealed it: SHA-256 (hex) of its signature and revocationInfo */
 interface Returned {
   readonly seq: number;
   readonly signature: string;
-  readonly revocation: string;
+  readonly revocation: string | null;
 }
 
 /** what the journal's entries say about the rows, by row key */
@@ -48,52 +56,27 @@ interface Journaled {
   first: Date | undefined;
 }
 
-interface Body {
-  readonly v?: number;
-  readonly kind: string;
-  readonly ref: string | null;
-  readonly at: string;
-  readonly data: Record<string, unknown>;
-}
-
-const digestOf = (value: CanonicalValue) => createHash('sha256').update(canonicalJson(value)).digest('base64');
-
-type RevocationInfo = { ocsp?: readonly string[]; crl?: readonly string[] } | null | undefined;
-
-/** a revocationInfo as the digest compares it: each list without repeats (the entry keeps each once) */
-function revocationDigest(info: RevocationInfo): string {
-  if (!info) return digestOf(null);
-  return digestOf({ ocsp: [...new Set(info.ocsp ?? [])], crl: [...new Set(info.crl ?? [])] });
-}
-
 const documentKey = (iss: string, txn: string, alg: string, hash: string) => canonicalJson([iss, txn, alg, hash]);
 
-/** a signing.returned entry's signatures; format 1 kept the revocationInfo with each, format 2 once */
-function noteReturned(journaled: Journaled, seq: number, data: Record<string, unknown>): void {
-  const { iss, txn, hashAlgorithmOid } = data as { iss: string; txn: string; hashAlgorithmOid: string };
-  const signatures = (data.signatures ?? []) as { hash: string; signature: string; revocation?: RevocationInfo }[];
-  for (const s of signatures) {
-    const revocation = 'revocation' in s ? s.revocation : (data.revocationInfo as RevocationInfo);
+/** a signing.returned entry's documents, their digests in any format (sealed-digests.ts) */
+function noteReturned(journaled: Journaled, seq: number, body: EntryBody): void {
+  const { iss, txn, hashAlgorithmOid } = body.data as { iss: string; txn: string; hashAlgorithmOid: string };
+  for (const s of sealedSignatures(body))
     journaled.returned.set(documentKey(iss, txn, hashAlgorithmOid, s.hash), {
       seq,
-      signature: digestOf(s.signature),
-      revocation: revocationDigest(revocation),
+      signature: s.signature,
+      revocation: s.revocationInfo,
     });
-  }
 }
 
 function note(journaled: Journaled, entry: StoredJournalEntry): void {
-  let body: Body;
-  try {
-    body = JSON.parse(entry.body.toString('utf8')) as Body;
-  } catch {
-    return; // bytes that do not parse are named by the entry checks
-  }
+  const body = parseBody(entry);
+  if (!body) return; // bytes that do not parse are named by the entry checks
   const at = new Date(body.at);
   if (!journaled.first || at < journaled.first) journaled.first = at;
   const { seq } = entry;
   if (body.kind === 'signing.authorized' && body.ref) journaled.authorized.set(body.ref, seq);
-  else if (body.kind === 'signing.returned') noteReturned(journaled, seq, body.data);
+  else if (body.kind === 'signing.returned') noteReturned(journaled, seq, body);
   else if (body.kind === 'certificate.revoked' && body.ref)
     journaled.revoked.set(body.ref, { seq, reason: String(body.data.reason), at: at.getTime() });
   else if (body.kind === 'evidence.renewed')
@@ -236,8 +219,10 @@ async function documentFindings(
       continue;
     }
     const differs = [
-      ...(sealed.signature === digestOf(d.signature) ? [] : ['signature']),
-      ...(sealed.revocation === revocationDigest(d.revocation && JSON.parse(d.revocation)) ? [] : ['revocationInfo']),
+      ...(sealed.signature === signatureDigest(d.signature) ? [] : ['signature']),
+      ...(sealed.revocation === revocationInfoDigest(d.revocation && JSON.parse(d.revocation))
+        ? []
+        : ['revocationInfo']),
     ];
     if (differs.length > 0)
       findings.push(row('signed_documents', name(d), `differs from entry ${sealed.seq}: ${differs.join(', ')}`));

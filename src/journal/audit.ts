@@ -11,7 +11,8 @@
  *   leaf of another seq); deleted (gone, no tombstone); purged by policy (gone, a retention tombstone with
  *   that leaf hash); inserted (in a sealed range without a leaf, or recorded at a time before the batch ahead
  *   of it was sealed, which an entry written then would have been part of);
- * - signing evidence rows against their sealed entry (the introspection JWT, the digests, the certificate);
+ * - signing evidence rows against their sealed entry (the introspection JWT and the certificate by their
+ *   SHA-256, the consented digests);
  * - each RFC 4998 renewal (renewal.ts): its root, its token, and its leaves recomputed from the batches, the
  *   renewals before it and the entries present;
  * - the rows the service hands out (certificate status, signings, kept signatures, renewals) against the
@@ -32,6 +33,8 @@ import { nodeHash, sha256, treeRoot } from './hash-tree.ts';
 import { rowFindings, type RowFinding } from './audit-rows.ts';
 import { allBatches, currentChains, intactGroups, timeStampLeaves } from './renewal.ts';
 import { batchLeaves, signingGroupHash } from './seal.ts';
+import { parseBody, sealedAuthorized } from './sealed-digests.ts';
+import { sha256Hex } from '../store/journal.ts';
 import {
   type KnownTsaCertificate,
   knownTsaCertificates,
@@ -278,19 +281,21 @@ async function entryFindings(
 const backDated = (at: Date, sealedAt: Date) =>
   `recorded at ${at.toISOString()}, before the batch ahead of it was sealed (${sealedAt.toISOString()})`;
 
-/** A signing's evidence rows against its sealed signing.authorized entry. */
+/**
+ * A signing's evidence rows against its sealed signing.authorized entry: the consented digests as sealed, the
+ * introspection JWT and the certificate by their SHA-256 (sealed-digests.ts, any format).
+ */
 async function evidenceFindings(store: Store, entry: StoredJournalEntry, batch: number): Promise<Finding[]> {
-  if (entry.kind !== 'signing.authorized' || !entry.ref) return [];
-  const sealed = JSON.parse(entry.body.toString('utf8')) as {
-    data: { txn: string; introspectionJwt: string; hashes: string[]; certificate: string };
-  };
-  const signing = (await store.getTransaction(sealed.data.txn)).find((t) => t.certificateSerialHex === entry.ref);
+  const body = entry.kind === 'signing.authorized' && entry.ref ? parseBody(entry) : undefined;
+  if (!body) return [];
+  const sealed = sealedAuthorized(body);
+  const signing = (await store.getTransaction(sealed.txn)).find((t) => t.certificateSerialHex === entry.ref);
   if (!signing) return []; // purged with its entry, or a deletion the entry's own check names
-  const certificate = await store.getCertificate(entry.ref);
+  const certificate = await store.getCertificate(entry.ref!);
   const differs: string[] = [];
-  if (signing.introspectionJwt !== sealed.data.introspectionJwt) differs.push('introspection JWT');
-  if (JSON.stringify(signing.hashes) !== JSON.stringify(sealed.data.hashes)) differs.push('consented digests');
-  if (certificate && certificate.der.toString('base64') !== sealed.data.certificate) differs.push('certificate');
+  if (sha256Hex(signing.introspectionJwt) !== sealed.introspectionJwt) differs.push('introspection JWT');
+  if (JSON.stringify(signing.hashes) !== JSON.stringify(sealed.hashes)) differs.push('consented digests');
+  if (certificate && sha256Hex(certificate.der) !== sealed.certificate) differs.push('certificate');
   if (differs.length === 0) return [];
   return [
     {

@@ -13,10 +13,15 @@
  * sealed, their RFC 4998 evidence records (.ers; .tsa2.ers under a second TSA's token), which outlive the
  * manifest's one time-stamp, and one record over both entries as a data group (docs/evidence.md).
  *
+ * Entries of format 3 name the JWT, the certificate, the signatures and the revocationInfo by SHA-256 alone:
+ * each file of those is checked against its sealed entry (journal/signing-objects.ts), and a signing.returned
+ * entry's revocationInfo is written as the bytes its digest covers.
+ *
  * Layout: signings/<created, UTC>-<certificate serial>/{signing.json, introspection.jwt, certificate.pem,
  * signature-<n>.p7s|.xml, journal-<seq>-<kind>.json|.ers|.tsa2.ers,
- * journal-<seq>-<seq>-signing.group.ers|.group.tsa2.ers}; journal/{batches.json, batch-<n>.tst|.tsa2.tst} (the chain of
- * batches sealed in the period, writeBatchChain); ca/<name>.pem; manifest.json; manifest.tsr.
+ * journal-<seq>-signing.returned.revocation-info.json, journal-<seq>-<seq>-signing.group.ers|.group.tsa2.ers};
+ * journal/{batches.json, batch-<n>.tst|.tsa2.tst} (the chain of batches sealed in the period, writeBatchChain);
+ * ca/<name>.pem; manifest.json; manifest.tsr.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync } from 'node:fs';
@@ -30,6 +35,7 @@ import { ensurePrivateDir, writePrivateFile } from '../util/private-files.ts';
 import { signaturesOf } from './signatures.ts';
 import { batchHeader } from '../journal/anchor.ts';
 import { groupFileNames, groupRecordsOf, recordFileNames, recordsOf } from '../journal/records.ts';
+import { signingObjects } from '../journal/signing-objects.ts';
 
 export const ARCHIVE_FORMAT = 'qtsp-evidence-archive/1';
 const PAGE = 200;
@@ -57,6 +63,8 @@ export interface ExportSummary {
   readonly signings: number;
   readonly signatures: number;
   readonly files: number;
+  /** objects written as the store holds them that are not what their sealed journal entry says */
+  readonly differs: readonly string[];
 }
 
 /** Writes the archive's files, each recorded for the manifest. */
@@ -77,29 +85,37 @@ const compactTime = (d: Date) =>
     .toISOString()
     .replace(/[-:]/g, '')
     .replace(/\.\d+Z$/, 'Z');
-/** XAdES signature objects are XML; CAdES and PAdES ones are CMS (DER) */
-const signatureExtension = (format: string) => (format === 'X' ? 'xml' : 'p7s');
-
-/** One signing: its JWT, certificate, kept signatures and what the store held. The signatures it wrote. */
+/**
+ * One signing: its JWT, certificate, kept signatures and what the store held, its journal entries with their
+ * records, and what a format-3 entry names by digest (journal/signing-objects.ts). The signatures it wrote, and
+ * each object that is not what its sealed entry says.
+ */
 async function writeSigning(
   store: Store,
   archive: ArchiveWriter,
   signing: SigningTransaction,
   consentOf: (s: SigningTransaction) => Promise<{ signings: SigningTransaction[]; documents: StoredDocument[] }>,
   renewals: readonly JournalRenewal[],
-): Promise<number> {
+): Promise<{ signatures: number; differs: string[] }> {
   const dir = `signings/${compactTime(signing.createdAt)}-${signing.certificateSerialHex}`;
   const consent = await consentOf(signing);
   const signatures = signaturesOf(signing, consent.signings, consent.documents);
   const certificate = await store.getCertificate(signing.certificateSerialHex);
-  archive.write(`${dir}/introspection.jwt`, signing.introspectionJwt);
-  if (certificate) archive.write(`${dir}/certificate.pem`, toPem(certificate.der, 'CERTIFICATE'));
-  const extension = signatureExtension(signing.signatureFormat);
-  const kept = signatures.map((d, i) => {
-    const file = `signature-${i + 1}.${extension}`;
-    archive.write(`${dir}/${file}`, Buffer.from(d.signature!, 'base64'));
-    return { file, hash: d.hash, signedAt: d.signedAt, requestKey: d.requestKey, revocation: d.revocation };
-  });
+  const records = await recordsOf(store, signing.certificateSerialHex, renewals);
+  const objects = signingObjects(
+    signing,
+    certificate,
+    signatures,
+    records.map((r) => r.entry),
+  );
+  for (const o of objects.files) archive.write(`${dir}/${o.file}`, o.bytes);
+  const kept = signatures.map((d, i) => ({
+    file: objects.signatures[i]!,
+    hash: d.hash,
+    signedAt: d.signedAt,
+    requestKey: d.requestKey,
+    revocation: d.revocation,
+  }));
   const { introspectionJwt: _jwt, ...fields } = signing;
   const record = {
     ...fields,
@@ -109,7 +125,7 @@ async function writeSigning(
   };
   archive.write(`${dir}/signing.json`, `${JSON.stringify(record, null, 2)}\n`);
   // the journal entries of the signing with their RFC 4998 evidence records (journal/records.ts)
-  for (const { entry, record: ers, secondRecord } of await recordsOf(store, signing.certificateSerialHex, renewals)) {
+  for (const { entry, record: ers, secondRecord } of records) {
     const names = recordFileNames(entry);
     archive.write(`${dir}/${names.data}`, entry.body);
     if (ers) archive.write(`${dir}/${names.record}`, ers);
@@ -120,7 +136,7 @@ async function writeSigning(
     archive.write(`${dir}/${names.record}`, group.record);
     if (group.secondRecord) archive.write(`${dir}/${names.secondRecord}`, group.secondRecord);
   }
-  return kept.length;
+  return { signatures: kept.length, differs: objects.differs.map((d) => `${dir}/${d}`) };
 }
 
 /**
@@ -206,16 +222,21 @@ export async function exportEvidence(store: Store, options: ExportOptions): Prom
   const renewals = await store.journal.renewals(); // read once: every record carries those covering it
   let signings = 0;
   let signatures = 0;
+  const differs: string[] = [];
   let after: SigningTransaction | undefined;
   for (;;) {
     const page = await store.signingsBetween(options.from, options.to, PAGE, after);
-    for (const signing of page) signatures += await writeSigning(store, archive, signing, consentOf, renewals);
+    for (const signing of page) {
+      const written = await writeSigning(store, archive, signing, consentOf, renewals);
+      signatures += written.signatures;
+      differs.push(...written.differs);
+    }
     signings += page.length;
     after = page.at(-1);
     if (page.length < PAGE) break;
   }
   await writeBatchChain(store, archive, options.from, options.to);
-  const counts = { signings, signatures, files: archive.files.length + 2 };
+  const counts = { signings, signatures, files: archive.files.length + 2, differs };
   await sealManifest(archive, options, counts);
   await store.journal.append({
     kind: 'evidence.exported',

@@ -10,7 +10,7 @@
  * horizon() (journal-horizon.ts): no entry with a seq at or below it can commit later, on PostgreSQL too, where
  * identity values are handed out before their transactions commit.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Insertable, Selectable } from 'kysely';
 import { canonicalJson } from '../util/canonical-json.ts';
 import type { StoreAccess } from './access.ts';
@@ -35,9 +35,10 @@ import type {
 
 /**
  * the version of the entries' layout, inside every body; 2: signing.returned carries its response's
- * revocationInfo once, not once per signature (docs/evidence.md)
+ * revocationInfo once, not once per signature; 3: the signing entries carry the SHA-256 of the JWT, the
+ * certificate, the signatures and the revocationInfo, which their rows keep (docs/evidence.md)
  */
-export const JOURNAL_FORMAT = 2;
+export const JOURNAL_FORMAT = 3;
 const LEAF_BYTES = 8 + 32;
 
 /** The one encoding of an entry: canonical JSON of {v, kind, ref, at, data}. */
@@ -49,7 +50,32 @@ export function encodeEntry(entry: JournalEntryInput): { body: string; leafHash:
     at: entry.at.toISOString(),
     data: entry.data,
   });
-  return { body, leafHash: createHash('sha256').update(body, 'utf8').digest('hex') };
+  return { body, leafHash: sha256Hex(body) };
+}
+
+/**
+ * SHA-256 in lowercase hex (a string as its UTF-8 bytes): the leaf hash, and how format 3 names an object that
+ * another row keeps (sha256sum prints it so); node's one-shot hash, cheaper than a Hash object per value
+ */
+export function sha256Hex(bytes: Buffer | string): string {
+  return hash('sha256', bytes, 'hex');
+}
+
+/** a signature object's bytes from its Base64 as kept; undefined when that text is not canonical Base64 */
+export function signatureBytes(base64: string): Buffer | undefined {
+  const bytes = Buffer.from(base64, 'base64');
+  return bytes.toString('base64') === base64 ? bytes : undefined;
+}
+
+type RevocationInfo = { readonly ocsp?: readonly string[]; readonly crl?: readonly string[] } | null | undefined;
+
+/**
+ * The bytes format 3 hashes for a revocationInfo: canonical JSON of {crl, ocsp}, each distinct value once in
+ * the order first met (as format 2 carried it); null when there is none.
+ */
+export function revocationInfoText(info: RevocationInfo): string | null {
+  if (!info) return null;
+  return canonicalJson({ ocsp: [...new Set(info.ocsp ?? [])], crl: [...new Set(info.crl ?? [])] });
 }
 
 /** signDoc step 6: why we sign (the bank-signed introspection answer, the consented digests, the certificate) */
@@ -65,19 +91,22 @@ export function signingAuthorizedEntry(input: RecordSigningInput): JournalEntryI
       sub: t.sub,
       clientId: t.clientId,
       clientState: t.clientState,
-      introspectionJwt: t.introspectionJwt,
+      introspectionJwtSha256: sha256Hex(t.introspectionJwt),
       hashAlgorithmOid: t.hashAlgorithmOid,
       hashes: [...t.hashes],
       signatureFormat: t.signatureFormat,
       conformanceLevel: t.conformanceLevel,
       keySource: t.keySource,
       keyCustody: t.keyCustody,
-      certificate: input.certificate.der.toString('base64'),
+      certificateSha256: sha256Hex(input.certificate.der),
     },
   };
 }
 
-/** signDoc step 10: the signatures returned for a claim's documents, and the revocationInfo returned with them */
+/**
+ * signDoc step 10: the signatures returned for a claim's documents and the revocationInfo returned with them,
+ * each by its SHA-256 (the kept rows hold them)
+ */
 export function signingReturnedEntry(input: {
   readonly iss: string;
   readonly txn: string;
@@ -86,6 +115,7 @@ export function signingReturnedEntry(input: {
   readonly signatures: readonly KeptSignature[];
   readonly at: Date;
 }): JournalEntryInput {
+  const revocationInfo = revocationInfoText(keptRevocationInfo(input.signatures));
   return {
     kind: 'signing.returned',
     ref: input.evidenceSerialHex,
@@ -94,8 +124,11 @@ export function signingReturnedEntry(input: {
       iss: input.iss,
       txn: input.txn,
       hashAlgorithmOid: input.hashAlgorithmOid,
-      signatures: input.signatures.map((s) => ({ hash: s.hash, signature: s.signature })),
-      revocationInfo: keptRevocationInfo(input.signatures),
+      signatures: input.signatures.map((s) => ({
+        hash: s.hash,
+        signatureSha256: sha256Hex(Buffer.from(s.signature, 'base64')),
+      })),
+      revocationInfoSha256: revocationInfo === null ? null : sha256Hex(revocationInfo),
     },
   };
 }

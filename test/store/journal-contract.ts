@@ -60,12 +60,15 @@ export function registerJournalContract(name: string, factory: StoreFactory): vo
       for (const e of entries) assert.deepEqual(e.leafHash, sha256(e.body), 'leaf hash = SHA-256 of the body');
       const authorized = parsed(entries[0]!.body);
       assert.equal(authorized.ref, serial);
-      assert.equal(authorized.data.introspectionJwt, input.transaction.introspectionJwt);
+      // format 3: the SHA-256 (hex) of what the rows keep, not copies of it
+      const hex = (bytes: Buffer | string) => createHash('sha256').update(bytes).digest('hex');
+      assert.equal(authorized.data.introspectionJwtSha256, hex(input.transaction.introspectionJwt));
       assert.deepEqual(authorized.data.hashes, input.transaction.hashes);
-      assert.equal(authorized.data.certificate, input.certificate.der.toString('base64'));
+      assert.equal(authorized.data.certificateSha256, hex(input.certificate.der));
       const returned = parsed(entries[1]!.body).data;
-      assert.deepEqual(returned.signatures, [{ hash, signature: signature.signature }]);
-      assert.equal(returned.revocationInfo, null, 'a B-B signature returned no revocationInfo');
+      const bytes = Buffer.from(signature.signature, 'base64');
+      assert.deepEqual(returned.signatures, [{ hash, signatureSha256: hex(bytes) }]);
+      assert.equal(returned.revocationInfoSha256, null, 'a B-B signature returned no revocationInfo');
       assert.ok(entries[1]!.seq > entries[0]!.seq);
     });
 
