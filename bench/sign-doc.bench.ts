@@ -547,7 +547,7 @@ const idleLines: string[] = [];
 /**
  * The QTSP's CPU per second over IDLE_SECONDS without calls (its timers, its threads' polls, the relay's reads,
  * the checkpoints, V8's idle work), once the collections after the warm-up are done. A row at R calls/s carries
- * about this divided by R per call: the latency-bound B-LT and B-LTA rows, at a few calls a second, most.
+ * about this divided by R per call: the slowest rows most.
  */
 async function watchIdle(what: string, pid: number): Promise<void> {
   if (IDLE_SECONDS <= 0) return;
@@ -563,7 +563,7 @@ async function watchIdle(what: string, pid: number): Promise<void> {
   const total = perSecond.reduce((sum, [, ms]) => sum + ms, 0);
   const parts = perSecond.map(([name, ms]) => `${name} ${f(ms, 2)}`).join(', ');
   idleLines.push(
-    `  ${what}: ${f(total, 2)} ms CPU per second without calls (${IDLE_SECONDS} s, from ${IDLE_SECONDS / 2} s after the warm-up): ${parts}; at 8 calls/s that is ${f(total / 8, 3)} ms per call`,
+    `  ${what}: ${f(total, 2)} ms CPU per second without calls (${IDLE_SECONDS} s, from ${IDLE_SECONDS / 2} s after the warm-up): ${parts}; at 100 calls/s that is ${f(total / 100, 3)} ms per call`,
   );
 }
 
