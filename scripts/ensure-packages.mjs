@@ -58,7 +58,10 @@ const PACKAGES = {
     present: () => existsSync('/usr/share/java/bcpkix.jar'),
     why: 'tests: BouncyCastle checks our RFC 4998 evidence records (test/oracles/ErsChecker.java)',
   },
-  'default-jdk-headless': { present: () => onPath('java'), why: 'tests: runs the BouncyCastle evidence-record check' },
+  'default-jdk-headless': {
+    present: () => onPath('java') && onPath('javac'),
+    why: 'tests: compiles and runs the BouncyCastle evidence-record check',
+  },
   faketime: {
     present: () => onPath('faketime'),
     why: 'tests: the service and the validators with the clock moved years on (libfaketime)',

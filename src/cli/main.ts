@@ -17,13 +17,6 @@
  *   qtsp notify --txn --message-file   queue an end-user notification (spec 6.3)
  */
 import { ConfigError } from '../config/load.ts';
-import { runEvidence } from './evidence.ts';
-import { runMediation } from './mediation.ts';
-import { runNotify } from './notify.ts';
-import { runWorker } from './worker.ts';
-import { runDev, runSandbox, runServe } from './serve.ts';
-import { runPki } from './pki.ts';
-import { runSign } from './sign.ts';
 
 const USAGE = `usage:
   qtsp dev [--clients FILE] [--client JSON]
@@ -74,25 +67,27 @@ const USAGE = `usage:
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  // each command's module loaded when it runs: a command starts without compiling the others' dependencies
+  // (the signDoc schema, the sandbox, the queue clients)
   switch (command) {
     case 'dev':
-      return runDev(rest);
+      return (await import('./serve.ts')).runDev(rest);
     case 'serve':
-      return runServe(rest);
+      return (await import('./serve.ts')).runServe(rest);
     case 'sandbox':
-      return runSandbox(rest);
+      return (await import('./serve.ts')).runSandbox(rest);
     case 'pki':
-      return runPki(rest);
+      return (await import('./pki.ts')).runPki(rest);
     case 'sign':
-      return runSign(rest);
+      return (await import('./sign.ts')).runSign(rest);
     case 'evidence':
-      return runEvidence(rest);
+      return (await import('./evidence.ts')).runEvidence(rest);
     case 'worker':
-      return runWorker(rest);
+      return (await import('./worker.ts')).runWorker(rest);
     case 'mediation':
-      return runMediation(rest);
+      return (await import('./mediation.ts')).runMediation(rest);
     case 'notify':
-      return runNotify(rest);
+      return (await import('./notify.ts')).runNotify(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -6,7 +6,6 @@
 import { createHash } from 'node:crypto';
 import { SHA256 } from '../../src/crypto/algorithms.ts';
 import { authorizeSigning, callSignDoc, signDocRequest, type RpEndpoints } from '../../src/rp/flow.ts';
-import { signPdfs } from '../../src/rp/pades.ts';
 
 interface RpRequest {
   readonly endpoints: RpEndpoints;
@@ -22,6 +21,8 @@ const r = JSON.parse(process.argv[2] ?? '{}') as RpRequest;
 const document = Buffer.from(r.document, 'base64');
 let result: unknown;
 if (r.format === 'P') {
+  // the PDF modules only for a PDF: most calls sign CAdES or XAdES, each in a process of its own
+  const { signPdfs } = await import('../../src/rp/pades.ts');
   const signed = await signPdfs(r.endpoints, {
     pdfs: [document],
     labels: ['document.pdf'],

@@ -393,9 +393,14 @@ describe('item 7: connection limits', () => {
         s.on('error', () => undefined);
       });
     const plain = (target: URL) => () => net.connect({ host: target.hostname, port: Number(target.port) });
-    assert.equal(await closedByServer(plain(url)), true, 'no TLS hello at all');
-    const tlsClosed = await closedByServer(() => tls.connect({ host: url.hostname, port: Number(url.port), ...rpTls }));
+    // the three connections at once: each is its own, and each waits out the same timeout
+    const [plainClosed, tlsClosed, publicationClosed] = await Promise.all([
+      closedByServer(plain(url)),
+      closedByServer(() => tls.connect({ host: url.hostname, port: Number(url.port), ...rpTls })),
+      closedByServer(plain(new URL(env.qtsp.publicationUrl))),
+    ]);
+    assert.equal(plainClosed, true, 'no TLS hello at all');
     assert.equal(tlsClosed, true, 'handshake done, no request');
-    assert.equal(await closedByServer(plain(new URL(env.qtsp.publicationUrl))), true, 'plain HTTP, nothing sent');
+    assert.equal(publicationClosed, true, 'plain HTTP, nothing sent');
   });
 });
