@@ -106,6 +106,9 @@ const UNDICI_TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOU
  */
 function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse> {
   const origin = target.origin;
+  // the deadline on the monotonic clock too: a process frozen across it (SIGSTOP) may read the answer waiting in
+  // its socket before its timer runs, and that answer is as late as one read after the timer
+  const deadline = performance.now() + options.timeoutMs;
   return new Promise((resolve, reject) => {
     let settled = false;
     let body: ResponseBody | undefined;
@@ -114,6 +117,7 @@ function attempt(target: URL, options: HttpRequestOptions): Promise<HttpResponse
       settled = true;
       clearTimeout(timer);
       if (err) reject(err);
+      else if (performance.now() > deadline) reject(timedOut());
       else resolve(res!);
     };
     const timedOut = () => new HttpTimeoutError(`no answer from ${origin} within ${options.timeoutMs} ms`);
