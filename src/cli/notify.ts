@@ -11,9 +11,25 @@ import { openStore } from '../store/open.ts';
 
 const USAGE = 'usage: qtsp notify --txn TXN --message-file FILE [--iss ISS]\n';
 
+/**
+ * The AS chooses txn values (the sandbox's are base64url, and one in 64 starts with '-'), so the word after
+ * --txn is the txn whatever it starts with, unless it is a long option (then the txn is missing).
+ */
+function txnAsValue(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const next = args[i + 1];
+    if (args[i] === '--txn' && next !== undefined && !next.startsWith('--')) {
+      out.push(`--txn=${next}`);
+      i++;
+    } else out.push(args[i]!);
+  }
+  return out;
+}
+
 export async function runNotify(args: string[]): Promise<number> {
   const { values } = parseArgs({
-    args,
+    args: txnAsValue(args),
     options: { txn: { type: 'string' }, 'message-file': { type: 'string' }, iss: { type: 'string' } },
   });
   if (!values.txn || !values['message-file']) {

@@ -143,6 +143,10 @@ describe('qtsp notify', () => {
     );
     assert.equal(res.code, 1);
     assert.match(res.output, /no signature was created under txn no-such-txn/);
+    // base64url txn values may start with '-': still the txn, not an option
+    const dashed = await qtsp(['notify', '--txn', '-Zq1x', '--message-file', join(work, 'message.txt')], childEnv(env));
+    assert.equal(dashed.code, 1, dashed.output);
+    assert.match(dashed.output, /no signature was created under txn -Zq1x/);
   });
 });
 
