@@ -16,6 +16,7 @@ import { createHash, verify, X509Certificate } from 'node:crypto';
 import * as asn1js from 'asn1js';
 import * as pkijs from 'pkijs';
 import { digest, hashByOid, SHA256 } from '../crypto/algorithms.ts';
+import { sha256Hex } from '../store/journal.ts';
 import type { Store } from '../store/types.ts';
 import { partsOf } from '../util/der.ts';
 
@@ -152,8 +153,6 @@ function keyUsageEnd(der: Buffer, days: number): Date {
   }
   return new Date(certificate.notBefore.value.getTime() + days * DAY_MS);
 }
-
-const sha256Hex = (der: Buffer) => createHash('sha256').update(der).digest('hex');
 
 /** `der` is certified by `issuer` (name and signature) */
 const issuedBy = (der: X509Certificate, issuer: X509Certificate) =>
