@@ -42,8 +42,13 @@ export type Outcome =
 const PREPARED_CACHE = 256;
 
 /**
- * Runs a batch of writes in one IMMEDIATE transaction (one fsync), each in its own savepoint. Returns each
- * write's outcome; throws when the commit itself failed (then nothing of the batch is on disk).
+ * Runs a batch of writes in one IMMEDIATE transaction (one fsync). Returns each write's outcome; throws when the
+ * commit itself failed (then nothing of the batch is on disk).
+ *
+ * A write fails rarely (a guard that refuses a claim taken over, a full disk), so the batch first runs every
+ * write straight in the transaction: a savepoint per write makes SQLite copy each page a write touches first
+ * into its sub-journal. Only when a write fails is the whole transaction rolled back and the batch run again
+ * with a savepoint per write, so that the failing write rolls back alone and rejects only its caller.
  */
 export function runBatch(
   db: Database.Database,
@@ -59,9 +64,50 @@ export function runBatch(
     }
     return s;
   };
-  const one = db.transaction((statements: readonly Statement[]) =>
-    statements.map((s) => statement(s.sql).run(s.parameters as unknown[]).changes),
-  );
+  const run = (statements: readonly Statement[]) =>
+    statements.map((s) => statement(s.sql).run(s.parameters as unknown[]).changes);
+  const straight = runStraight(db, writes, run);
+  if (!('failed' in straight)) return straight;
+  // a batch of one write: its failure is the outcome; else find the failing write among the others
+  return writes.length === 1 ? [{ ok: false, error: straight.failed }] : runIsolated(db, writes, run);
+}
+
+/** A write's error, carried out of the transaction it rolled back. */
+class WriteFailed {
+  constructor(readonly error: unknown) {}
+}
+
+/** every write straight in one transaction: their outcomes, or the error of the one that failed (nothing committed) */
+function runStraight(
+  db: Database.Database,
+  writes: readonly (readonly Statement[])[],
+  run: (statements: readonly Statement[]) => number[],
+): Outcome[] | { readonly failed: unknown } {
+  try {
+    return db
+      .transaction(() =>
+        writes.map((statements): Outcome => {
+          try {
+            return { ok: true, changes: run(statements) };
+          } catch (error) {
+            throw new WriteFailed(error ?? new Error('write failed')); // rolls the whole transaction back
+          }
+        }),
+      )
+      .immediate();
+  } catch (err) {
+    if (err instanceof WriteFailed) return { failed: err.error };
+    throw err; // the commit itself failed
+  }
+}
+
+/** each write in its own savepoint: one failing write rolls back alone */
+function runIsolated(
+  db: Database.Database,
+  writes: readonly (readonly Statement[])[],
+  run: (statements: readonly Statement[]) => number[],
+): Outcome[] {
+  const one = db.transaction(run);
   const outcomes: Outcome[] = [];
   db.transaction(() => {
     for (const statements of writes) {
