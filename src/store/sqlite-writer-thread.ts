@@ -64,7 +64,7 @@ async function startCheckpoints(db: Database.Database, file: string): Promise<()
 function commit(db: Database.Database, jobs: readonly Job[], prepared: Map<string, Database.Statement>): void {
   const relaxed = jobs.every((j) => j.durability === 'ordered');
   try {
-    if (relaxed) db.pragma('synchronous = NORMAL');
+    if (relaxed) synchronous(db, 'NORMAL');
     const outcomes = runBatch(
       db,
       jobs.map((j) => j.statements),
@@ -84,8 +84,20 @@ function commit(db: Database.Database, jobs: readonly Job[], prepared: Map<strin
       results: jobs.map((job) => ({ id: job.id, ok: false as const, error: plainError(err) })),
     });
   } finally {
-    if (relaxed) db.pragma('synchronous = FULL');
+    if (relaxed) synchronous(db, 'FULL');
   }
+}
+
+/** the two PRAGMA synchronous statements, prepared once (db.pragma prepares its text on every call) */
+const synchronousStatements = new WeakMap<Database.Database, Record<'NORMAL' | 'FULL', Database.Statement>>();
+
+function synchronous(db: Database.Database, level: 'NORMAL' | 'FULL'): void {
+  let statements = synchronousStatements.get(db);
+  if (!statements) {
+    statements = { NORMAL: db.prepare('PRAGMA synchronous = NORMAL'), FULL: db.prepare('PRAGMA synchronous = FULL') };
+    synchronousStatements.set(db, statements);
+  }
+  statements[level].run();
 }
 
 /** Takes the main thread's writes in batches until it asks to close; then commits what is left and closes. */
