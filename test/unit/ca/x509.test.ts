@@ -12,6 +12,7 @@ import {
   keyIdentifier,
   nameText,
   OID,
+  randomSerial,
   spkiOf,
   type NameAttribute,
 } from '../../../src/ca/x509.ts';
@@ -154,3 +155,36 @@ describe('the parts of a certificate issueCertificate built', () => {
     assert.equal(first.issuer, second.issuer);
   });
 });
+
+describe('serial numbers of issued certificates', () => {
+  test('are positive 16-octet INTEGERs as OpenSSL reads them, later ones sort after earlier ones, 72 bits differ', () => {
+    const serials = Array.from({ length: 64 }, () => {
+      const der = leafWithDefaultSerial();
+      const hex = new X509Certificate(der).serialNumber.toLowerCase();
+      assert.equal(hex, partsOf(der).serialHex);
+      return hex;
+    });
+    for (const hex of serials) assert.match(hex, /^40[0-9a-f]{30}$/, 'a 0x40 octet first: positive, 16 octets');
+    assert.equal(new Set(serials.map((s) => s.slice(14))).size, serials.length, 'the random part differs each time');
+    assert.deepEqual(
+      [...serials].sort((a, b) => a.slice(0, 14).localeCompare(b.slice(0, 14))),
+      serials,
+    );
+    const early = randomSerial(Date.parse('2026-01-01T00:00:00Z')).toString('hex');
+    const late = randomSerial(Date.parse('2026-01-01T00:00:00.001Z')).toString('hex');
+    assert.ok(early < late, 'a millisecond later sorts after');
+  });
+});
+
+function leafWithDefaultSerial(): Buffer {
+  return Buffer.from(
+    issueCertificate({
+      subject: buildName([{ type: OID.commonName, value: 'serial' }]),
+      publicKey: spki,
+      selfSignKey: key.privateKey,
+      notBefore: new Date(0),
+      notAfter: new Date(86_400_000),
+      extensions: [],
+    }).der,
+  );
+}
