@@ -61,14 +61,14 @@ async function startCheckpoints(db: Database.Database, file: string): Promise<()
  * (synchronous=NORMAL in WAL mode): the next durable commit's fsync of the WAL carries it too
  * (group-commit.ts Durability).
  */
-function commit(db: Database.Database, jobs: readonly Job[], prepared: Map<string, Database.Statement>): void {
+function commit(db: Database.Database, jobs: readonly Job[], prepared: Prepared): void {
   const relaxed = jobs.every((j) => j.durability === 'ordered');
   try {
-    if (relaxed) synchronous(db, 'NORMAL');
+    if (relaxed) prepared.synchronous.NORMAL.run();
     const outcomes = runBatch(
       db,
       jobs.map((j) => j.statements),
-      prepared,
+      prepared.writes,
     );
     const results = jobs.map((job, i) => {
       const o = outcomes[i]!;
@@ -84,25 +84,23 @@ function commit(db: Database.Database, jobs: readonly Job[], prepared: Map<strin
       results: jobs.map((job) => ({ id: job.id, ok: false as const, error: plainError(err) })),
     });
   } finally {
-    if (relaxed) synchronous(db, 'FULL');
+    if (relaxed) prepared.synchronous.FULL.run();
   }
 }
 
-/** the two PRAGMA synchronous statements, prepared once (db.pragma prepares its text on every call) */
-const synchronousStatements = new WeakMap<Database.Database, Record<'NORMAL' | 'FULL', Database.Statement>>();
-
-function synchronous(db: Database.Database, level: 'NORMAL' | 'FULL'): void {
-  let statements = synchronousStatements.get(db);
-  if (!statements) {
-    statements = { NORMAL: db.prepare('PRAGMA synchronous = NORMAL'), FULL: db.prepare('PRAGMA synchronous = FULL') };
-    synchronousStatements.set(db, statements);
-  }
-  statements[level].run();
+/** the writes' statements by SQL text (group-commit.ts), and the two PRAGMA synchronous switches */
+interface Prepared {
+  readonly writes: Map<string, Database.Statement>;
+  /** prepared once: db.pragma prepares its text on every call */
+  readonly synchronous: Readonly<Record<'NORMAL' | 'FULL', Database.Statement>>;
 }
 
 /** Takes the main thread's writes in batches until it asks to close; then commits what is left and closes. */
 function serve(db: Database.Database, stopCheckpoints: () => Promise<void>): void {
-  const prepared = new Map<string, Database.Statement>();
+  const prepared: Prepared = {
+    writes: new Map(),
+    synchronous: { NORMAL: db.prepare('PRAGMA synchronous = NORMAL'), FULL: db.prepare('PRAGMA synchronous = FULL') },
+  };
   const statementOf = statementReceiver();
   let queue: Job[] = [];
   const flush = () => {
